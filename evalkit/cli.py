@@ -1,0 +1,110 @@
+"""The `evalkit` command line. User errors print one line and exit with status 2."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from evalkit import csfcube
+from evalkit.errors import KitError
+from evalkit.evaluation import AGGREGATIONS, PROTOCOLS, check_run, per_query, summarize
+from evalkit.human import human_per_query
+from evalkit.metrics import DISCOUNTS
+from evalkit.runs import load_run
+
+
+def _check_dataset(name: str) -> None:
+    if name != "csfcube":
+        raise KitError(f"unknown dataset {name!r}; this command supports: csfcube")
+
+
+def _print_summary(summary: dict, as_json: bool, title: str) -> None:
+    if as_json:
+        print(json.dumps(summary, sort_keys=False))
+        return
+    table = pd.DataFrame(summary).T
+    print(title)
+    print(table.to_string(float_format=lambda v: f"{v:.4f}"))
+
+
+def _summary_with_counts(table: pd.DataFrame, args: argparse.Namespace) -> dict:
+    summary = summarize(table, args.aggregate)
+    summary["queries"] = {f: int((table.facet == f).sum()) for f in csfcube.FACETS} | {"all": len(table)}
+    summary["settings"] = {"discount": args.discount, "aggregate": args.aggregate, "k": args.k}
+    return summary
+
+
+def cmd_evaluate(args: argparse.Namespace) -> None:
+    _check_dataset(args.dataset)
+    data = csfcube.load()
+    run = load_run(Path(args.runs), args.name)
+    check_run(run, data, args.protocol, source=str(args.runs))
+    table = per_query(data, run, args.k, args.discount)
+    if args.per_query:
+        table.to_csv(args.per_query)
+    _print_summary(_summary_with_counts(table, args), args.json, f"{args.name or args.runs} on CSFCube (test folds)")
+
+
+def cmd_human(args: argparse.Namespace) -> None:
+    _check_dataset(args.dataset)
+    table = human_per_query(csfcube.load(), args.k, args.discount)
+    _print_summary(_summary_with_counts(table, args), args.json, "Human reference on CSFCube (test folds)")
+
+
+def cmd_data(args: argparse.Namespace) -> None:
+    root = csfcube.fetch()
+    if args.path:
+        print(root)
+        return
+    data = csfcube.load(root)
+    print(f"CSFCube at {root}: {len(data.queries)} queries, {len(data.papers)} papers, sha256 verified")
+
+
+def _add_scoring_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dataset", default="csfcube", help="dataset name (csfcube)")
+    parser.add_argument("--discount", choices=DISCOUNTS, default="csfcube", help="NDCG discount convention")
+    parser.add_argument("--aggregate", choices=AGGREGATIONS, default="folds",
+                        help="folds: official mean of the two test-fold means; mean: plain mean")
+    parser.add_argument("--k", type=int, default=20, help="cut-off for NDCG, P and R")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="evalkit", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    evaluate = sub.add_parser("evaluate", help="score rankings against CSFCube's judgments")
+    evaluate.add_argument("--runs", required=True, help="folder of official ranking files, or a TREC run file")
+    evaluate.add_argument("--name", help="run name NAME in test-pid2pool-csfcube-NAME-FACET-ranked.json")
+    evaluate.add_argument("--protocol", choices=PROTOCOLS, default="pool",
+                          help="pool: candidates must come from the judged pool")
+    evaluate.add_argument("--per-query", metavar="CSV", help="also write per-query values to this CSV")
+    _add_scoring_options(evaluate)
+    evaluate.set_defaults(func=cmd_evaluate)
+
+    human = sub.add_parser("human", help="the Human reference row (annotators ranked against adjudication)")
+    _add_scoring_options(human)
+    human.set_defaults(func=cmd_human)
+
+    data = sub.add_parser("data", help="fetch (if needed) and verify the CSFCube files")
+    data.add_argument("--path", action="store_true", help="print only the verified data folder")
+    data.set_defaults(func=cmd_data)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        args.func(args)
+    except KitError as exc:
+        print(f"evalkit: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

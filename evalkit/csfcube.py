@@ -1,0 +1,244 @@
+"""CSFCube: locate the release, verify it against the sha256 manifest, load typed records.
+
+Source of the files, first match wins:
+1. the folder named by the environment variable ``CSFCUBE_DIR``;
+2. ``../shared/data/csfcube`` next to the repository, if it exists;
+3. a user cache folder (``$EVALKIT_CACHE`` or ``~/.cache/evalkit``) filled by
+   downloading the release from GitHub at the pinned commit.
+
+Every file the kit reads is checked against ``manifests/csfcube.tsv``, whatever the source.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+import re
+import tempfile
+import urllib.request
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from evalkit.errors import KitError
+
+FACETS = ("background", "method", "result")
+COMMIT = "7ffe012c1d92c470f185fc086086caf5b8e05ef3"
+UPSTREAM = f"https://raw.githubusercontent.com/iesl/CSFCube/{COMMIT}/"
+MANIFEST = Path(__file__).parent / "manifests" / "csfcube.tsv"
+SHARED_COPY = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "csfcube"
+RELEVANT_GRADE = 2  # binary relevance threshold of the official script
+# Sentence labels in readable_annotations; `objective` counts as background.
+LABEL_TO_FACET = {
+    "background": "background",
+    "objective": "background",
+    "method": "method",
+    "result": "result",
+    "other": "other",
+}
+
+
+@dataclass(frozen=True)
+class Sentence:
+    text: str
+    facet: str  # background, method, result or other
+
+
+@dataclass(frozen=True)
+class Paper:
+    pid: str
+    year: int | None
+    title: str
+    sentences: tuple[Sentence, ...]
+
+    @property
+    def abstract(self) -> str:
+        return " ".join(s.text for s in self.sentences)
+
+    @property
+    def text(self) -> str:
+        """Title and abstract, the text dense models encode."""
+        return f"{self.title} {self.abstract}"
+
+    def facet_sentences(self, facet: str) -> tuple[str, ...]:
+        return tuple(s.text for s in self.sentences if s.facet == facet)
+
+
+@dataclass(frozen=True)
+class Query:
+    """One seed paper with one facet: the judged pool and its grades."""
+
+    seed: str
+    facet: str
+    pool: tuple[str, ...]
+    grades: dict[str, int]  # adjudicated grade 0-3 per pool candidate
+    annotators: dict[str, dict[str, int]]  # e.g. {"ann2": {cand: grade}}, keys sorted
+
+    @property
+    def qid(self) -> str:
+        return f"{self.seed}_{self.facet}"
+
+    @property
+    def relevant(self) -> frozenset[str]:
+        return frozenset(c for c, g in self.grades.items() if g >= RELEVANT_GRADE)
+
+
+@dataclass(frozen=True)
+class CSFCube:
+    root: Path
+    queries: dict[str, Query]  # by qid "{seed}_{facet}", in release order
+    papers: dict[str, Paper]
+    folds: dict[str, dict[str, tuple[str, ...]]]  # facet or "all" -> fold name -> qids
+
+    @cached_property
+    def paired_seeds(self) -> dict[str, tuple[str, str]]:
+        """Seeds annotated for two facets (the instruction-following pairs), facets in FACETS order."""
+        by_seed: dict[str, list[str]] = {}
+        for q in self.queries.values():
+            by_seed.setdefault(q.seed, []).append(q.facet)
+        return {s: tuple(sorted(f, key=FACETS.index)) for s, f in by_seed.items() if len(f) == 2}
+
+    def qrels(self) -> dict[str, dict[str, int]]:
+        return {qid: dict(q.grades) for qid, q in self.queries.items()}
+
+    def fold_of(self, qid: str) -> str:
+        """The official test fold ("fold1_test" or "fold2_test") holding a query."""
+        for fold, qids in self.folds["all"].items():
+            if fold.endswith("_test") and qid in qids:
+                return fold
+        raise KitError(f"query {qid} is in no test fold of evaluation_splits.json; check the data copy")
+
+
+def _read_manifest() -> list[tuple[str, str, str]]:
+    with open(MANIFEST, newline="") as fh:
+        return [(r["sha256"], r["path"], r["upstream_path"]) for r in csv.DictReader(fh, delimiter="\t")]
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("EVALKIT_CACHE") or Path.home() / ".cache" / "evalkit"
+    return Path(base) / f"csfcube-{COMMIT[:12]}"
+
+
+def locate() -> Path:
+    """The folder the data is read from (it may not be filled yet: see `fetch`)."""
+    env = os.environ.get("CSFCUBE_DIR")
+    if env:
+        path = Path(env)
+        if not path.is_dir():
+            raise KitError(f"CSFCUBE_DIR={env} is not a directory; point it at a CSFCube copy or unset it")
+        return path
+    if SHARED_COPY.is_dir():
+        return SHARED_COPY
+    return cache_dir()
+
+
+def verify(root: Path) -> None:
+    """Check every manifest file under root: present and with the pinned sha256."""
+    if not root.is_dir():
+        raise KitError(f"CSFCube data directory {root} does not exist; run `evalkit data` (or `make data`)")
+    for digest, rel, _ in _read_manifest():
+        path = root / rel
+        if not path.is_file():
+            raise KitError(f"{path}: missing CSFCube file; run `evalkit data` or fix CSFCUBE_DIR")
+        if _sha256(path) != digest:
+            raise KitError(f"{path}: sha256 mismatch with the pinned release; replace the file (`evalkit data`)")
+
+
+def fetch(root: Path | None = None) -> Path:
+    """Make sure the data is present and verified; download missing files only into the cache folder."""
+    root = root or locate()
+    if root == cache_dir():
+        for digest, rel, upstream in _read_manifest():
+            target = root / rel
+            if target.is_file() and _sha256(target) == digest:
+                continue
+            _download(UPSTREAM + upstream, target, digest)
+    verify(root)
+    return root
+
+
+def _download(url: str, target: Path, digest: str) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with urllib.request.urlopen(url, timeout=60) as resp:
+            body = resp.read()
+    except OSError as exc:
+        raise KitError(f"cannot download {url} ({exc}); set CSFCUBE_DIR to a local copy") from None
+    if hashlib.sha256(body).hexdigest() != digest:
+        raise KitError(f"{url}: downloaded bytes fail the sha256 check; retry or set CSFCUBE_DIR")
+    with tempfile.NamedTemporaryFile(dir=target.parent, delete=False) as tmp:
+        tmp.write(body)
+    os.replace(tmp.name, target)
+
+
+def _read_json(path: Path):
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise KitError(f"{path}: malformed JSON ({exc.msg} at line {exc.lineno})") from None
+
+
+def _load_queries(root: Path) -> dict[str, Query]:
+    queries = {}
+    for facet in FACETS:
+        path = root / f"test-pid2anns-csfcube-{facet}.json"
+        for seed, entry in _read_json(path).items():
+            pool = tuple(entry["cands"])
+            annotators = {
+                key.removeprefix("relevance_"): dict(zip(pool, entry[key]))
+                for key in sorted(entry)
+                if re.fullmatch(r"relevance_ann\d+", key)
+            }
+            q = Query(seed, facet, pool, dict(zip(pool, entry["relevance_adju"])), annotators)
+            queries[q.qid] = q
+    return queries
+
+
+_PAPER_HEAD = re.compile(r"paper_id: (\S+); YEAR: (\d+|None)")
+_LABELLED = re.compile(r"(background|objective|method|result|other)_label: (.*)")
+
+
+def _parse_readable(path: Path) -> list[Paper]:
+    """Papers of one readable_annotations file: blocks separated by lines of '='."""
+    papers = []
+    blocks = re.split(r"^=+\n", path.read_text(encoding="utf-8"), flags=re.M)
+    for block in blocks:
+        head = _PAPER_HEAD.search(block)
+        if not head:
+            continue
+        title, sentences = None, []
+        for line in block.splitlines():
+            if line.startswith("TITLE: "):
+                title = line[len("TITLE: "):].strip()
+            line = line.removeprefix("ABSTRACT: ")
+            match = _LABELLED.fullmatch(line)
+            if match:
+                sentences.append(Sentence(match.group(2).strip(), LABEL_TO_FACET[match.group(1)]))
+        if title is None:
+            raise KitError(f"{path}: paper {head.group(1)} has no TITLE line; the file is damaged")
+        year = None if head.group(2) == "None" else int(head.group(2))
+        papers.append(Paper(head.group(1), year, title, tuple(sentences)))
+    return papers
+
+
+def _load_papers(root: Path) -> dict[str, Paper]:
+    papers: dict[str, Paper] = {}
+    for path in sorted((root / "readable_annotations").glob("*.txt")):
+        for paper in _parse_readable(path):
+            papers.setdefault(paper.pid, paper)
+    return dict(sorted(papers.items(), key=lambda kv: int(kv[0])))
+
+
+def load(root: Path | None = None) -> CSFCube:
+    """Load and verify CSFCube from `root` (default: `locate()`)."""
+    root = root or locate()
+    verify(root)
+    splits = _read_json(root / "evaluation_splits.json")
+    folds = {facet: {name: tuple(qids) for name, qids in fs.items()} for facet, fs in splits.items()}
+    return CSFCube(root, _load_queries(root), _load_papers(root), folds)
