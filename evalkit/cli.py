@@ -11,9 +11,11 @@ import pandas as pd
 
 from evalkit import csfcube
 from evalkit.errors import KitError
-from evalkit.evaluation import AGGREGATIONS, PROTOCOLS, check_run, per_query, summarize
+from evalkit.evaluation import AGGREGATIONS, check_run, per_query, summarize
 from evalkit.human import human_per_query
+from evalkit.instructions import VARIANTS
 from evalkit.metrics import DISCOUNTS
+from evalkit.protocols import PROTOCOLS
 from evalkit.runs import load_run
 
 
@@ -24,11 +26,14 @@ def _check_dataset(name: str) -> None:
 
 def _print_summary(summary: dict, as_json: bool, title: str) -> None:
     if as_json:
-        print(json.dumps(summary, sort_keys=False))
+        print(json.dumps(summary))
         return
-    table = pd.DataFrame(summary).T
+    metrics = {k: v for k, v in summary.items() if k not in ("queries", "settings")}
     print(title)
-    print(table.to_string(float_format=lambda v: f"{v:.4f}"))
+    print(pd.DataFrame(metrics).T.to_string(float_format=lambda v: f"{v:.4f}"))
+    settings = ", ".join(f"{k}={v}" for k, v in summary["settings"].items())
+    counts = ", ".join(f"{k}={v}" for k, v in summary["queries"].items())
+    print(f"queries: {counts}; {settings}")
 
 
 def _summary_with_counts(table: pd.DataFrame, args: argparse.Namespace) -> dict:
@@ -45,7 +50,10 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     check_run(run, data, args.protocol, source=str(args.runs))
     table = per_query(data, run, args.k, args.discount)
     if args.per_query:
-        table.to_csv(args.per_query)
+        try:
+            table.to_csv(args.per_query)
+        except OSError as exc:
+            raise KitError(f"{args.per_query}: cannot write the per-query CSV ({exc})") from None
     _print_summary(_summary_with_counts(table, args), args.json, f"{args.name or args.runs} on CSFCube (test folds)")
 
 
@@ -53,6 +61,23 @@ def cmd_human(args: argparse.Namespace) -> None:
     _check_dataset(args.dataset)
     table = human_per_query(csfcube.load(), args.k, args.discount)
     _print_summary(_summary_with_counts(table, args), args.json, "Human reference on CSFCube (test folds)")
+
+
+def cmd_run(args: argparse.Namespace) -> None:
+    from evalkit.runner import RunSettings, execute
+
+    seeds = tuple(args.seeds.split(",")) if args.seeds else None
+    settings = RunSettings(args.model, args.profile, args.protocol, args.variant, args.first_stage,
+                           args.depth, seeds)
+    print(execute(settings, Path(args.out)))
+
+
+def cmd_models(args: argparse.Namespace) -> None:
+    from evalkit.models import registry
+
+    for name in registry.model_names(args.profile):
+        model = registry.spec(name, args.profile)
+        print(f"{name}\t{model.family}\t{model.role}\t{model.label}")
 
 
 def cmd_data(args: argparse.Namespace) -> None:
@@ -89,6 +114,21 @@ def build_parser() -> argparse.ArgumentParser:
     human = sub.add_parser("human", help="the Human reference row (annotators ranked against adjudication)")
     _add_scoring_options(human)
     human.set_defaults(func=cmd_human)
+
+    run = sub.add_parser("run", help="rank CSFCube with one model and write the run files")
+    run.add_argument("--model", required=True, help="a model name of the profile (see `evalkit models`)")
+    run.add_argument("--profile", default="offline", help="model profile in config/models.yaml")
+    run.add_argument("--protocol", default="pool", help=f"one of {', '.join(PROTOCOLS)}")
+    run.add_argument("--variant", default="base", help=f"one of {', '.join(VARIANTS)}")
+    run.add_argument("--first-stage", help="pooled protocol: first-stage model (default: the profile's)")
+    run.add_argument("--depth", type=int, help="pooled protocol: first-stage depth (default: the profile's)")
+    run.add_argument("--seeds", help="comma-separated seed ids: only their queries (smoke runs)")
+    run.add_argument("--out", required=True, help="run folder")
+    run.set_defaults(func=cmd_run)
+
+    models = sub.add_parser("models", help="list the models of a profile")
+    models.add_argument("--profile", default="offline")
+    models.set_defaults(func=cmd_models)
 
     data = sub.add_parser("data", help="fetch (if needed) and verify the CSFCube files")
     data.add_argument("--path", action="store_true", help="print only the verified data folder")

@@ -9,17 +9,17 @@ import pandas as pd
 from evalkit.csfcube import FACETS, CSFCube
 from evalkit.errors import KitError
 from evalkit.metrics import DISCOUNTS, ndcg_csfcube, p_mrr, trec_metrics
+from evalkit.protocols import check_protocol
 from evalkit.runs import Run, ranked
 
-PROTOCOLS = ("pool", "pooled", "full")
 AGGREGATIONS = ("folds", "mean")
-TEST_FOLDS = ("fold1_test", "fold2_test")
 
 
 def check_run(run: Run, data: CSFCube, protocol: str, source: str = "run") -> None:
     """Reject queries CSFCube does not have and, in the pool protocol, candidates outside the pool."""
-    if protocol not in PROTOCOLS:
-        raise KitError(f"unknown protocol {protocol!r}; choose one of {', '.join(PROTOCOLS)}")
+    check_protocol(protocol)
+    if not run:
+        raise KitError(f"{source}: the run ranks no queries; check the file and --name")
     for qid, scores in run.items():
         query = data.queries.get(qid)
         if query is None:

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import ir_measures
 
 from evalkit.csfcube import RELEVANT_GRADE
+from evalkit.errors import KitError
 from evalkit.runs import Run, ranked, ranks
 
 DISCOUNTS = ("csfcube", "trec")
@@ -56,6 +57,8 @@ def rank_scores(run: Run) -> Run:
 
 def trec_metrics(qrels: Mapping[str, Mapping[str, int]], run: Run, k: int) -> dict[str, dict[str, float]]:
     """Per query, per column name (`trec_measures`): values computed by ir_measures."""
+    if k < 1:
+        raise KitError(f"cut-off k={k} must be a positive integer")
     names = {measure: name for name, measure in trec_measures(k).items()}
     judged = {qid: dict(qrels[qid]) for qid in run}
     values: dict[str, dict[str, float]] = {qid: {} for qid in run}

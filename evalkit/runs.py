@@ -89,6 +89,8 @@ def read_trec(path: Path) -> Run:
         lines = Path(path).read_text(encoding="utf-8").splitlines()
     except FileNotFoundError:
         raise KitError(f"{path}: run file not found; check --runs") from None
+    except UnicodeDecodeError as exc:
+        raise KitError(f"{path}: not a UTF-8 text file ({exc.reason}); write 'qid Q0 doc rank score tag' lines") from None
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -126,7 +128,7 @@ def load_run(runs: Path, name: str | None) -> Run:
     )
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, encoding="utf-8") as tmp:
         tmp.write(text)
@@ -137,18 +139,18 @@ def write_official(path: Path, run: Run, facet: str) -> None:
     """Write the queries of one facet in the official format, best first, distance = -score."""
     suffix = f"_{facet}"
     data = {
-        qid.removesuffix(suffix): [[doc, -docs[doc]] for doc in ranked(docs)]
+        qid.removesuffix(suffix): [[doc, -float(docs[doc])] for doc in ranked(docs)]
         for qid, docs in run.items()
         if qid.endswith(suffix)
     }
-    _write_atomic(Path(path), json.dumps(data, indent=1) + "\n")
+    write_atomic(Path(path), json.dumps(data, indent=1) + "\n")
 
 
 def write_trec(path: Path, run: Run, tag: str) -> None:
     """Write a TREC run with full-precision (repr) scores."""
     lines = [
-        f"{qid} Q0 {doc} {rank} {docs[doc]!r} {tag}"
+        f"{qid} Q0 {doc} {rank} {float(docs[doc])!r} {tag}"
         for qid, docs in run.items()
         for rank, doc in enumerate(ranked(docs), start=1)
     ]
-    _write_atomic(Path(path), "\n".join(lines) + "\n")
+    write_atomic(Path(path), "\n".join(lines) + "\n")

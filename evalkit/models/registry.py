@@ -1,0 +1,124 @@
+"""Model registry: a name in config/models.yaml -> a scorer built by its family's builder.
+
+Set ``EVALKIT_MODELS`` to a YAML file of the same shape to use your own registry.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import yaml
+
+from evalkit.errors import KitError
+from evalkit.models.base import Scorer
+from evalkit.models.bm25 import BM25
+from evalkit.models.dense import BiEncoder, MultiVector
+
+MODELS_FILE = Path(__file__).resolve().parents[1] / "config" / "models.yaml"
+ROLES = ("agnostic", "aspect", "instructed", "probe", "reranker")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    profile: str
+    family: str
+    label: str
+    role: str
+    settings: dict
+
+
+def resolve_location(location: str) -> str:
+    """`pypi:PACKAGE` -> the folder inside the installed package holding modules.json; else as given."""
+    if not location.startswith("pypi:"):
+        return location
+    package = location.removeprefix("pypi:")
+    try:
+        files = importlib.metadata.files(package) or []
+    except importlib.metadata.PackageNotFoundError:
+        raise KitError(f"model package {package} is not installed; run `make install` "
+                       f"or `pip install {package}`") from None
+    for file in files:
+        if file.name == "modules.json":
+            return str(Path(file.locate()).parent)
+    raise KitError(f"package {package} holds no sentence-transformers folder (modules.json)")
+
+
+def _encoder(settings: dict):
+    from evalkit.embeddings import Encoder
+
+    if settings.get("adapter"):
+        raise KitError(f"adapter {settings['adapter']} (AdapterHub format) is not supported yet; "
+                       "use a model without an adapter")
+    return Encoder(resolve_location(settings["model"]), revision=settings.get("revision"),
+                   max_seq_length=settings.get("max_seq_length"), batch_size=settings.get("batch_size", 32))
+
+
+def _build_dense(settings: dict) -> Scorer:
+    return BiEncoder(_encoder(settings), settings.get("query_template", "{query}"),
+                     settings.get("doc_template", "{text}"))
+
+
+def _build_multivector(settings: dict) -> Scorer:
+    return MultiVector(_encoder(settings), settings.get("matching", "ot"))
+
+
+def _build_bm25(settings: dict) -> Scorer:
+    return BM25(settings.get("k1", 1.5), settings.get("b", 0.75))
+
+
+FAMILIES: dict[str, Callable[[dict], Scorer]] = {
+    "bm25": _build_bm25,
+    "dense": _build_dense,
+    "multivector": _build_multivector,
+}
+
+
+def _config() -> dict:
+    return _read_config(Path(os.environ.get("EVALKIT_MODELS") or MODELS_FILE))
+
+
+@cache
+def _read_config(path: Path) -> dict:
+    try:
+        return yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise KitError(f"{path}: cannot read the model registry ({exc})") from None
+
+
+def profiles() -> list[str]:
+    return list(_config()["profiles"])
+
+
+def profile_settings(profile: str) -> dict:
+    table = _config()["profiles"]
+    if profile not in table:
+        raise KitError(f"unknown profile {profile!r}; choose one of {', '.join(table)}")
+    return table[profile]
+
+
+def model_names(profile: str) -> list[str]:
+    return list(profile_settings(profile)["models"])
+
+
+def spec(name: str, profile: str) -> ModelSpec:
+    models = profile_settings(profile)["models"]
+    if name not in models:
+        raise KitError(f"unknown model {name!r} in profile {profile}; choose one of {', '.join(models)}")
+    settings = dict(models[name])
+    family = settings.pop("family", None)
+    if family not in FAMILIES:
+        raise KitError(f"model {name}: unknown family {family!r}; choose one of {', '.join(FAMILIES)}")
+    role = settings.pop("role", "agnostic")
+    if role not in ROLES:
+        raise KitError(f"model {name}: unknown role {role!r}; choose one of {', '.join(ROLES)}")
+    return ModelSpec(name, profile, family, settings.pop("label", name), role, settings)
+
+
+def build(model: ModelSpec) -> Scorer:
+    return FAMILIES[model.family](model.settings)

@@ -1,0 +1,128 @@
+"""`evalkit run`: score every CSFCube query with one model, variant and protocol; write the run.
+
+Outputs in the run folder, for run name NAME (the model name, or ``MODEL--VARIANT``
+for a variant other than base):
+- ``test-pid2pool-csfcube-NAME-FACET-ranked.json`` per facet (official format),
+- ``csfcube-NAME.trec`` (all queries, full-precision scores),
+- ``csfcube-NAME.json``, the sidecar: model, revision, templates, instruction texts,
+  protocol, data checksum, kit version, seed. It is written last, so a run without
+  its sidecar is incomplete. Every file is deterministic: the same run twice gives
+  byte-identical files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+from evalkit import __version__, csfcube
+from evalkit.csfcube import FACETS, CSFCube, Paper
+from evalkit.errors import KitError
+from evalkit.instructions import check_variant, instruction_text, make_request
+from evalkit.models import registry
+from evalkit.protocols import check_protocol, pool_candidates, top_candidates
+from evalkit.runs import Run, write_atomic, official_path, trec_path, write_official, write_trec
+
+RANDOM_SEED = 0  # nothing in a run is random today; recorded so that any future sampling is pinned
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    model: str
+    profile: str = "offline"
+    protocol: str = "pool"
+    variant: str = "base"
+    first_stage: str | None = None  # pooled protocol; default: the profile's
+    depth: int | None = None  # pooled protocol; default: the profile's
+    seeds: tuple[str, ...] | None = None  # smoke runs: only these seed papers
+
+    @property
+    def run_name(self) -> str:
+        return self.model if self.variant == "base" else f"{self.model}--{self.variant}"
+
+
+def sidecar_path(out: Path, name: str) -> Path:
+    return Path(out) / f"csfcube-{name}.json"
+
+
+def selected_queries(data: CSFCube, seeds: tuple[str, ...] | None) -> list[str]:
+    """The queries of the chosen seeds (all seeds when None), in release order."""
+    known = {q.seed for q in data.queries.values()}
+    unknown = sorted(set(seeds or ()) - known)
+    if unknown:
+        raise KitError(f"unknown seed {unknown[0]}; CSFCube seeds are listed in queries-release.csv")
+    return [qid for qid, q in data.queries.items() if seeds is None or q.seed in seeds]
+
+
+def _data_checksum() -> str:
+    return hashlib.sha256(csfcube.MANIFEST.read_bytes()).hexdigest()
+
+
+def candidates_for(settings: RunSettings, data: CSFCube, qids: list[str]) -> tuple[dict[str, list[Paper]], dict]:
+    """Candidates per query under the protocol, and the protocol's description for the sidecar."""
+    if settings.protocol == "pool":
+        return {qid: pool_candidates(data, data.queries[qid]) for qid in qids}, {"protocol": "pool"}
+    if settings.protocol == "full":
+        raise KitError("the full protocol needs --corpus; it runs through `evalkit run --protocol full --corpus ZIP`")
+    profile = registry.profile_settings(settings.profile)
+    name = settings.first_stage or profile["first_stage"]
+    depth = settings.depth or profile["depth"]
+    first = registry.build(registry.spec(name, settings.profile))
+    corpus = list(data.papers.values())
+    first.prepare(corpus)
+    chosen = {}
+    for qid in tqdm(qids, desc=f"first stage {name}", unit="query"):
+        query = data.queries[qid]
+        request = make_request(data.papers[query.seed], query.facet, settings.variant)
+        chosen[qid] = top_candidates(first, request, corpus, depth)
+    return chosen, {"protocol": "pooled", "first_stage": name, "first_stage_model": first.describe(),
+                    "depth": depth, "corpus_size": len(corpus)}
+
+
+def execute(settings: RunSettings, out: Path, data: CSFCube | None = None) -> Path:
+    """Run one model over the queries; returns the sidecar path."""
+    check_protocol(settings.protocol)
+    check_variant(settings.variant)
+    model_spec = registry.spec(settings.model, settings.profile)
+    data = data or csfcube.load()
+    qids = selected_queries(data, settings.seeds)
+    candidates, protocol = candidates_for(settings, data, qids)
+    scorer = registry.build(model_spec)
+    scorer.prepare(list({p.pid: p for cands in candidates.values() for p in cands}.values()))
+    run: Run = {}
+    for qid in tqdm(qids, desc=f"scoring {settings.run_name}", unit="query"):
+        query = data.queries[qid]
+        request = make_request(data.papers[query.seed], query.facet, settings.variant)
+        run[qid] = scorer.score(request, candidates[qid])
+    return write_run(out, settings, run, model_spec, scorer.describe(), protocol)
+
+
+def write_run(out: Path, settings: RunSettings, run: Run, model_spec, model_description: dict,
+              protocol: dict) -> Path:
+    name = settings.run_name
+    for facet in FACETS:
+        write_official(official_path(out, name, facet), run, facet)
+    write_trec(trec_path(out, name), run, name)
+    sidecar = {
+        "run": name,
+        "model": model_spec.name,
+        "label": model_spec.label,
+        "role": model_spec.role,
+        "family": model_spec.family,
+        "settings": model_description,
+        "variant": settings.variant,
+        "instructions": {f: instruction_text(f, settings.variant) for f in FACETS},
+        **protocol,
+        "run_settings": asdict(settings),
+        "queries": len(run),
+        "data_sha256": _data_checksum(),
+        "kit_version": __version__,
+        "random_seed": RANDOM_SEED,
+    }
+    path = sidecar_path(out, name)
+    write_atomic(path, json.dumps(sidecar, indent=1, sort_keys=True) + "\n")
+    return path

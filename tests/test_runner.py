@@ -1,0 +1,100 @@
+"""`evalkit run` end to end on real CSFCube queries with a tiny local model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from evalkit import csfcube
+from evalkit.errors import KitError
+from evalkit.evaluation import per_query
+from evalkit.runner import RunSettings, execute
+from evalkit.runs import load_run, official_path
+from tiny_models import build_sentence_transformer
+
+SEEDS = ("929877", "3264891")  # two seeds annotated for two facets each
+
+
+@pytest.fixture(scope="module")
+def data():
+    return csfcube.load()
+
+
+@pytest.fixture(scope="module")
+def registry_file(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("models")
+    tiny = build_sentence_transformer(folder)
+    path = folder / "models.yaml"
+    path.write_text(json.dumps({"profiles": {"test": {"first_stage": "tiny", "depth": 30, "models": {
+        "tiny": {"family": "dense", "model": str(tiny), "role": "agnostic"},
+        "tiny-probe": {"family": "dense", "model": str(tiny), "query_template": "{instruction} {query}",
+                       "role": "probe"},
+        "bm25": {"family": "bm25"},
+    }}}}))
+    return path
+
+
+@pytest.fixture(autouse=True)
+def env(registry_file, tmp_path, monkeypatch):
+    monkeypatch.setenv("EVALKIT_MODELS", str(registry_file))
+    monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "cache"))
+
+
+def run(data, out, **kwargs):
+    settings = RunSettings(**{"model": "tiny", "profile": "test", "seeds": SEEDS, **kwargs})
+    return execute(settings, out, data)
+
+
+def test_same_run_twice_gives_byte_identical_files(data, tmp_path):
+    run(data, tmp_path / "a")
+    run(data, tmp_path / "b")
+    names = sorted(p.name for p in (tmp_path / "a").iterdir())
+    assert len(names) == 5  # three facet files, TREC run, sidecar
+    for name in names:
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+
+
+def test_run_files_are_read_by_evaluate_and_the_sidecar_records_the_settings(data, tmp_path):
+    sidecar = json.loads(run(data, tmp_path, variant="definition").read_text())
+    assert sidecar["run"] == "tiny--definition"
+    assert sidecar["instructions"]["method"].startswith("Retrieve scientific papers with a similar method")
+    assert sidecar["protocol"] == "pool" and sidecar["queries"] == 4
+    assert {"data_sha256", "kit_version", "random_seed", "settings"} <= set(sidecar)
+    assert sidecar["settings"]["revision"]
+    table = per_query(data, load_run(tmp_path, "tiny--definition"))
+    assert len(table) == 4
+    seeds_json = json.loads(official_path(tmp_path, "tiny--definition", "background").read_text())
+    assert set(seeds_json) == set(SEEDS)
+
+
+def test_instruction_agnostic_model_has_p_mrr_exactly_zero(data, tmp_path):
+    run(data, tmp_path)
+    pmrr = per_query(data, load_run(tmp_path, "tiny"))["p-mrr"]
+    assert len(pmrr.dropna()) == 4 and (pmrr == 0.0).all()
+
+
+def test_probe_reads_the_instruction(data, tmp_path):
+    run(data, tmp_path, model="tiny-probe")
+    pmrr = per_query(data, load_run(tmp_path, "tiny-probe"))["p-mrr"]
+    assert (pmrr != 0.0).any()
+
+
+def test_pooled_protocol_reranks_the_first_stage_top_depth_without_the_seed(data, tmp_path):
+    run(data, tmp_path, model="bm25", protocol="pooled")
+    ranking = load_run(tmp_path, "bm25")
+    for qid, scores in ranking.items():
+        assert len(scores) == 30
+        assert qid.split("_")[0] not in scores
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("variant", "nope", "choose one of base, generic"),
+    ("protocol", "nope", "choose one of pool, pooled, full"),
+    ("model", "nope", "choose one of tiny, tiny-probe, bm25"),
+    ("seeds", ("123",), "unknown seed 123"),
+])
+def test_bad_settings_get_one_line_errors(data, tmp_path, field, value, message):
+    with pytest.raises(KitError, match=message):
+        run(data, tmp_path, **{field: value})
+    assert not (tmp_path / "csfcube-tiny.json").exists()
