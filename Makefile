@@ -1,15 +1,34 @@
-# evalkit study kit. `make help` lists the targets.
+# evalkit study kit. `make help` lists the targets; README.md explains them.
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 EVALKIT := $(VENV)/bin/evalkit
+PAPERMILL := $(VENV)/bin/papermill
 STAMP := $(VENV)/.installed
 BUILD ?= build
 TABLES := $(BUILD)/tables
+# Embedding and judgment caches stay inside the checkout unless set.
+export EVALKIT_CACHE ?= $(CURDIR)/cache
 
-.PHONY: help install data all test clean
+# Study parameters (papermill overrides): make relevance PROFILE=paper PROTOCOL=pooled
+PROFILE ?= offline
+PROTOCOL ?= pool
+MODELS ?=
+REFERENCE_MODEL ?=
+DISCOUNT ?= csfcube
+SEED ?= 0
+SEEDS ?=
+TAG := $(PROFILE)-$(PROTOCOL)
+NB_PARAMS = -r PROFILE "$(PROFILE)" -r PROTOCOL "$(PROTOCOL)" -r MODELS "$(MODELS)" \
+	-r REFERENCE_MODEL "$(REFERENCE_MODEL)" -r DISCOUNT "$(DISCOUNT)" -p SEED $(SEED) -r SEEDS "$(SEEDS)" \
+	-r OUTPUT_DIR "$(BUILD)" -r FIGURES_DIR figures -r RUNS_DIR runs
+KIT_SOURCES := $(shell find evalkit -name '*.py' -o -name '*.yaml' -o -name '*.csv' -o -name '*.tsv')
+NOTEBOOKS := relevance instruction_following sensitivity
+EXECUTED := $(foreach n,$(NOTEBOOKS),$(BUILD)/notebooks/$(n)-$(TAG).ipynb)
+
+.PHONY: help install data all test clean $(NOTEBOOKS) report
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_/.%-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | column -t -s $$'\t'
@@ -40,11 +59,26 @@ $(TABLES)/human.json: $(BUILD)/data.ok
 	$(EVALKIT) human --json > $@.tmp
 	mv $@.tmp $@
 
-all: $(TABLES)/specter-sample.json $(TABLES)/human.json ## regenerate the whole study
-	@for f in $^; do echo "== $$f"; cat $$f; echo; done
+# Executed notebooks: build/notebooks/NAME-PROFILE-PROTOCOL.ipynb; sources are never overwritten.
+$(BUILD)/notebooks/%-$(TAG).ipynb: notebooks/%.ipynb $(BUILD)/data.ok $(KIT_SOURCES)
+	@mkdir -p $(@D)
+	$(PAPERMILL) --log-level WARNING $< $@.tmp.ipynb $(NB_PARAMS)
+	mv $@.tmp.ipynb $@
+
+relevance: $(BUILD)/notebooks/relevance-$(TAG).ipynb ## Table 1 analogue: NDCG@20, significance, figure
+instruction_following: $(BUILD)/notebooks/instruction_following-$(TAG).ipynb ## Table 2 analogue: p-MRR, ranking movement
+sensitivity: $(BUILD)/notebooks/sensitivity-$(TAG).ipynb ## Table 3 analogue: instruction variants
+
+$(BUILD)/report-$(TAG).html: $(EXECUTED)
+	$(EVALKIT) report $^ --out $@
+
+report: $(BUILD)/report-$(TAG).html ## one HTML report of the executed notebooks
+
+all: $(TABLES)/specter-sample.json $(TABLES)/human.json $(BUILD)/report-$(TAG).html ## regenerate the whole study
+	@echo "tables: $(TABLES)/  figures: figures/  report: $(BUILD)/report-$(TAG).html"
 
 test: $(STAMP) ## run the test suite
 	$(PY) -m pytest -q
 
-clean: ## remove build outputs (keeps .venv and caches)
-	rm -rf $(BUILD)
+clean: ## remove build outputs and figures (keeps .venv, runs/ and cache/)
+	rm -rf $(BUILD) figures/*.png figures/*.svg

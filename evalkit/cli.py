@@ -80,6 +80,12 @@ def cmd_models(args: argparse.Namespace) -> None:
         print(f"{name}\t{model.family}\t{model.role}\t{model.label}")
 
 
+def cmd_report(args: argparse.Namespace) -> None:
+    from evalkit.report import html_report
+
+    print(html_report([Path(p) for p in args.notebooks], Path(args.out)))
+
+
 def cmd_data(args: argparse.Namespace) -> None:
     root = csfcube.fetch()
     if args.path:
@@ -129,6 +135,11 @@ def build_parser() -> argparse.ArgumentParser:
     models = sub.add_parser("models", help="list the models of a profile")
     models.add_argument("--profile", default="offline")
     models.set_defaults(func=cmd_models)
+
+    report = sub.add_parser("report", help="merge executed notebooks into one HTML report")
+    report.add_argument("notebooks", nargs="+", help="executed notebooks, in order")
+    report.add_argument("--out", required=True, help="HTML file to write")
+    report.set_defaults(func=cmd_report)
 
     data = sub.add_parser("data", help="fetch (if needed) and verify the CSFCube files")
     data.add_argument("--path", action="store_true", help="print only the verified data folder")

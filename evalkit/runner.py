@@ -58,7 +58,7 @@ def selected_queries(data: CSFCube, seeds: tuple[str, ...] | None) -> list[str]:
     return [qid for qid, q in data.queries.items() if seeds is None or q.seed in seeds]
 
 
-def _data_checksum() -> str:
+def data_checksum() -> str:
     return hashlib.sha256(csfcube.MANIFEST.read_bytes()).hexdigest()
 
 
@@ -119,7 +119,7 @@ def write_run(out: Path, settings: RunSettings, run: Run, model_spec, model_desc
         **protocol,
         "run_settings": asdict(settings),
         "queries": len(run),
-        "data_sha256": _data_checksum(),
+        "data_sha256": data_checksum(),
         "kit_version": __version__,
         "random_seed": RANDOM_SEED,
     }

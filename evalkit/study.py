@@ -1,0 +1,221 @@
+"""The study's tables: relevance (Table 1), instruction following (Table 2), sensitivity (Table 3).
+
+Notebooks call these; runs are produced on demand by `evalkit.runner` and reused
+when a run folder already holds a complete run (its sidecar) with the same settings.
+All values in the tables are x100, as in the paper.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats as scistats
+
+from evalkit.csfcube import CSFCube
+from evalkit.errors import KitError
+from evalkit.evaluation import per_query, summarize
+from evalkit.human import human_per_query
+from evalkit.metrics import DISCOUNTS
+from evalkit.models import registry
+from evalkit.protocols import check_protocol
+from evalkit.runner import RunSettings, data_checksum, execute, sidecar_path
+from evalkit.runs import Run, load_run
+from evalkit.stats import bootstrap_ci, holm, paired_ttest
+
+PUBLISHED = Path(__file__).parent / "config" / "published_mysore.csv"
+COLUMNS = ["background", "method", "result", "all"]
+NDCG = "ndcg@20"
+ALPHA = 0.05
+SENSITIVITY_GROUPS = {
+    "Base": ["base"],
+    "Generic": ["generic"],
+    "Definition": ["definition"],
+    "Paraphrases (mean of 3)": ["paraphrase-1", "paraphrase-2", "paraphrase-3"],
+    "Aspect subset": ["aspect-subset"],
+}
+
+
+def study_models(profile: str, notebook: str, models: str = "") -> list[str]:
+    """The models a notebook runs: a comma-separated override, else the profile's study list."""
+    names = [m.strip() for m in models.split(",") if m.strip()] or registry.profile_settings(profile)["study"][notebook]
+    for name in names:
+        registry.spec(name, profile)  # raises a one-line error listing the valid names
+    return names
+
+
+def check_parameters(profile: str, protocol: str, discount: str, reference: str = "",
+                     seeds: str = "") -> tuple[str, tuple[str, ...] | None]:
+    """Validate notebook parameters; returns (reference model, seeds tuple or None)."""
+    registry.profile_settings(profile)
+    check_protocol(protocol)
+    if discount not in DISCOUNTS:
+        raise KitError(f"unknown DISCOUNT {discount!r}; choose one of {', '.join(DISCOUNTS)}")
+    reference = reference or registry.profile_settings(profile)["study"]["reference"]
+    registry.spec(reference, profile)
+    chosen = tuple(s.strip() for s in seeds.split(",") if s.strip()) or None
+    return reference, chosen
+
+
+def ensure_run(settings: RunSettings, runs_dir: Path, data: CSFCube) -> Path:
+    """The run folder holding `settings`' run, produced only when no complete matching run exists."""
+    out = Path(runs_dir) / settings.profile / settings.protocol
+    sidecar = sidecar_path(out, settings.run_name)
+    if sidecar.is_file():
+        recorded = json.loads(sidecar.read_text())
+        if recorded.get("run_settings") == json.loads(json.dumps(asdict(settings))) and \
+                recorded.get("data_sha256") == data_checksum():
+            return out
+    execute(settings, out, data)
+    return out
+
+
+def get_runs(data: CSFCube, runs_dir: Path, profile: str, protocol: str, models: list[str],
+             variant: str = "base", seeds: tuple[str, ...] | None = None) -> dict[str, Run]:
+    """Runs by model name, producing missing ones first."""
+    runs = {}
+    for model in models:
+        settings = RunSettings(model, profile, protocol, variant, seeds=seeds)
+        runs[model] = load_run(ensure_run(settings, runs_dir, data), settings.run_name)
+    return runs
+
+
+def per_query_tables(data: CSFCube, runs: dict[str, Run], discount: str = "csfcube") -> dict[str, pd.DataFrame]:
+    return {model: per_query(data, run, discount=discount) for model, run in runs.items()}
+
+
+def variant_tables(data: CSFCube, runs_dir: Path, profile: str, protocol: str, models: list[str],
+                   seeds: tuple[str, ...] | None, discount: str) -> dict[str, dict[str, pd.DataFrame]]:
+    """Per-query tables by model and by every variant of SENSITIVITY_GROUPS."""
+    variants = [v for group in SENSITIVITY_GROUPS.values() for v in group]
+    by_variant: dict[str, dict[str, pd.DataFrame]] = {m: {} for m in models}
+    for variant in variants:
+        runs = get_runs(data, runs_dir, profile, protocol, models, variant, seeds)
+        for model, table in per_query_tables(data, runs, discount).items():
+            by_variant[model][variant] = table
+    return by_variant
+
+
+def human_table(data: CSFCube, seeds: tuple[str, ...] | None, discount: str) -> pd.DataFrame:
+    table = human_per_query(data, discount=discount)
+    return table if seeds is None else table[table.seed.isin(seeds)]
+
+
+def _label(profile: str, model: str) -> tuple[str, str]:
+    spec = registry.spec(model, profile)
+    return spec.label, spec.role
+
+
+def relevance_table(profile: str, tables: dict[str, pd.DataFrame], human: pd.DataFrame, reference: str,
+                    seed: int = 0) -> pd.DataFrame:
+    """NDCG@20 x100 per facet and aggregated (official fold mean), bootstrap 95% interval of the
+    per-query mean, and the paired t-test against the reference model (raw and Holm-adjusted p).
+    `same_as_reference` marks p >= 0.05 (no significant difference), as the paper's marks."""
+    if reference not in tables:
+        raise KitError(f"REFERENCE_MODEL {reference} is not among the models run; add it to MODELS")
+    rows, pvalues = [], {}
+    for model, table in tables.items():
+        label, role = _label(profile, model)
+        if model != reference:
+            pvalues[model] = paired_ttest(table[NDCG], tables[reference][NDCG]).pvalue
+        rows.append({"model": model, "label": label, "role": role, "source": "kit",
+                     **_scaled(summarize(table)[NDCG]), **_interval(table[NDCG], seed)})
+    adjusted = holm(pvalues) if pvalues else {}
+    for row in rows:
+        row["p_vs_reference"] = pvalues.get(row["model"], math.nan)
+        row["p_holm"] = adjusted.get(row["model"], math.nan)
+        row["same_as_reference"] = row["model"] == reference or row["p_vs_reference"] >= ALPHA
+    rows.append({"model": "human", "label": "Human (annotators vs adjudication)", "role": "reference",
+                 "source": "kit", **_scaled(summarize(human)[NDCG]), **_interval(human[NDCG], seed)})
+    return pd.DataFrame(rows + published_rows(NDCG))
+
+
+def instruction_following_table(profile: str, tables: dict[str, pd.DataFrame], human: pd.DataFrame,
+                                runs: dict[str, Run], data: CSFCube) -> pd.DataFrame:
+    """p-MRR x100 per facet and aggregated (mean of facet means), and how much a model's ranking
+    moves between a seed's two instructions: mean Kendall tau over paired seeds (1 = unchanged)."""
+    rows = []
+    for model, table in tables.items():
+        label, role = _label(profile, model)
+        rows.append({"model": model, "label": label, "role": role, "source": "kit",
+                     **_scaled(summarize(table)["p-mrr"]), "kendall_tau": ranking_movement(runs[model], data)})
+    rows.append({"model": "human", "label": "Human (annotators vs adjudication)", "role": "reference",
+                 "source": "kit", **_scaled(summarize(human)["p-mrr"]), "kendall_tau": math.nan})
+    return pd.DataFrame(rows + published_rows("p-mrr"))
+
+
+def ranking_movement(run: Run, data: CSFCube) -> float:
+    """Mean Kendall tau-b between the scores a run gives under a seed's two instructions."""
+    taus = []
+    for seed, (first, second) in data.paired_seeds.items():
+        a, b = run.get(f"{seed}_{first}"), run.get(f"{seed}_{second}")
+        if a is None or b is None:
+            continue
+        common = sorted(set(a) & set(b))
+        tau = scistats.kendalltau([a[d] for d in common], [b[d] for d in common]).statistic
+        taus.append(1.0 if math.isnan(tau) else tau)  # constant scores under both: nothing moved
+    return float(np.mean(taus)) if taus else math.nan
+
+
+def sensitivity_table(profile: str, by_variant: dict[str, dict[str, pd.DataFrame]]) -> pd.DataFrame:
+    """NDCG@20 and p-MRR x100 (aggregated) per model and instruction variant group."""
+    rows = []
+    for model, tables in by_variant.items():
+        label, role = _label(profile, model)
+        for group, variants in SENSITIVITY_GROUPS.items():
+            summaries = [summarize(tables[v]) for v in variants]
+            rows.append({"model": model, "label": label, "role": role, "variant": group,
+                         "ndcg@20": 100 * np.mean([s[NDCG]["all"] for s in summaries]),
+                         "p-mrr": 100 * np.mean([s["p-mrr"]["all"] for s in summaries])})
+    return pd.DataFrame(rows)
+
+
+def published_rows(metric: str) -> list[dict]:
+    """The paper's rows for a metric (x100, full-corpus protocol), from the cited data file."""
+    table = pd.read_csv(PUBLISHED)
+    table = table[table.metric == metric]
+    return [{"model": r.model, "label": f"{r.model} (paper)", "role": "published", "source": r.source,
+             **{c: float(getattr(r, c)) for c in COLUMNS}} for r in table.itertuples()]
+
+
+def _scaled(summary: dict[str, float]) -> dict[str, float]:
+    return {c: 100 * summary[c] for c in COLUMNS}
+
+
+def _interval(values: pd.Series, seed: int) -> dict[str, float]:
+    low, high = bootstrap_ci(values, seed=seed)
+    return {"ci_low": 100 * low, "ci_high": 100 * high}
+
+
+def findings(relevance: pd.DataFrame, following: pd.DataFrame, sensitivity: pd.DataFrame) -> list[str]:
+    """The paper's three findings, stated from the computed numbers of this profile."""
+    kit = relevance[(relevance.source == "kit") & (relevance.model != "human")]
+    aware = kit[kit.role.isin(["instructed", "probe", "reranker", "aspect"])]
+    agnostic = kit[kit.role == "agnostic"]
+    lines = []
+    if len(aware) and len(agnostic):
+        best_aware, best_agnostic = aware.loc[aware["all"].idxmax()], agnostic.loc[agnostic["all"].idxmax()]
+        verdict = "beats" if best_aware["all"] > best_agnostic["all"] else "does not beat"
+        lines.append(f"(a) The best instruction-aware model ({best_aware.label}, NDCG@20 {best_aware['all']:.2f}) "
+                     f"{verdict} the best instruction-agnostic model ({best_agnostic.label}, "
+                     f"{best_agnostic['all']:.2f}).")
+    follow = following[(following.source == "kit") & following.role.isin(["instructed", "probe", "reranker", "aspect"])]
+    if len(follow):
+        values = ", ".join(f"{r.label} {r.all:+.2f}" for r in follow.itertuples())
+        near = all(abs(v) < 5 for v in follow["all"])
+        lines.append(f"(b) p-MRR of the instruction-aware models: {values}; "
+                     f"{'all within 5 points of 0 or negative' if near else 'not all near 0'}.")
+    for model, rows in sensitivity.groupby("model", sort=False):
+        base = rows[rows.variant == "Base"].iloc[0]
+        subset = rows[rows.variant == "Aspect subset"].iloc[0]
+        lines.append(
+            f"(c) {base.label}: Aspect subset {'raises' if subset['p-mrr'] > base['p-mrr'] else 'does not raise'} "
+            f"p-MRR ({base['p-mrr']:+.2f} -> {subset['p-mrr']:+.2f}) and "
+            f"{'lowers' if subset['ndcg@20'] < base['ndcg@20'] else 'does not lower'} NDCG@20 "
+            f"({base['ndcg@20']:.2f} -> {subset['ndcg@20']:.2f})."
+        )
+    return lines
