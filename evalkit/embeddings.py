@@ -116,7 +116,7 @@ class Encoder:
         self._memory.update(self.cache.get(missing))
         by_key = dict(zip(keys, texts))
         todo = [k for k in missing if k not in self._memory]
-        with tqdm(total=len(todo), desc=desc, unit="text", disable=not todo) as bar:
+        with tqdm(total=len(todo), desc=desc, unit="text", disable=len(todo) < 64) as bar:
             for start in range(0, len(todo), CHUNK):
                 chunk = todo[start:start + CHUNK]
                 vectors = self.model.encode([by_key[k] for k in chunk], batch_size=self.batch_size,

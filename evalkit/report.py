@@ -86,3 +86,27 @@ def html_report(notebooks: list[Path], out: Path) -> Path:
     body, _ = exporter.from_notebook_node(merged)
     write_atomic(Path(out), body)
     return Path(out)
+
+
+def tradeoff_plot(points: pd.DataFrame) -> plt.Figure:
+    """NDCG@20 against p-MRR: kit models and variants, Human, the paper's points, the hybrid curve."""
+    fig, ax = plt.subplots(figsize=(8, 5.5))
+    curve = points[points.kind == "hybrid"]
+    ax.plot(curve["ndcg@20"], curve["p-mrr"], "-o", color="tab:green", markersize=3, label="facet hybrid, a = 0..1")
+    for _, r in curve.iloc[[0, -1]].iterrows():
+        ax.annotate(r.variant, (r["ndcg@20"], r["p-mrr"]), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    styles = {"kit": ("o", "tab:blue"), "human": ("*", "black"), "paper": ("s", "tab:gray"),
+              "hybrid-cv": ("D", "tab:red")}
+    for kind, (marker, color) in styles.items():
+        rows = points[points.kind == kind]
+        ax.scatter(rows["ndcg@20"], rows["p-mrr"], marker=marker, color=color, s=40 if kind != "human" else 120,
+                   label={"kit": "kit models x variants", "human": "Human", "paper": "paper (full corpus)",
+                          "hybrid-cv": "hybrid, a chosen on dev"}[kind])
+        for _, r in rows.iterrows():
+            text = r.label if r.variant == "Base" or kind != "kit" else f"{r.label} / {r.variant}"
+            ax.annotate(text[:40], (r["ndcg@20"], r["p-mrr"]), fontsize=6, xytext=(3, -8), textcoords="offset points")
+    ax.axhline(0, color="black", linewidth=0.6)
+    ax.set_xlabel("NDCG@20 (x100)")
+    ax.set_ylabel("p-MRR (x100)")
+    ax.legend(fontsize=7, loc="best")
+    return fig

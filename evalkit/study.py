@@ -48,6 +48,13 @@ def study_models(profile: str, notebook: str, models: str = "") -> list[str]:
     return names
 
 
+def hybrid_model(profile: str, model: str = "") -> str:
+    """The embedding model of the facet-hybrid study: the override, else the profile's."""
+    name = model or registry.profile_settings(profile)["study"]["hybrid"]
+    registry.spec(name, profile)
+    return name
+
+
 def check_parameters(profile: str, protocol: str, discount: str, reference: str = "",
                      seeds: str = "") -> tuple[str, tuple[str, ...] | None]:
     """Validate notebook parameters; returns (reference model, seeds tuple or None)."""
@@ -219,3 +226,68 @@ def findings(relevance: pd.DataFrame, following: pd.DataFrame, sensitivity: pd.D
             f"({base['ndcg@20']:.2f} -> {subset['ndcg@20']:.2f})."
         )
     return lines
+
+
+def hybrid_study(data: CSFCube, profile: str, protocol: str, model: str, seeds: tuple[str, ...] | None,
+                 discount: str = "csfcube", candidate_facet: bool = False, seed: int = 0) -> pd.DataFrame:
+    """The facet-hybrid of an embedding model: the curve over the grid of a, and the weight
+    chosen on each official fold's dev half reported on its test half, with paired t-tests
+    (hybrid vs whole abstract on NDCG@20, hybrid vs Aspect subset on p-MRR) and bootstrap CIs."""
+    from evalkit import hybrid
+    from evalkit.models.dense import BiEncoder
+    from evalkit.runner import candidates_for, selected_queries
+
+    scorer = registry.build(registry.spec(model, profile))
+    if not isinstance(scorer, BiEncoder):
+        raise KitError(f"the facet hybrid needs an embedding model (family dense); {model} is not one")
+    qids = selected_queries(data, seeds)
+    candidates, _ = candidates_for(RunSettings(model, profile, protocol), data, qids)
+    scorer.prepare(list({p.pid: p for cands in candidates.values() for p in cands}.values()))
+    whole, facet = hybrid.components(scorer, data, candidates, candidate_facet)
+    tables = hybrid.curve(data, whole, facet, discount=discount)
+    cross_validated, chosen = hybrid.cross_validate(tables, data.folds["all"])
+    label = registry.spec(model, profile).label
+    rows = [_hybrid_row(label, f"a={a:.1f}", t, seed) for a, t in tables.items()]
+    cv = _hybrid_row(label, "hybrid (a chosen on dev, per fold)", cross_validated, seed)
+    cv["chosen_a"] = ", ".join(f"{fold}: {a:.1f}" for fold, a in chosen.items())
+    cv["p_ndcg_vs_whole"] = paired_ttest(cross_validated[NDCG], tables[1.0][NDCG]).pvalue
+    cv["p_pmrr_vs_aspect_subset"] = paired_ttest(cross_validated["p-mrr"], tables[0.0]["p-mrr"]).pvalue
+    return pd.DataFrame([cv] + rows)
+
+
+def _hybrid_row(label: str, setting: str, table: pd.DataFrame, seed: int) -> dict:
+    summary = summarize(table)
+    ndcg_low, ndcg_high = bootstrap_ci(table[NDCG], seed=seed)
+    pmrr_low, pmrr_high = bootstrap_ci(table["p-mrr"], seed=seed)
+    return {"model": label, "setting": setting, "ndcg@20": 100 * summary[NDCG]["all"],
+            "ndcg_ci": f"[{100 * ndcg_low:.2f}, {100 * ndcg_high:.2f}]",
+            "p-mrr": 100 * summary["p-mrr"]["all"], "pmrr_ci": f"[{100 * pmrr_low:.2f}, {100 * pmrr_high:.2f}]"}
+
+
+def tradeoff_points(relevance: pd.DataFrame, following: pd.DataFrame, sensitivity: pd.DataFrame,
+                    hybrid_curve: pd.DataFrame) -> pd.DataFrame:
+    """NDCG@20 (x) and p-MRR (y), aggregated x100: every model at Base and every sensitivity
+    variant, Human, the paper's published points, and the hybrid's curve over a."""
+    pmrr = dict(zip(following.label, following["all"]))
+    points = [{"label": r["label"], "variant": "Base", "ndcg@20": r["all"], "p-mrr": pmrr.get(r["label"], math.nan),
+               "kind": "paper" if r["source"] != "kit" else ("human" if r["model"] == "human" else "kit")}
+              for r in relevance.to_dict("records")]
+    points += [{"label": r["label"], "variant": r["variant"], "ndcg@20": r["ndcg@20"], "p-mrr": r["p-mrr"],
+                "kind": "kit"} for r in sensitivity.to_dict("records") if r["variant"] != "Base"]
+    points += [{"label": f"{r['model']} hybrid", "variant": r["setting"], "ndcg@20": r["ndcg@20"],
+                "p-mrr": r["p-mrr"], "kind": "hybrid" if r["setting"].startswith("a=") else "hybrid-cv"}
+               for r in hybrid_curve.to_dict("records")]
+    return pd.DataFrame(points)
+
+
+def hybrid_verdict(table: pd.DataFrame) -> str:
+    """One sentence on whether the cross-validated hybrid gets both relevance and instruction following."""
+    cv = table.iloc[0]
+    whole = table[table.setting == "a=1.0"].iloc[0]
+    subset = table[table.setting == "a=0.0"].iloc[0]
+    met = cv["ndcg@20"] >= whole["ndcg@20"] and cv["p-mrr"] - whole["p-mrr"] >= 8
+    return (f"Cross-validated facet hybrid ({cv.chosen_a}): NDCG@20 {cv['ndcg@20']:.2f} vs whole abstract "
+            f"{whole['ndcg@20']:.2f} ({cv['ndcg@20'] - whole['ndcg@20']:+.2f}, paired t-test p = "
+            f"{cv.p_ndcg_vs_whole:.3f}); p-MRR {cv['p-mrr']:+.2f} vs Aspect subset {subset['p-mrr']:+.2f} "
+            f"(p = {cv.p_pmrr_vs_aspect_subset:.3f}) and whole abstract {whole['p-mrr']:+.2f}. "
+            f"Aim (no NDCG@20 loss and at least +8 p-MRR over the whole abstract): {'met' if met else 'not met'}.")

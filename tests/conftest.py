@@ -1,0 +1,83 @@
+"""Shared fixtures: the verified CSFCube copy, the sample SPECTER run, writable copies of the data."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+
+import pytest
+
+from evalkit import csfcube, runs
+
+
+def manifest_paths() -> list[str]:
+    """Relative paths of every file the kit verifies."""
+    return [rel for _, rel, _ in csfcube._read_manifest()]
+
+
+def copy_release(source: Path, dest: Path) -> Path:
+    """Copy only the manifest files of a CSFCube folder (about 10 MB) into dest."""
+    for rel in manifest_paths():
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source / rel, target)
+    return dest
+
+
+def write_manifest(path: Path, root: Path) -> Path:
+    """A manifest in the kit's format whose digests match the files now under root."""
+    rows = ["sha256\tpath\tupstream_path"]
+    for _, rel, upstream in csfcube._read_manifest():
+        rows.append(f"{hashlib.sha256((root / rel).read_bytes()).hexdigest()}\t{rel}\t{upstream}")
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+@pytest.fixture(scope="session")
+def data() -> csfcube.CSFCube:
+    return csfcube.load()
+
+
+@pytest.fixture(scope="session")
+def sample_dir(data) -> Path:
+    return data.root / "sample_ranked_pools"
+
+
+@pytest.fixture(scope="session")
+def specter(sample_dir) -> runs.Run:
+    return runs.load_run(sample_dir, "specter")
+
+
+@pytest.fixture
+def specter_copy(specter) -> runs.Run:
+    """A deep copy tests may alter."""
+    return {qid: dict(scores) for qid, scores in specter.items()}
+
+
+@pytest.fixture
+def data_copy(data, tmp_path) -> Path:
+    """A writable copy of the verified release, for damaging one file."""
+    return copy_release(data.root, tmp_path / "csfcube")
+
+
+@pytest.fixture
+def sample_copy(sample_dir, tmp_path) -> Path:
+    """A writable copy of the three official SPECTER ranking files."""
+    dest = tmp_path / "runs"
+    dest.mkdir()
+    for path in sample_dir.glob("*.json"):
+        shutil.copyfile(path, dest / path.name)
+    return dest
+
+
+@pytest.fixture
+def rewrite_manifest(monkeypatch, tmp_path):
+    """Point the kit at a manifest matching the files under a root (to get past the sha256 check)."""
+
+    def rewrite(root: Path) -> Path:
+        path = write_manifest(tmp_path / "manifest.tsv", root)
+        monkeypatch.setattr(csfcube, "MANIFEST", path)
+        return path
+
+    return rewrite
