@@ -1,0 +1,84 @@
+"""Facet hybrid: the end points reproduce their rankings; fold-wise selection never reads test values."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from evalkit import csfcube, hybrid
+from evalkit.embeddings import Encoder
+from evalkit.evaluation import per_query
+from evalkit.instructions import make_request
+from evalkit.models.dense import BiEncoder
+from evalkit.protocols import pool_candidates
+from evalkit.runs import ranked
+from tiny_models import build_sentence_transformer
+
+SEEDS = ("929877", "3264891")
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    data = csfcube.load()
+    folder = tmp_path_factory.mktemp("hybrid")
+    model = BiEncoder(Encoder(str(build_sentence_transformer(folder)), cache_dir=folder / "cache"))
+    candidates = {qid: pool_candidates(data, q) for qid, q in data.queries.items() if q.seed in SEEDS}
+    whole, facet = hybrid.components(model, data, candidates)
+    return data, model, candidates, whole, facet
+
+
+def test_a_equal_one_is_the_whole_abstract_ranking_with_p_mrr_zero(setup):
+    data, model, candidates, whole, facet = setup
+    combined = hybrid.combine(whole, facet, 1.0)
+    for qid, cands in candidates.items():
+        q = data.queries[qid]
+        expected = model.score(make_request(data.papers[q.seed], q.facet, "base"), cands)
+        assert ranked(combined[qid]) == ranked(expected)
+    assert (per_query(data, combined)["p-mrr"] == 0.0).all()
+
+
+def test_a_equal_zero_is_the_aspect_subset_ranking(setup):
+    data, model, candidates, whole, facet = setup
+    combined = hybrid.combine(whole, facet, 0.0)
+    for qid, cands in candidates.items():
+        q = data.queries[qid]
+        expected = model.score(make_request(data.papers[q.seed], q.facet, "aspect-subset"), cands)
+        assert ranked(combined[qid]) == ranked(expected)
+
+
+def test_intermediate_weight_is_the_weighted_sum(setup):
+    _, _, _, whole, facet = setup
+    qid = next(iter(whole))
+    doc = next(iter(whole[qid]))
+    assert hybrid.combine(whole, facet, 0.3)[qid][doc] == pytest.approx(0.3 * whole[qid][doc] + 0.7 * facet[qid][doc])
+
+
+def _tables(values_by_alpha: dict[float, dict[str, tuple[float, float]]]) -> dict[float, pd.DataFrame]:
+    return {a: pd.DataFrame({q: {"ndcg@20": n, "p-mrr": p} for q, (n, p) in rows.items()}).T
+            for a, rows in values_by_alpha.items()}
+
+
+def test_choose_alpha_keeps_ndcg_and_maximises_p_mrr():
+    dev = _tables({1.0: {"q": (0.5, 0.0)}, 0.5: {"q": (0.5, 0.2)}, 0.0: {"q": (0.3, 0.9)}})
+    assert hybrid.choose_alpha(dev) == 0.5  # 0.0 has the best p-MRR but loses NDCG
+
+
+def test_fold_wise_selection_never_reads_test_half_values(monkeypatch):
+    folds = {"fold1_dev": ["d1"], "fold1_test": ["t1"], "fold2_dev": ["t1"], "fold2_test": ["d1"]}
+    base = {1.0: {"d1": (0.5, 0.0), "t1": (0.5, 0.0)}, 0.5: {"d1": (0.5, 0.3), "t1": (0.5, 0.1)}}
+    seen = []
+    real_choose = hybrid.choose_alpha
+
+    def spy(dev):
+        seen.append(sorted(set().union(*(set(t.index) for t in dev.values()))))
+        return real_choose(dev)
+
+    monkeypatch.setattr(hybrid, "choose_alpha", spy)
+    table, chosen = hybrid.cross_validate(_tables(base), folds)
+    assert seen == [["d1"], ["t1"]]  # each choice saw only its fold's dev half
+    skewed = {a: dict(rows) for a, rows in base.items()}
+    skewed[1.0]["t1"] = (0.5, 5.0)  # test-half value of fold 1 that would change a test-peeking choice
+    folds_one = {"fold1_dev": ["d1"], "fold1_test": ["t1"], "fold2_dev": ["d1"], "fold2_test": ["t1"]}
+    seen.clear()
+    _, chosen_skewed = hybrid.cross_validate(_tables(skewed), folds_one)
+    assert chosen_skewed == {"fold1": 0.5, "fold2": 0.5}
