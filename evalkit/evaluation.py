@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+from itertools import repeat
 
 import pandas as pd
 
 from evalkit.csfcube import FACETS, CSFCube
 from evalkit.errors import KitError
-from evalkit.metrics import DISCOUNTS, ndcg_csfcube, p_mrr, trec_metrics
+from evalkit.metrics import DISCOUNTS, ndcg_csfcube, p_mrr_from_ranks, trec_metrics
 from evalkit.protocols import check_protocol
 from evalkit.runs import Run, ranked
 
@@ -37,32 +38,34 @@ def per_query(data: CSFCube, run: Run, k: int = 20, discount: str = "csfcube") -
     """One row per query of the run: seed, facet, test fold, ndcg@k, map, mrr, p@k, r@k, p-mrr."""
     if discount not in DISCOUNTS:
         raise KitError(f"unknown discount {discount!r}; choose one of {', '.join(DISCOUNTS)}")
-    library = trec_metrics(data.qrels(), run, k)
+    orders = {qid: ranked(scores) for qid, scores in run.items()}
+    library = trec_metrics(data.qrels(), run, k, orders)
+    rank_maps = {qid: dict(zip(order, range(1, len(order) + 1))) for qid, order in orders.items()}
     rows = []
     for qid in sorted(run):
         query = data.queries[qid]
         row = {"qid": qid, "seed": query.seed, "facet": query.facet, "fold": data.fold_of(qid)}
         row.update(library[qid])
         if discount == "csfcube":
-            grades = [query.grades.get(doc, 0) for doc in ranked(run[qid])]
+            grades = list(map(query.grades.get, orders[qid], repeat(0)))  # unjudged -> 0
             row[f"ndcg@{k}"] = ndcg_csfcube(grades, k)
-        row["p-mrr"] = _p_mrr_of(data, run, qid)
+        row["p-mrr"] = _p_mrr_of(data, rank_maps, qid)
         rows.append(row)
     columns = ["qid", "seed", "facet", "fold", f"ndcg@{k}", "map", "mrr", f"p@{k}", f"r@{k}", "p-mrr"]
     return pd.DataFrame(rows, columns=columns).set_index("qid")
 
 
-def _p_mrr_of(data: CSFCube, run: Run, qid: str) -> float:
+def _p_mrr_of(data: CSFCube, rank_maps: dict[str, dict[str, int]], qid: str) -> float:
     """p-MRR of a query against the run of the same seed under its other annotated facet."""
     query = data.queries[qid]
     facets = data.paired_seeds.get(query.seed)
     if not facets:
         return math.nan
     other = data.queries[f"{query.seed}_{next(f for f in facets if f != query.facet)}"]
-    if other.qid not in run:
+    if other.qid not in rank_maps:
         return math.nan
     changed = query.relevant - other.relevant
-    return p_mrr(changed, run[qid], run[other.qid])
+    return p_mrr_from_ranks(changed, rank_maps[qid], rank_maps[other.qid])
 
 
 def fold_mean(values: pd.Series, fold: pd.Series) -> float:

@@ -4,7 +4,7 @@
   rank r >= 2 weighs 1/log2(r); the ideal DCG comes from the grades of the
   candidates the run ranked. Computed here (no library implements it).
 - NDCG@k, ``trec`` discount, AP, RR, P@k, R@k: trec_eval conventions, computed by
-  ir_measures (pytrec_eval). Gain = grade, discount 1/log2(rank+1), ideal DCG from
+  pytrec_eval (the trec_eval library). Gain = grade, discount 1/log2(rank+1), ideal DCG from
   every judged candidate; binary measures count grade >= 2 as relevant.
 - p-MRR (FollowIR / mteb): see `pair_score` and `p_mrr`.
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 
-import ir_measures
+import pytrec_eval
 
 from evalkit.csfcube import RELEVANT_GRADE
 from evalkit.errors import KitError
@@ -35,35 +35,44 @@ def ndcg_csfcube(ranked_grades: Sequence[float], k: int) -> float:
     return dcg(ranked_grades) / ideal if ideal > 0 else 0.0
 
 
-def trec_measures(k: int) -> dict[str, ir_measures.Measure]:
-    """Column name -> ir_measures measure for the trec-convention metrics."""
+def trec_measures(k: int) -> dict[str, tuple[int, str, str]]:
+    """Column name -> (relevance level, pytrec_eval measure, its result key) for trec-convention metrics."""
     return {
-        f"ndcg@{k}": ir_measures.nDCG @ k,
-        "map": ir_measures.AP(rel=RELEVANT_GRADE),
-        "mrr": ir_measures.RR(rel=RELEVANT_GRADE),
-        f"p@{k}": ir_measures.P(rel=RELEVANT_GRADE) @ k,
-        f"r@{k}": ir_measures.R(rel=RELEVANT_GRADE) @ k,
+        f"ndcg@{k}": (1, f"ndcg_cut.{k}", f"ndcg_cut_{k}"),  # graded gains; the level is unused
+        "map": (RELEVANT_GRADE, "map", "map"),
+        "mrr": (RELEVANT_GRADE, "recip_rank", "recip_rank"),
+        f"p@{k}": (RELEVANT_GRADE, f"P.{k}", f"P_{k}"),
+        f"r@{k}": (RELEVANT_GRADE, f"recall.{k}", f"recall_{k}"),
     }
 
 
-def rank_scores(run: Run) -> Run:
-    """Strictly decreasing scores (n, n-1, ...) that encode the kit's ranking for libraries."""
+def rank_scores(run: Run, orders: Mapping[str, list[str]] | None = None) -> Run:
+    """Strictly decreasing scores (n, n-1, ...) that encode the kit's ranking for libraries.
+
+    `orders` may hold each query's already ranked documents, to avoid sorting again.
+    """
     out = {}
     for qid, scores in run.items():
-        order = ranked(scores)
-        out[qid] = {doc: float(len(order) - i) for i, doc in enumerate(order)}
+        order = orders[qid] if orders is not None else ranked(scores)
+        out[qid] = dict(zip(order, map(float, range(len(order), 0, -1))))
     return out
 
 
-def trec_metrics(qrels: Mapping[str, Mapping[str, int]], run: Run, k: int) -> dict[str, dict[str, float]]:
-    """Per query, per column name (`trec_measures`): values computed by ir_measures."""
+def trec_metrics(qrels: Mapping[str, Mapping[str, int]], run: Run, k: int,
+                 orders: Mapping[str, list[str]] | None = None) -> dict[str, dict[str, float]]:
+    """Per query, per column name (`trec_measures`): values computed by pytrec_eval (trec_eval)."""
     if k < 1:
         raise KitError(f"cut-off k={k} must be a positive integer")
-    names = {measure: name for name, measure in trec_measures(k).items()}
     judged = {qid: dict(qrels[qid]) for qid in run}
+    library_run = rank_scores(run, orders)
     values: dict[str, dict[str, float]] = {qid: {} for qid in run}
-    for metric in ir_measures.iter_calc(list(names), judged, rank_scores(run)):
-        values[metric.query_id][names[metric.measure]] = float(metric.value)
+    by_level: dict[int, dict[str, tuple[str, str]]] = {}
+    for name, (level, measure, key) in trec_measures(k).items():
+        by_level.setdefault(level, {})[name] = (measure, key)
+    for level, measures in by_level.items():
+        evaluator = pytrec_eval.RelevanceEvaluator(judged, {m for m, _ in measures.values()}, relevance_level=level)
+        for qid, result in evaluator.evaluate(library_run).items():
+            values[qid].update({name: float(result[key]) for name, (_, key) in measures.items()})
     return values
 
 
@@ -85,7 +94,11 @@ def p_mrr(
 
     A document missing from a run ranks right after that run's last document.
     """
-    rank_i, rank_other = ranks(scores_i), ranks(scores_other)
+    return p_mrr_from_ranks(changed, ranks(scores_i), ranks(scores_other))
+
+
+def p_mrr_from_ranks(changed: Iterable[str], rank_i: Mapping[str, int], rank_other: Mapping[str, int]) -> float:
+    """`p_mrr` on ranks already computed with the tie rule (1-based, missing documents absent)."""
     terms = [
         pair_score(rank_i.get(doc, len(rank_i) + 1), rank_other.get(doc, len(rank_other) + 1))
         for doc in sorted(changed)

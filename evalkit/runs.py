@@ -26,8 +26,12 @@ Run = dict[str, dict[str, float]]
 
 
 def ranked(scores: Mapping[str, float]) -> list[str]:
-    """Documents best first: score descending, then document id ascending."""
-    return sorted(scores, key=lambda doc: (-scores[doc], doc))
+    """Documents best first: score descending, then document id ascending.
+
+    Two stable sorts with C-level keys (ids ascending, then scores descending, which
+    keeps equal scores in id order) instead of one sort on a Python tuple key.
+    """
+    return sorted(sorted(scores), key=scores.__getitem__, reverse=True)
 
 
 def ranks(scores: Mapping[str, float]) -> dict[str, int]:
