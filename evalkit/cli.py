@@ -68,7 +68,7 @@ def cmd_run(args: argparse.Namespace) -> None:
 
     seeds = tuple(args.seeds.split(",")) if args.seeds else None
     settings = RunSettings(args.model, args.profile, args.protocol, args.variant, args.first_stage,
-                           args.depth, seeds)
+                           args.depth, seeds, args.corpus)
     print(execute(settings, Path(args.out)))
 
 
@@ -129,6 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--first-stage", help="pooled protocol: first-stage model (default: the profile's)")
     run.add_argument("--depth", type=int, help="pooled protocol: first-stage depth (default: the profile's)")
     run.add_argument("--seeds", help="comma-separated seed ids: only their queries (smoke runs)")
+    run.add_argument("--corpus", help="full protocol: abstracts-preds.zip (figshare 14796339)")
     run.add_argument("--out", required=True, help="run folder")
     run.set_defaults(func=cmd_run)
 

@@ -39,6 +39,7 @@ class RunSettings:
     first_stage: str | None = None  # pooled protocol; default: the profile's
     depth: int | None = None  # pooled protocol; default: the profile's
     seeds: tuple[str, ...] | None = None  # smoke runs: only these seed papers
+    corpus: str | None = None  # full protocol: abstracts-preds.zip (or a .jsonl in its format)
 
     @property
     def run_name(self) -> str:
@@ -66,21 +67,37 @@ def candidates_for(settings: RunSettings, data: CSFCube, qids: list[str]) -> tup
     """Candidates per query under the protocol, and the protocol's description for the sidecar."""
     if settings.protocol == "pool":
         return {qid: pool_candidates(data, data.queries[qid]) for qid in qids}, {"protocol": "pool"}
-    if settings.protocol == "full":
-        raise KitError("the full protocol needs --corpus; it runs through `evalkit run --protocol full --corpus ZIP`")
     profile = registry.profile_settings(settings.profile)
     name = settings.first_stage or profile["first_stage"]
     depth = settings.depth or profile["depth"]
     first = registry.build(registry.spec(name, settings.profile))
-    corpus = list(data.papers.values())
-    first.prepare(corpus)
-    chosen = {}
-    for qid in tqdm(qids, desc=f"first stage {name}", unit="query"):
-        query = data.queries[qid]
-        request = make_request(data.papers[query.seed], query.facet, settings.variant)
-        chosen[qid] = top_candidates(first, request, corpus, depth)
-    return chosen, {"protocol": "pooled", "first_stage": name, "first_stage_model": first.describe(),
-                    "depth": depth, "corpus_size": len(corpus)}
+    requests = {qid: make_request(data.papers[data.queries[qid].seed], data.queries[qid].facet, settings.variant)
+                for qid in qids}
+    described = {"protocol": settings.protocol, "first_stage": name, "first_stage_model": first.describe(),
+                 "depth": depth}
+    if settings.protocol == "pooled":
+        corpus = list(data.papers.values())
+        first.prepare(corpus)
+        chosen = {qid: top_candidates(first, requests[qid], corpus, depth)
+                  for qid in tqdm(qids, desc=f"first stage {name}", unit="query")}
+        return chosen, {**described, "corpus_size": len(corpus)}
+    return _full_candidates(settings, first, requests, depth, described)
+
+
+def _full_candidates(settings: RunSettings, first, requests: dict, depth: int, described: dict):
+    from evalkit.corpus import CorpusIndex, corpus_checksum
+    from evalkit.models.dense import BiEncoder
+
+    if not settings.corpus:
+        raise KitError("the full protocol needs --corpus PATH (abstracts-preds.zip from figshare 14796339)")
+    if not isinstance(first, BiEncoder):
+        raise KitError(f"the full protocol's first stage must be an embedding model; {described['first_stage']} is not")
+    index = CorpusIndex(Path(settings.corpus), first)
+    ids = {qid: index.search(request, depth) for qid, request in tqdm(requests.items(), desc="search", unit="query")}
+    texts = index.papers({pid for found in ids.values() for pid in found})
+    chosen = {qid: [texts[pid] for pid in found] for qid, found in ids.items()}
+    return chosen, {**described, "corpus": Path(settings.corpus).name,
+                    "corpus_sha256": corpus_checksum(Path(settings.corpus)), "corpus_size": len(index.pids)}
 
 
 def execute(settings: RunSettings, out: Path, data: CSFCube | None = None) -> Path:

@@ -98,3 +98,45 @@ def test_bad_settings_get_one_line_errors(data, tmp_path, field, value, message)
     with pytest.raises(KitError, match=message):
         run(data, tmp_path, **{field: value})
     assert not (tmp_path / "csfcube-tiny.json").exists()
+
+
+def write_corpus(path, papers):
+    """A small corpus in the abstracts-preds format, zipped."""
+    import zipfile
+
+    lines = [json.dumps({"paper_id": p.pid, "title": p.title, "abstract": [s.text for s in p.sentences],
+                         "pred_labels": [f"{s.facet}_label" for s in p.sentences]}) for p in papers]
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("abstracts-preds.jsonl", "\n".join(lines) + "\n")
+    return path
+
+
+def test_full_protocol_streams_the_corpus_and_matches_exact_search(data, tmp_path):
+    from evalkit.models import registry
+    from evalkit.protocols import top_candidates
+    from evalkit.runner import selected_queries
+    from evalkit.instructions import make_request
+
+    pids = sorted({pid for qid in selected_queries(data, SEEDS) for pid in data.queries[qid].pool} | set(SEEDS))
+    papers = [data.papers[pid] for pid in pids if pid in data.papers]
+    corpus = write_corpus(tmp_path / "abstracts-preds.zip", papers)
+    sidecar = json.loads(run(data, tmp_path / "out", protocol="full", corpus=str(corpus), depth=10).read_text())
+    assert sidecar["corpus_size"] == len(papers) and sidecar["depth"] == 10
+    ranking = load_run(tmp_path / "out", "tiny")
+    first = registry.build(registry.spec("tiny", "test"))
+    for qid, scores in ranking.items():
+        query = data.queries[qid]
+        expected = top_candidates(first, make_request(data.papers[query.seed], query.facet, "base"), papers, 10)
+        assert set(scores) == {p.pid for p in expected}
+        assert query.seed not in scores
+
+
+def test_full_protocol_errors(data, tmp_path):
+    with pytest.raises(KitError, match="needs --corpus"):
+        run(data, tmp_path, protocol="full")
+    with pytest.raises(KitError, match="corpus file not found"):
+        run(data, tmp_path, protocol="full", corpus=str(tmp_path / "missing.zip"))
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"paper_id": "1", "title": "t", "abstract": ["a"]}\nnot json\n')
+    with pytest.raises(KitError, match="bad.jsonl:2: malformed corpus record"):
+        run(data, tmp_path, protocol="full", corpus=str(bad))

@@ -1,0 +1,124 @@
+"""The full-corpus protocol: the ~800k abstracts of ``abstracts-preds.zip`` (figshare 14796339).
+
+The corpus is streamed, never held in memory as text: a first pass encodes every
+paper with the first-stage embedding model (through the resumable embedding
+cache, on one device or a sentence-transformers multi-process pool), the vectors
+go into a FAISS inner-product index, and each request retrieves its top ``depth``
+(the seed excluded). A second pass reads only the retrieved papers' text for the
+reranker.
+
+Format (that of the release's ``abstracts-csfcube-preds.jsonl``; check your copy):
+a ``.zip`` holding one ``.jsonl`` file, or a ``.jsonl`` file, one paper per line with
+``paper_id``, ``title``, ``abstract`` (a list of sentences, or a string) and,
+optionally, ``pred_labels`` (one ``<facet>_label`` per sentence).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import zipfile
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import faiss
+import numpy as np
+from tqdm.auto import tqdm
+
+from evalkit.csfcube import LABEL_TO_FACET, Paper, Sentence
+from evalkit.errors import KitError
+from evalkit.instructions import Request
+from evalkit.models.dense import BiEncoder
+
+BATCH = 4096  # papers per encoding step of the streaming pass
+
+
+@contextmanager
+def _lines(path: Path) -> Iterator[Iterable[str]]:
+    path = Path(path)
+    if not path.is_file():
+        raise KitError(f"{path}: corpus file not found; download abstracts-preds.zip (figshare 14796339)")
+    if path.suffix == ".zip":
+        with zipfile.ZipFile(path) as archive:
+            members = [n for n in archive.namelist() if n.endswith(".jsonl")]
+            if len(members) != 1:
+                raise KitError(f"{path}: expected one .jsonl file inside the zip, found {len(members)}")
+            with archive.open(members[0]) as raw:
+                yield io.TextIOWrapper(raw, encoding="utf-8")
+    else:
+        with open(path, encoding="utf-8") as fh:
+            yield fh
+
+
+def _paper(record: dict) -> Paper:
+    abstract = record.get("abstract") or []
+    sentences = [abstract] if isinstance(abstract, str) else list(abstract)
+    labels = record.get("pred_labels") or ["other_label"] * len(sentences)
+    facets = [LABEL_TO_FACET.get(str(label).removesuffix("_label"), "other") for label in labels]
+    return Paper(str(record["paper_id"]), record.get("year"), record.get("title") or "",
+                 tuple(Sentence(s, f) for s, f in zip(sentences, facets)))
+
+
+def iter_corpus(path: Path) -> Iterator[Paper]:
+    """Papers of the corpus file, in file order."""
+    with _lines(path) as lines:
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield _paper(json.loads(line))
+            except (json.JSONDecodeError, KeyError, TypeError) as exc:
+                raise KitError(f"{path}:{number}: malformed corpus record ({exc}); "
+                               "expected paper_id, title, abstract") from None
+
+
+def corpus_checksum(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class CorpusIndex:
+    """A FAISS inner-product index of the corpus under a first-stage bi-encoder."""
+
+    def __init__(self, path: Path, first_stage: BiEncoder):
+        self.path = Path(path)
+        self.first_stage = first_stage
+        self.pids: list[str] = []
+        vectors = []
+        batch: list[Paper] = []
+        with tqdm(desc="corpus", unit="paper") as bar:
+            for paper in iter_corpus(self.path):
+                batch.append(paper)
+                if len(batch) == BATCH:
+                    vectors.append(self._encode(batch))
+                    bar.update(len(batch))
+                    batch = []
+            if batch:
+                vectors.append(self._encode(batch))
+                bar.update(len(batch))
+        if not self.pids:
+            raise KitError(f"{self.path}: the corpus holds no papers")
+        matrix = np.ascontiguousarray(np.concatenate(vectors), dtype=np.float32)
+        self.index = faiss.IndexFlatIP(matrix.shape[1])
+        self.index.add(matrix)
+
+    def _encode(self, papers: list[Paper]) -> np.ndarray:
+        self.pids.extend(p.pid for p in papers)
+        return self.first_stage.doc_vectors(papers)
+
+    def search(self, request: Request, depth: int) -> list[str]:
+        """The top `depth` paper ids for a request, best first, the seed excluded."""
+        query = self.first_stage.encoder.encode([self.first_stage.query_string(request)], "queries")
+        scores, rows = self.index.search(np.asarray(query, dtype=np.float32), depth + 1)
+        hits = [(float(s), self.pids[r]) for s, r in zip(scores[0], rows[0]) if r >= 0]
+        hits.sort(key=lambda hit: (-hit[0], hit[1]))  # the kit's tie rule
+        return [pid for _, pid in hits if pid != request.seed.pid][:depth]
+
+    def papers(self, pids: set[str]) -> dict[str, Paper]:
+        """The text of the given papers (a second streaming pass)."""
+        return {p.pid: p for p in iter_corpus(self.path) if p.pid in pids}
