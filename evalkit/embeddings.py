@@ -9,6 +9,7 @@ chunks committed one by one, so a killed run resumes with only the missing texts
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import os
@@ -78,16 +79,20 @@ class Encoder:
     """
 
     def __init__(self, location: str, revision: str | None = None, max_seq_length: int | None = None,
-                 batch_size: int = 32, normalize: bool = True, cache_dir: Path | None = None):
+                 batch_size: int = 32, normalize: bool = True, cache_dir: Path | None = None,
+                 devices: list[str] | None = None):
         self.location = location
         local = Path(location).is_dir()
         self.revision = folder_revision(Path(location)) if local else (revision or "main")
         self.max_seq_length = max_seq_length
         self.batch_size = batch_size
         self.normalize = normalize
+        self.devices = list(devices) if devices else None  # several: a multi-process pool
+        self._pool = None
         settings = {"location": str(Path(location).resolve()) if local else location,
                     "revision": self.revision, "max_seq_length": max_seq_length,
-                    "normalize": normalize, "version": CACHE_VERSION}
+                    "normalize": normalize, "version": CACHE_VERSION,
+                    "device_kind": (self.devices or [_device()])[0].split(":")[0]}
         self.fingerprint = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
         self.cache = EmbeddingCache((cache_dir or cache_root()) / "embeddings" / f"{self.fingerprint}.sqlite",
                                     self.fingerprint)
@@ -102,12 +107,21 @@ class Encoder:
 
             try:
                 kwargs = {} if Path(self.location).is_dir() else {"revision": self.revision}
-                self._model = SentenceTransformer(self.location, device=_device(), **kwargs)
+                self._model = SentenceTransformer(self.location, device=(self.devices or [_device()])[0], **kwargs)
             except OSError as exc:
                 raise KitError(f"cannot load model {self.location} ({exc}); check the hub id or folder") from None
             if self.max_seq_length:
                 self._model.max_seq_length = self.max_seq_length
         return self._model
+
+    def _process_pool(self):
+        """A sentence-transformers multi-process pool over `devices` (several GPUs or CPU processes)."""
+        if not self.devices or len(self.devices) < 2:
+            return None
+        if self._pool is None:
+            self._pool = self.model.start_multi_process_pool(self.devices)
+            atexit.register(self.model.stop_multi_process_pool, self._pool)
+        return self._pool
 
     def encode(self, texts: Sequence[str], desc: str = "encoding") -> np.ndarray:
         """Vectors for `texts` in order; only texts never seen by this fingerprint reach the model."""
@@ -120,7 +134,8 @@ class Encoder:
             for start in range(0, len(todo), CHUNK):
                 chunk = todo[start:start + CHUNK]
                 vectors = self.model.encode([by_key[k] for k in chunk], batch_size=self.batch_size,
-                                            normalize_embeddings=self.normalize, convert_to_numpy=True)
+                                            normalize_embeddings=self.normalize, convert_to_numpy=True,
+                                            pool=self._process_pool())
                 fresh = dict(zip(chunk, vectors.astype(np.float32)))
                 self.cache.put(fresh)
                 self._memory.update(fresh)

@@ -145,3 +145,10 @@ def test_pypi_location_resolves_to_the_packaged_folder():
     assert folder.endswith("model")
     with pytest.raises(KitError, match="not installed"):
         registry.resolve_location("pypi:no-such-package-xyz")
+
+
+def test_multi_process_pool_gives_the_same_vectors(tiny_st, tmp_path):
+    texts = [f"we propose method {i}" for i in range(8)]
+    single = Encoder(str(tiny_st), cache_dir=tmp_path / "a").encode(texts)
+    pooled = Encoder(str(tiny_st), cache_dir=tmp_path / "b", devices=["cpu", "cpu"]).encode(texts)
+    np.testing.assert_allclose(pooled, single, atol=1e-6)

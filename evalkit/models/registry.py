@@ -56,7 +56,8 @@ def _encoder(settings: dict):
         raise KitError(f"adapter {settings['adapter']} (AdapterHub format) is not supported yet; "
                        "use a model without an adapter")
     return Encoder(resolve_location(settings["model"]), revision=settings.get("revision"),
-                   max_seq_length=settings.get("max_seq_length"), batch_size=settings.get("batch_size", 32))
+                   max_seq_length=settings.get("max_seq_length"), batch_size=settings.get("batch_size", 32),
+                   devices=settings.get("devices"))
 
 
 def _build_dense(settings: dict) -> Scorer:
