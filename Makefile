@@ -21,10 +21,11 @@ DISCOUNT ?= csfcube
 SEED ?= 0
 SEEDS ?=
 HYBRID_MODEL ?=
+CORPUS ?=
 TAG := $(PROFILE)-$(PROTOCOL)
 NB_PARAMS = -r PROFILE "$(PROFILE)" -r PROTOCOL "$(PROTOCOL)" -r MODELS "$(MODELS)" \
 	-r REFERENCE_MODEL "$(REFERENCE_MODEL)" -r DISCOUNT "$(DISCOUNT)" -p SEED $(SEED) -r SEEDS "$(SEEDS)" \
-	-r OUTPUT_DIR "$(BUILD)" -r FIGURES_DIR figures -r RUNS_DIR runs -r HYBRID_MODEL "$(HYBRID_MODEL)"
+	-r OUTPUT_DIR "$(BUILD)" -r FIGURES_DIR figures -r RUNS_DIR runs -r HYBRID_MODEL "$(HYBRID_MODEL)" -r CORPUS "$(CORPUS)"
 KIT_SOURCES := $(shell find evalkit -name '*.py' -o -name '*.yaml' -o -name '*.csv' -o -name '*.tsv')
 NOTEBOOKS := relevance instruction_following sensitivity
 EXECUTED := $(foreach n,$(NOTEBOOKS),$(BUILD)/notebooks/$(n)-$(TAG).ipynb)

@@ -82,11 +82,11 @@ def ensure_run(settings: RunSettings, runs_dir: Path, data: CSFCube) -> Path:
 
 
 def get_runs(data: CSFCube, runs_dir: Path, profile: str, protocol: str, models: list[str],
-             variant: str = "base", seeds: tuple[str, ...] | None = None) -> dict[str, Run]:
-    """Runs by model name, producing missing ones first."""
+             variant: str = "base", seeds: tuple[str, ...] | None = None, corpus: str = "") -> dict[str, Run]:
+    """Runs by model name, producing missing ones first (`corpus`: the full protocol's file)."""
     runs = {}
     for model in models:
-        settings = RunSettings(model, profile, protocol, variant, seeds=seeds)
+        settings = RunSettings(model, profile, protocol, variant, seeds=seeds, corpus=corpus or None)
         runs[model] = load_run(ensure_run(settings, runs_dir, data), settings.run_name)
     return runs
 
@@ -96,12 +96,12 @@ def per_query_tables(data: CSFCube, runs: dict[str, Run], discount: str = "csfcu
 
 
 def variant_tables(data: CSFCube, runs_dir: Path, profile: str, protocol: str, models: list[str],
-                   seeds: tuple[str, ...] | None, discount: str) -> dict[str, dict[str, pd.DataFrame]]:
+                   seeds: tuple[str, ...] | None, discount: str, corpus: str = "") -> dict[str, dict[str, pd.DataFrame]]:
     """Per-query tables by model and by every variant of SENSITIVITY_GROUPS."""
     variants = [v for group in SENSITIVITY_GROUPS.values() for v in group]
     by_variant: dict[str, dict[str, pd.DataFrame]] = {m: {} for m in models}
     for variant in variants:
-        runs = get_runs(data, runs_dir, profile, protocol, models, variant, seeds)
+        runs = get_runs(data, runs_dir, profile, protocol, models, variant, seeds, corpus)
         for model, table in per_query_tables(data, runs, discount).items():
             by_variant[model][variant] = table
     return by_variant
@@ -229,7 +229,8 @@ def findings(relevance: pd.DataFrame, following: pd.DataFrame, sensitivity: pd.D
 
 
 def hybrid_study(data: CSFCube, profile: str, protocol: str, model: str, seeds: tuple[str, ...] | None,
-                 discount: str = "csfcube", candidate_facet: bool = False, seed: int = 0) -> pd.DataFrame:
+                 discount: str = "csfcube", candidate_facet: bool = False, seed: int = 0,
+                 corpus: str = "") -> pd.DataFrame:
     """The facet-hybrid of an embedding model: the curve over the grid of a, and the weight
     chosen on each official fold's dev half reported on its test half, with paired t-tests
     (hybrid vs whole abstract on NDCG@20, hybrid vs Aspect subset on p-MRR) and bootstrap CIs."""
@@ -241,7 +242,7 @@ def hybrid_study(data: CSFCube, profile: str, protocol: str, model: str, seeds: 
     if not isinstance(scorer, BiEncoder):
         raise KitError(f"the facet hybrid needs an embedding model (family dense); {model} is not one")
     qids = selected_queries(data, seeds)
-    candidates, _ = candidates_for(RunSettings(model, profile, protocol), data, qids)
+    candidates, _ = candidates_for(RunSettings(model, profile, protocol, corpus=corpus or None), data, qids)
     scorer.prepare(list({p.pid: p for cands in candidates.values() for p in cands}.values()))
     whole, facet = hybrid.components(scorer, data, candidates, candidate_facet)
     tables = hybrid.curve(data, whole, facet, discount=discount)
