@@ -27,10 +27,16 @@ NB_PARAMS = -r PROFILE "$(PROFILE)" -r PROTOCOL "$(PROTOCOL)" -r MODELS "$(MODEL
 	-r REFERENCE_MODEL "$(REFERENCE_MODEL)" -r DISCOUNT "$(DISCOUNT)" -p SEED $(SEED) -r SEEDS "$(SEEDS)" \
 	-r OUTPUT_DIR "$(BUILD)" -r FIGURES_DIR figures -r RUNS_DIR runs -r HYBRID_MODEL "$(HYBRID_MODEL)" -r CORPUS "$(CORPUS)"
 KIT_SOURCES := $(shell find evalkit -name '*.py' -o -name '*.yaml' -o -name '*.csv' -o -name '*.tsv')
+# Promptriever recipe datasets (comma-separated folders; BEIR also takes ir_datasets ids)
+BEIR ?=
+FOLLOWIR ?=
+INSTRUCTIR ?=
+PR_PARAMS = -r PROFILE "$(PROFILE)" -r PROTOCOL "$(PROTOCOL)" -r MODELS "$(MODELS)" -r DISCOUNT "$(DISCOUNT)" \
+	-r SEEDS "$(SEEDS)" -r BEIR "$(BEIR)" -r FOLLOWIR "$(FOLLOWIR)" -r INSTRUCTIR "$(INSTRUCTIR)" -r OUTPUT_DIR "$(BUILD)"
 NOTEBOOKS := relevance instruction_following sensitivity
-EXECUTED := $(foreach n,$(NOTEBOOKS),$(BUILD)/notebooks/$(n)-$(TAG).ipynb)
+EXECUTED := $(foreach n,$(NOTEBOOKS) promptriever,$(BUILD)/notebooks/$(n)-$(TAG).ipynb)
 
-.PHONY: help install data all test clean $(NOTEBOOKS) report
+.PHONY: help install data all test clean $(NOTEBOOKS) promptriever report
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_/.%-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | column -t -s $$'\t'
@@ -67,9 +73,15 @@ $(BUILD)/notebooks/%-$(TAG).ipynb: notebooks/%.ipynb $(BUILD)/data.ok $(KIT_SOUR
 	$(PAPERMILL) --log-level WARNING $< $@.tmp.ipynb $(NB_PARAMS)
 	mv $@.tmp.ipynb $@
 
+$(BUILD)/notebooks/promptriever-$(TAG).ipynb: notebooks/promptriever.ipynb $(BUILD)/data.ok $(KIT_SOURCES)
+	@mkdir -p $(@D)
+	$(PAPERMILL) --log-level WARNING $< $@.tmp.ipynb $(PR_PARAMS)
+	mv $@.tmp.ipynb $@
+
 relevance: $(BUILD)/notebooks/relevance-$(TAG).ipynb ## Table 1 analogue: NDCG@20, significance, figure
 instruction_following: $(BUILD)/notebooks/instruction_following-$(TAG).ipynb ## Table 2 analogue: p-MRR, ranking movement
 sensitivity: $(BUILD)/notebooks/sensitivity-$(TAG).ipynb ## Table 3 analogue: instruction variants
+promptriever: $(BUILD)/notebooks/promptriever-$(TAG).ipynb ## Promptriever recipe: CSFCube prompt selection (+ BEIR=, FOLLOWIR=, INSTRUCTIR= folders)
 
 $(BUILD)/report-$(TAG).html: $(EXECUTED)
 	$(EVALKIT) report $^ --out $@

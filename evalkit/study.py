@@ -292,3 +292,39 @@ def hybrid_verdict(table: pd.DataFrame) -> str:
             f"{cv.p_ndcg_vs_whole:.3f}); p-MRR {cv['p-mrr']:+.2f} vs Aspect subset {subset['p-mrr']:+.2f} "
             f"(p = {cv.p_pmrr_vs_aspect_subset:.3f}) and whole abstract {whole['p-mrr']:+.2f}. "
             f"Aim (no NDCG@20 loss and at least +8 p-MRR over the whole abstract): {'met' if met else 'not met'}.")
+
+
+def prompt_selection_table(data: CSFCube, profile: str, protocol: str, models: list[str],
+                           seeds: tuple[str, ...] | None, discount: str = "csfcube",
+                           corpus: str = "") -> pd.DataFrame:
+    """Promptriever-style prompt selection on CSFCube: each generic prompt appended to the query
+    text; "Selected" picks the prompt on each official fold's dev half and reports its test half,
+    "Best" is the oracle best prompt, "none" no prompt. NDCG@20 x100 (fold mean of test halves)."""
+    from evalkit.instructions import Request, make_request
+    from evalkit.promptriever import NONE, load_prompts, select_by_folds, with_prompt
+    from evalkit.runner import candidates_for, selected_queries
+
+    prompts = load_prompts()
+    qids = selected_queries(data, seeds)
+    rows = []
+    for model in models:
+        scorer = registry.build(registry.spec(model, profile))
+        candidates, _ = candidates_for(RunSettings(model, profile, protocol, corpus=corpus or None), data, qids)
+        scorer.prepare(list({p.pid: p for cands in candidates.values() for p in cands}.values()))
+        values = {}
+        for prompt in [None, *prompts]:
+            run = {}
+            for qid in qids:
+                base = make_request(data.papers[data.queries[qid].seed], data.queries[qid].facet, "base")
+                request = Request(base.seed, base.facet, base.instruction, with_prompt(base.query_text, prompt))
+                run[qid] = scorer.score(request, candidates[qid])
+            values[prompt or NONE] = per_query(data, run, discount=discount)[NDCG]
+        folds = {name: [q for q in fold if q in qids] for name, fold in data.folds["all"].items()}
+        if not all(folds.values()):
+            raise KitError("SEEDS leave a fold half without queries; choose seeds covering every dev and test half")
+        chosen = select_by_folds(pd.DataFrame(values), folds)
+        label, role = _label(profile, model)
+        rows.append({"model": model, "label": label, "role": role, "none": 100 * chosen.none,
+                     "Best": 100 * chosen.best, "Selected": 100 * chosen.selected, "best prompt": chosen.best_prompt,
+                     **{f"selected on {fold} dev": p for fold, p in chosen.selected_prompts.items()}})
+    return pd.DataFrame(rows)

@@ -25,7 +25,7 @@ def workspace(tmp_path_factory):
     registry = {"profiles": {"smoke": {
         "first_stage": "tiny", "depth": 30,
         "study": {"reference": "tiny", "relevance": ["bm25", "tiny", "tiny-probe"],
-                  "sensitivity": ["tiny-probe"], "hybrid": "tiny"},
+                  "sensitivity": ["tiny-probe"], "hybrid": "tiny", "promptriever": ["tiny"]},
         "models": {"bm25": {"family": "bm25", "label": "BM25"},
                    "tiny": {"family": "dense", "model": tiny, "label": "tiny"},
                    "tiny-probe": {"family": "dense", "model": tiny, "query_template": "{instruction} {query}",
@@ -84,3 +84,32 @@ def test_sensitivity_notebook_records_every_variant_group(workspace):
 def test_bad_parameter_fails_with_a_clear_message(workspace):
     with pytest.raises(papermill.PapermillExecutionError, match="unknown protocol 'nope'"):
         execute("sensitivity", workspace, PROTOCOL="nope")
+
+
+def write_beir(folder: Path) -> Path:
+    """A tiny BEIR folder with dev and test splits."""
+    (folder / "qrels").mkdir(parents=True)
+    docs = {f"d{i}": f"graph neural network method {i}" if i % 2 else f"corpus annotation data {i}" for i in range(8)}
+    (folder / "corpus.jsonl").write_text("".join(json.dumps({"_id": d, "title": "", "text": t}) + "\n"
+                                                 for d, t in docs.items()))
+    queries = {"q1": "graph neural network", "q2": "annotation data", "q3": "network method", "q4": "corpus"}
+    (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in queries.items()))
+    (folder / "qrels" / "dev.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\n")
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq3\td3\t1\nq4\td4\t1\n")
+    return folder
+
+
+def test_promptriever_notebook_selects_prompts_on_csfcube_and_a_beir_folder(workspace):
+    beir = write_beir(workspace / "scifact-mini")
+    execute("promptriever", workspace, SEEDS="929877,3264891,1936997,11844559", BEIR=str(beir))
+    tables = workspace / "build" / "tables"
+    selection = pd.read_csv(tables / "promptriever-csfcube-smoke-pool.csv")
+    row = selection.iloc[0]
+    from evalkit.promptriever import load_prompts
+
+    assert row.model == "tiny" and row["best prompt"] in load_prompts()
+    assert all(0 <= row[c] <= 100 for c in ("none", "Best", "Selected"))
+    datasets = pd.read_csv(tables / "promptriever-datasets-smoke.csv")
+    assert datasets.dataset.tolist() == ["scifact-mini"]
+    assert {"ndcg@10 (none)", "ndcg@10 (Best)", "ndcg@10 (Selected)"} <= set(datasets.columns)
+    assert (tables / "promptriever-published.csv").is_file()
