@@ -56,6 +56,8 @@ def _paper(record: dict) -> Paper:
     abstract = record.get("abstract") or []
     sentences = [abstract] if isinstance(abstract, str) else list(abstract)
     labels = record.get("pred_labels") or ["other_label"] * len(sentences)
+    if len(labels) != len(sentences):
+        raise ValueError(f"{len(labels)} pred_labels for {len(sentences)} sentences")
     facets = [LABEL_TO_FACET.get(str(label).removesuffix("_label"), "other") for label in labels]
     return Paper(str(record["paper_id"]), record.get("year"), record.get("title") or "",
                  tuple(Sentence(s, f) for s, f in zip(sentences, facets)))
@@ -69,7 +71,7 @@ def iter_corpus(path: Path) -> Iterator[Paper]:
                 continue
             try:
                 yield _paper(json.loads(line))
-            except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            except (ValueError, KeyError, TypeError) as exc:  # JSONDecodeError is a ValueError
                 raise KitError(f"{path}:{number}: malformed corpus record ({exc}); "
                                "expected paper_id, title, abstract") from None
 

@@ -213,10 +213,10 @@ def findings(relevance: pd.DataFrame, following: pd.DataFrame, sensitivity: pd.D
     follow = following[(following.source == "kit") & following.role.isin(["instructed", "probe", "reranker", "aspect"])]
     if len(follow):
         values = ", ".join(f"{r.label} {r.all:+.2f}" for r in follow.itertuples())
-        near = all(abs(v) < 5 for v in follow["all"])
+        holds = all(v < 5 for v in follow["all"])
         lines.append(f"(b) p-MRR of the instruction-aware models: {values}; "
-                     f"{'all within 5 points of 0 or negative' if near else 'not all near 0'}.")
-    for model, rows in sensitivity.groupby("model", sort=False):
+                     f"{'all below +5, i.e. near 0 or negative: holds' if holds else 'not all below +5: fails'}.")
+    for _, rows in sensitivity.groupby("model", sort=False):
         base = rows[rows.variant == "Base"].iloc[0]
         subset = rows[rows.variant == "Aspect subset"].iloc[0]
         lines.append(
