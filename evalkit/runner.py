@@ -5,9 +5,13 @@ for a variant other than base):
 - ``test-pid2pool-csfcube-NAME-FACET-ranked.json`` per facet (official format),
 - ``csfcube-NAME.trec`` (all queries, full-precision scores),
 - ``csfcube-NAME.json``, the sidecar: model, revision, templates, instruction texts,
-  protocol, data checksum, kit version, seed. It is written last, so a run without
-  its sidecar is incomplete. Every file is deterministic: the same run twice gives
-  byte-identical files.
+  protocol, data checksum, kit version, seed. It is written after the rankings, so a
+  run without its sidecar is incomplete. These files are deterministic: the same run
+  twice gives byte-identical files.
+- ``csfcube-NAME.accounting.json`` for LLM rerankers: comparisons, prompts, prompt
+  tokens, cache hits, wall time and position bias of this execution (it varies
+  between executions, e.g. a resumed run hits the judgment cache, so it is kept
+  apart from the deterministic sidecar).
 """
 
 from __future__ import annotations
@@ -115,7 +119,12 @@ def execute(settings: RunSettings, out: Path, data: CSFCube | None = None) -> Pa
         query = data.queries[qid]
         request = make_request(data.papers[query.seed], query.facet, settings.variant)
         run[qid] = scorer.score(request, candidates[qid])
-    return write_run(out, settings, run, model_spec, scorer.describe(), protocol)
+    sidecar = write_run(out, settings, run, model_spec, scorer.describe(), protocol)
+    accounting = getattr(scorer, "accounting", None)
+    if accounting:  # LLM rerankers: comparisons, prompts, tokens, wall time, position bias
+        write_atomic(Path(out) / f"csfcube-{settings.run_name}.accounting.json",
+                     json.dumps(accounting(), indent=1, sort_keys=True) + "\n")
+    return sidecar
 
 
 def write_run(out: Path, settings: RunSettings, run: Run, model_spec, model_description: dict,

@@ -60,23 +60,34 @@ def _encoder(settings: dict):
                    devices=settings.get("devices"))
 
 
-def _build_dense(settings: dict) -> Scorer:
+def _build_dense(settings: dict, profile: str) -> Scorer:
     return BiEncoder(_encoder(settings), settings.get("query_template", "{query}"),
                      settings.get("doc_template", "{text}"))
 
 
-def _build_multivector(settings: dict) -> Scorer:
+def _build_multivector(settings: dict, profile: str) -> Scorer:
     return MultiVector(_encoder(settings), settings.get("matching", "ot"))
 
 
-def _build_bm25(settings: dict) -> Scorer:
+def _build_bm25(settings: dict, profile: str) -> Scorer:
     return BM25(settings.get("k1", 1.5), settings.get("b", 0.75))
 
 
-FAMILIES: dict[str, Callable[[dict], Scorer]] = {
+def _build_llm(settings: dict, profile: str) -> Scorer:
+    """An LLM reranker over the first-stage model named by its `first_stage` setting."""
+    from evalkit.llm.reranker import LLMReranker
+    from evalkit.models.llm import LLMScorer
+
+    settings = dict(settings)
+    first_stage = build(spec(settings.pop("first_stage", profile_settings(profile)["first_stage"]), profile))
+    return LLMScorer(LLMReranker(settings), first_stage)
+
+
+FAMILIES: dict[str, Callable[[dict, str], Scorer]] = {
     "bm25": _build_bm25,
     "dense": _build_dense,
     "multivector": _build_multivector,
+    "llm": _build_llm,
 }
 
 
@@ -122,4 +133,4 @@ def spec(name: str, profile: str) -> ModelSpec:
 
 
 def build(model: ModelSpec) -> Scorer:
-    return FAMILIES[model.family](model.settings)
+    return FAMILIES[model.family](model.settings, model.profile)

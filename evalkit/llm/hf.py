@@ -1,0 +1,134 @@
+"""A local causal LM through transformers, scoring the next-token probabilities of two labels.
+
+Messages go through the tokenizer's chat template when it has one (plain text
+otherwise), followed by the template's answer prefix. The tokens of the shared
+prefix are run once per prefix and their KV cache is copied into every batch of
+suffixes (``prefix_reuse``); without reuse each prompt is run whole. Both paths
+feed the model the same token ids (prefix and suffix tokenized apart), left-padded
+with explicit position ids, so they give the same probabilities. Reuse needs a KV
+cache that can be copied and repeated along the batch (transformers' DynamicCache);
+for models without one, set ``prefix_reuse: false``.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+
+import torch
+
+from evalkit.errors import KitError
+from evalkit.llm.backend import Prompts, Usage
+from evalkit.llm.loading import resolve
+
+
+class TransformersBackend:
+    def __init__(self, model: str, gguf_file: str | None = None, revision: str | None = None,
+                 batch_size: int = 8, prefix_reuse: bool = True, device: str | None = None,
+                 dtype: str = "float32"):
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        if not isinstance(getattr(torch, dtype, None), torch.dtype):
+            raise KitError(f"dtype {dtype!r} is not a torch dtype; use float32, bfloat16 or float16")
+        location, hub_revision, self.revision = resolve(model, gguf_file, revision)
+        self.model = model + (f"#{gguf_file}" if gguf_file else "")
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.tokenizer = AutoTokenizer.from_pretrained(location, revision=hub_revision)
+        self.lm = AutoModelForCausalLM.from_pretrained(location, revision=hub_revision,
+                                                       dtype=getattr(torch, dtype)).to(self.device).eval()
+        self.batch_size = batch_size
+        self.prefix_reuse = prefix_reuse
+        self.usage = Usage()
+        self.chat = bool(getattr(self.tokenizer, "chat_template", None))
+        pad = self.tokenizer.pad_token_id
+        self.pad_id = pad if pad is not None else (self.tokenizer.eos_token_id or 0)
+        self._prefix_cache: tuple[tuple[int, ...], object] | None = None
+        # transformers 5 renamed `past_key_values` to `cache`
+        self._cache_name = "cache" if "cache" in inspect.signature(self.lm.forward).parameters else "past_key_values"
+
+    def truncate(self, text: str, tokens: int) -> str:
+        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        return text if len(ids) <= tokens else self.tokenizer.decode(ids[:tokens]).strip()
+
+    def _render(self, prompts: Prompts, suffix: str) -> str:
+        message = prompts.prefix + suffix
+        if not self.chat:
+            return (prompts.system + "\n\n" if prompts.system else "") + message + prompts.answer_prefix
+        turns = ([{"role": "system", "content": prompts.system}] if prompts.system else []) + \
+            [{"role": "user", "content": message}]
+        text = self.tokenizer.apply_chat_template(turns, tokenize=False, add_generation_prompt=True)
+        return text + prompts.answer_prefix
+
+    def _split(self, prompts: Prompts) -> tuple[str, list[str]]:
+        """The rendered text up to the end of the shared prefix, and each prompt's rest."""
+        texts = [self._render(prompts, s) for s in prompts.suffixes]
+        cut = texts[0].find(prompts.prefix)
+        if cut < 0:
+            raise KitError(f"the chat template of {self.model} changes the message text, so its shared prefix "
+                           "cannot be found; use a template without leading or trailing spaces")
+        head = texts[0][:cut + len(prompts.prefix)]
+        if not all(t.startswith(head) for t in texts):
+            raise KitError(f"the chat template of {self.model} renders the shared prefix differently per prompt")
+        return head, [t[len(head):] for t in texts]
+
+    def _ids(self, text: str, special: bool = False) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=special)["input_ids"]
+
+    def _label_id(self, rest: list[int], rest_text: str, label: str) -> int:
+        ids = self._ids(rest_text + label)
+        if len(ids) <= len(rest) or ids[:len(rest)] != rest:
+            raise KitError(f"label {label!r} merges with the text before it in the tokenizer of {self.model}; "
+                           "change labels or answer_prefix in the template")
+        return ids[len(rest)]
+
+    @torch.no_grad()
+    def _prefix_kv(self, head: list[int]):
+        if self._prefix_cache is None or self._prefix_cache[0] != tuple(head):
+            ids = torch.tensor([head], device=self.device)
+            out = self.lm(input_ids=ids, use_cache=True)
+            self._prefix_cache = (tuple(head), getattr(out, self._cache_name))
+        return self._prefix_cache[1]
+
+    @torch.no_grad()
+    def _next_logits(self, head: list[int], rows: list[list[int]]) -> torch.Tensor:
+        """Logits of the token after head + row, for every row."""
+        if not self.prefix_reuse:
+            rows = [head + r for r in rows]
+        width = max(len(r) for r in rows)
+        ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, row in enumerate(rows):
+            ids[i, width - len(row):] = torch.tensor(row)
+            mask[i, width - len(row):] = 1
+        positions = (mask.cumsum(1) - 1).clamp(min=0)
+        kwargs = {"use_cache": False}
+        if self.prefix_reuse:
+            cache = copy.deepcopy(self._prefix_kv(head))
+            cache.batch_repeat_interleave(len(rows))
+            positions = positions + len(head)
+            mask = torch.cat([torch.ones((len(rows), len(head)), dtype=torch.long), mask], dim=1)
+            kwargs = {"use_cache": True, self._cache_name: cache}
+        out = self.lm(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
+                      position_ids=positions.to(self.device), logits_to_keep=1, **kwargs)
+        return out.logits[:, -1, :].float()
+
+    def first_label_probs(self, prompts: Prompts) -> list[float]:
+        if not prompts.suffixes:
+            return []
+        head_text, rests = self._split(prompts)
+        head = self._ids(head_text, special=not self.chat)
+        rows = [self._ids(r) for r in rests]
+        labels = torch.tensor([[self._label_id(ids, text, label) for label in prompts.labels]
+                               for ids, text in zip(rows, rests)])
+        if (labels[:, 0] == labels[:, 1]).any():
+            raise KitError(f"labels {list(prompts.labels)} start with the same token for {self.model}; "
+                           "change them in the template")
+        probs: list[float] = []
+        for start in range(0, len(rows), self.batch_size):
+            part = slice(start, start + self.batch_size)
+            logits = self._next_logits(head, rows[part]).cpu()
+            pair = logits.gather(1, labels[part])
+            probs += torch.softmax(pair, dim=1)[:, 0].tolist()
+        self.usage.prompts += len(rows)
+        self.usage.prompt_tokens += sum(len(head) + len(r) for r in rows)
+        return probs

@@ -1,0 +1,133 @@
+"""LLM reranking of a first-stage ranking: pointwise P(Yes), or PRP with a sorting variant.
+
+Settings (a dict, e.g. one model entry of the registry):
+- ``backend``: ``transformers`` (default) or ``openai``; every key not listed here is
+  passed to the backend (`TransformersBackend`: model, gguf_file, revision, batch_size,
+  prefix_reuse, device, dtype; `OpenAIBackend`: base_url, model, api_key_env, ...).
+- ``method``: ``prp`` (default) or ``pw`` (pointwise).
+- ``variant`` (prp): ``heapsort`` (default), ``sliding`` or ``allpairs``.
+- ``k`` (prp, default 20): the top k are sorted by the LLM (sliding: k passes); ``depth`` (default 100): how
+  many first-stage documents are reranked.
+- ``template``: a name in config/llm_templates.yaml (default ``prp`` or ``pointwise``);
+  ``budgets``: token budgets overriding the template's.
+- ``disagreement``: ``half`` (default), ``keep`` or ``average``, see `evalkit.llm.judge`.
+- ``cache``: the judgment cache file (default ``$EVALKIT_CACHE/llm/judgments.sqlite``);
+  ``chunk``: judgments sent to the backend (and committed to the cache) at a time.
+
+Output order: PRP puts the variant's top k first and the other documents in
+first-stage order; pointwise orders the reranked documents by P(Yes) (ties in
+first-stage order); documents past `depth` follow in first-stage order. Scores are
+``N - position``, strictly decreasing, so the kit's tie rule reproduces the order.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from evalkit.embeddings import cache_root
+from evalkit.errors import KitError
+from evalkit.llm.backend import Backend
+from evalkit.llm.cache import JudgmentCache
+from evalkit.llm.judge import Judge
+from evalkit.llm.prp import all_pairs, heapsort_top, sliding_window
+from evalkit.llm.templates import load_template
+from evalkit.runs import ranked
+
+
+def _transformers():
+    from evalkit.llm.hf import TransformersBackend
+
+    return TransformersBackend
+
+
+def _openai():
+    from evalkit.llm.openai_api import OpenAIBackend
+
+    return OpenAIBackend
+
+
+BACKENDS = {"transformers": _transformers, "openai": _openai}
+VARIANTS = {
+    "heapsort": heapsort_top,
+    "sliding": sliding_window,
+    "allpairs": lambda docs, compare, k: all_pairs(docs, compare),
+}
+DEFAULT_TEMPLATES = {"prp": "prp", "pw": "pointwise"}
+
+
+def order_scores(order: Sequence[str]) -> dict[str, float]:
+    """Scores ``N - position``: strictly decreasing along the order."""
+    return {doc: float(len(order) - i) for i, doc in enumerate(order)}
+
+
+def build_backend(kind: str, settings: dict) -> Backend:
+    if kind not in BACKENDS:
+        raise KitError(f"unknown LLM backend {kind!r}; choose one of {sorted(BACKENDS)}")
+    cls = BACKENDS[kind]()
+    accepted = set(inspect.signature(cls).parameters)
+    unknown = sorted(set(settings) - accepted)
+    if unknown:
+        raise KitError(f"unknown setting(s) {unknown} for the {kind} backend; it accepts {sorted(accepted)}")
+    return cls(**settings)
+
+
+class LLMReranker:
+    reads_instruction = True
+
+    def __init__(self, settings: dict, backend: Backend | None = None):
+        s = dict(settings)
+        kind = s.pop("backend", "transformers")
+        self.method = s.pop("method", "prp")
+        self.variant = s.pop("variant", "heapsort")
+        self.k, self.depth = int(s.pop("k", 20)), int(s.pop("depth", 100))
+        if self.method not in DEFAULT_TEMPLATES:
+            raise KitError(f"method {self.method!r} is not one of {sorted(DEFAULT_TEMPLATES)}; fix the model settings")
+        if self.variant not in VARIANTS:
+            raise KitError(f"variant {self.variant!r} is not one of {sorted(VARIANTS)}; fix the model settings")
+        if self.k < 1 or self.depth < 1:
+            raise KitError(f"k={self.k} and depth={self.depth} must be positive; fix the model settings")
+        template = load_template(s.pop("template", DEFAULT_TEMPLATES[self.method]), s.pop("budgets", None))
+        if template.pairwise != (self.method == "prp"):
+            raise KitError(f"template {template.name} does not suit method {self.method}; "
+                           "use a pairwise template ({a}, {b}) for prp and a pointwise one ({candidate}) for pw")
+        cache = JudgmentCache(Path(s.pop("cache", None) or cache_root() / "llm" / "judgments.sqlite"))
+        disagreement, chunk = s.pop("disagreement", "half"), int(s.pop("chunk", 16))
+        backend = backend or build_backend(kind, s)
+        self.judge = Judge(backend, template, cache, disagreement, chunk)
+
+    def rerank(self, instruction: str, seed_text: str, candidates: Sequence[tuple[str, str]],
+               first_stage: dict[str, float]) -> dict[str, float]:
+        """Scores for every first-stage document; `candidates` gives (doc_id, text) of at least the top `depth`."""
+        start = time.perf_counter()
+        order = ranked(first_stage)
+        texts = dict(candidates)
+        head = order[:self.depth]
+        missing = [doc for doc in head if doc not in texts]
+        if missing:
+            raise KitError(f"no text for candidate {missing[0]} ({len(missing)} missing); "
+                           "pass (doc_id, text) for every reranked document")
+        query = self.judge.for_query(instruction, seed_text, {doc: texts[doc] for doc in head})
+        if self.method == "pw":
+            probs = dict(zip(head, query.relevance(head)))
+            top = sorted(head, key=lambda doc: -probs[doc])
+        else:
+            top = VARIANTS[self.variant](head, query.compare, self.k)[:self.k]
+        chosen = set(top)
+        self.judge.tally.queries += 1
+        self.judge.tally.wall_time_s += time.perf_counter() - start
+        return order_scores(top + [doc for doc in order if doc not in chosen])
+
+    def accounting(self) -> dict:
+        """Counts since construction (see `evalkit.llm.tally.Tally`), for the run's JSON sidecar."""
+        return self.judge.tally.as_dict()
+
+    def describe(self) -> dict:
+        """Settings that identify the output (for sidecars)."""
+        j = self.judge
+        return {"family": "llm", "model": j.backend.model, "revision": j.backend.revision,
+                "method": self.method, "variant": self.variant if self.method == "prp" else None,
+                "k": self.k, "depth": self.depth, "template": j.template.name, "template_digest": j.template.digest,
+                "budgets": j.template.budgets, "disagreement": j.disagreement}

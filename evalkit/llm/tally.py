@@ -1,0 +1,35 @@
+"""Accounting of an LLM reranking run, for the run's JSON sidecar."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from evalkit.llm.backend import Usage
+
+
+@dataclass
+class Tally:
+    queries: int = 0
+    comparisons: int = 0  # pairwise comparisons asked for by the sorting (each one both orders)
+    judgments: int = 0  # prompts needed (two per comparison, one per pointwise candidate)
+    cache_hits: int = 0  # judgments found in the cache
+    prompts_sent: int = 0  # judgments sent to the model
+    prompt_tokens: int = 0
+    retries: int = 0
+    unparsed: int = 0
+    disagreements: int = 0  # comparisons whose two orders disagree
+    a_wins: int = 0  # pairwise judgments won by the passage shown first
+    wall_time_s: float = 0.0
+
+    def add_usage(self, before: Usage, after: Usage) -> None:
+        self.prompt_tokens += after.prompt_tokens - before.prompt_tokens
+        self.retries += after.retries - before.retries
+        self.unparsed += after.unparsed - before.unparsed
+
+    def as_dict(self) -> dict:
+        """Counts plus position bias: the share of comparisons whose orders disagree, of judgments "A" wins."""
+        pairwise = 2 * self.comparisons
+        return asdict(self) | {
+            "disagreement_share": self.disagreements / self.comparisons if self.comparisons else None,
+            "a_win_share": self.a_wins / pairwise if pairwise else None,
+        }

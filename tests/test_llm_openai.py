@@ -1,0 +1,209 @@
+"""The OpenAI-compatible backend against a real HTTP server on 127.0.0.1 that misbehaves on cue."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from evalkit.errors import KitError
+from evalkit.llm import LLMReranker
+from evalkit.llm.backend import Prompts
+from evalkit.llm.openai_api import OpenAIBackend, _label_prob
+from evalkit.runs import ranked
+
+LP_WIN, LP_LOSE = -0.2, -1.9  # log-probabilities the server gives the preferred and the other label
+
+
+def answer(message: str, logprobs: bool) -> dict:
+    """Prefers the smaller doc id (pairwise) or even doc numbers (pointwise), consistently in both orders."""
+    docs = re.findall(r"doc(\d+)", message)
+    if len(docs) == 2:
+        win, lose = (" A", " B") if docs[0] < docs[1] else (" B", " A")
+        text, steps = "Passage" + win, [("Passage", []), (win, [(win, LP_WIN), (lose, LP_LOSE)])]
+    else:
+        win, lose = ("Yes", "No") if int(docs[0]) % 2 == 0 else ("No", "Yes")
+        text, steps = win, [(win, [(win, LP_WIN), (lose, LP_LOSE)])]
+    body = {"choices": [{"message": {"role": "assistant", "content": text}}],
+            "usage": {"prompt_tokens": len(message.split())}}
+    if logprobs:
+        body["choices"][0]["logprobs"] = {"content": [
+            {"token": tok, "logprob": top[0][1] if top else -0.01,
+             "top_logprobs": [{"token": t, "logprob": lp} for t, lp in top]} for tok, top in steps]}
+    return body
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self):
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.script: list[str] = []  # failures to inject, in order, before answering normally
+        self.fallback = "ok"  # what to do once the script is used up
+        self.logprobs = True
+        self.requests: list[dict] = []
+        self.lock = threading.Lock()
+
+    def handle_error(self, request, client_address):
+        pass  # the client hung up on a deliberately slow answer
+
+
+class Handler(BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def _send(self, status: int, body: bytes, headers: dict | None = None):
+        self.send_response(status)
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self):
+        server = self.server
+        payload = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        with server.lock:
+            server.requests.append({"payload": payload, "auth": self.headers.get("Authorization")})
+            action = server.script.pop(0) if server.script else server.fallback
+        if action == "429":
+            return self._send(429, b'{"error": "slow down"}', {"Retry-After": "0"})
+        if action.isdigit():
+            return self._send(int(action), b'{"error": "boom"}')
+        if action == "sleep":
+            time.sleep(0.6)
+        if action == "malformed":
+            return self._send(200, b'{"choices": [')
+        if action == "nolabel":
+            return self._send(200, b'{"choices": [{"message": {"content": "I cannot tell."}}]}')
+        message = payload["messages"][-1]["content"]
+        self._send(200, json.dumps(answer(message, server.logprobs)).encode())
+
+
+@pytest.fixture
+def server():
+    srv = Server()
+    thread = threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+
+
+def backend(server, **settings):
+    options = {"base_url": f"http://127.0.0.1:{server.server_port}/v1", "model": "test-model",
+               "timeout_s": 0.3, "max_retries": 4, "backoff_s": 0.01, "concurrency": 1} | settings
+    return OpenAIBackend(**options)
+
+
+def pair_prompts(pairs) -> Prompts:
+    return Prompts("Query: q\n\n", tuple(f"Passage A: doc{a}\n\nPassage B: doc{b}\n\nOutput:" for a, b in pairs),
+                   (" A", " B"), answer_prefix="Passage")
+
+
+P_WIN = 1 / (1 + math.exp(LP_LOSE - LP_WIN))
+
+
+def test_injected_failures_are_retried_and_no_judgment_is_lost(server):
+    server.script = ["429", "500", "sleep", "malformed", "ok", "503"]  # 4 retries, then 1
+    api = backend(server)
+    probs = api.first_label_probs(pair_prompts([(1, 2), (2, 1), (3, 7)]))
+    assert probs == pytest.approx([P_WIN, 1 - P_WIN, P_WIN])
+    assert api.usage.retries == 5 and api.usage.prompts == 3
+    assert len(server.requests) == 3 + 5
+    assert len({json.dumps(r["payload"]) for r in server.requests[:5]}) == 1  # the same prompt until it succeeds
+    assert server.requests[0]["payload"]["logprobs"] is True and server.requests[0]["payload"]["temperature"] == 0
+
+
+def test_a_permanently_failing_server_raises_after_the_retry_budget(server):
+    server.fallback = "500"
+    api = backend(server, max_retries=3)
+    with pytest.raises(KitError, match=r"127\.0\.0\.1.*4 attempts.*HTTP 500"):
+        api.first_label_probs(pair_prompts([(1, 2)]))
+    assert len(server.requests) == 4
+
+
+def test_timeouts_count_against_the_budget(server):
+    server.fallback = "sleep"
+    with pytest.raises(KitError, match=r"2 attempts.*no answer"):
+        backend(server, max_retries=1).first_label_probs(pair_prompts([(1, 2)]))
+
+
+def test_client_errors_are_not_retried(server):
+    server.fallback = "401"
+    with pytest.raises(KitError, match="HTTP 401"):
+        backend(server).first_label_probs(pair_prompts([(1, 2)]))
+    assert len(server.requests) == 1
+
+
+def test_without_logprobs_the_answer_text_decides(server):
+    server.logprobs = False
+    api = backend(server, logprobs=False)
+    assert api.first_label_probs(pair_prompts([(1, 2), (5, 4)])) == [1.0, 0.0]
+    assert "logprobs" not in server.requests[0]["payload"]
+    yes_no = Prompts("Query: q\n\n", ("Candidate: doc4", "Candidate: doc5"), ("Yes", "No"))
+    assert api.first_label_probs(yes_no) == [1.0, 0.0]
+
+
+def test_an_answer_naming_no_label_scores_half(server):
+    server.fallback = "nolabel"
+    api = backend(server)
+    assert api.first_label_probs(pair_prompts([(1, 2)])) == [0.5]
+    assert api.usage.unparsed == 1
+
+
+def test_api_key_comes_from_the_named_variable(server, monkeypatch):
+    monkeypatch.delenv("EVALKIT_TEST_KEY", raising=False)
+    with pytest.raises(KitError, match="EVALKIT_TEST_KEY"):
+        backend(server, api_key_env="EVALKIT_TEST_KEY")
+    monkeypatch.setenv("EVALKIT_TEST_KEY", "sk-test")
+    backend(server, api_key_env="EVALKIT_TEST_KEY").first_label_probs(pair_prompts([(1, 2)]))
+    assert server.requests[-1]["auth"] == "Bearer sk-test"
+
+
+def test_whitespace_truncation():
+    api = OpenAIBackend("http://127.0.0.1:9/v1", "m")
+    assert api.truncate("one two  three four", 2) == "one two"
+    assert api.truncate("one two", 5) == "one two"
+
+
+def test_reranker_over_the_api_with_concurrency(server, tmp_path):
+    server.script = ["429", "500"]
+    settings = {"backend": "openai", "base_url": f"http://127.0.0.1:{server.server_port}/v1", "model": "test-model",
+                "backoff_s": 0.01, "concurrency": 4, "k": 3, "depth": 8, "cache": tmp_path / "j.sqlite"}
+    docs = [f"{n:02d}" for n in (9, 4, 7, 1, 8, 3, 6, 2, 5)]
+    candidates = [(d, f"doc{d} text") for d in docs]
+    first_stage = {d: -i for i, d in enumerate(docs)}
+    rr = LLMReranker(settings)
+    order = ranked(rr.rerank("find the method", "seed", candidates, first_stage))
+    assert order[:3] == ["01", "02", "03"]  # the server prefers small ids; "05" is past the depth
+    stats = rr.accounting()
+    assert stats["retries"] == 2 and stats["disagreement_share"] == 0.0 and stats["a_win_share"] == 0.5
+    sent = len(server.requests)
+    LLMReranker(settings).rerank("find the method", "seed", candidates, first_stage)
+    assert len(server.requests) == sent
+
+
+def test_label_missing_from_the_top_list_gets_the_most_it_can_have():
+    def body(top):
+        step = {"token": " A", "logprob": top[0][1], "top_logprobs": [{"token": t, "logprob": lp} for t, lp in top]}
+        return {"choices": [{"message": {"content": "Passage A"}, "logprobs": {"content": [step]}}]}
+
+    a, other = math.exp(-0.5), math.exp(-3.0)  # unlisted mass 1 - a - other > other: the bound is `other`
+    assert _label_prob(body([(" A", -0.5), (" The", -3.0)]), (" A", " B")) == pytest.approx(a / (a + other))
+    a, other = math.exp(-0.1), math.exp(-3.0)  # unlisted mass 1 - a - other < other
+    assert _label_prob(body([(" A", -0.1), (" The", -3.0)]), (" A", " B")) == pytest.approx(a / (1 - other))
+    assert _label_prob(body([(" B", -0.1), ("B", -3.0), (" A", -4.0)]), (" A", " B")) == pytest.approx(
+        math.exp(-4.0) / (math.exp(-4.0) + math.exp(-0.1) + math.exp(-3.0)))
+    assert _label_prob({"choices": [{"message": {"content": "A"}}]}, (" A", " B")) is None
+
+
+def test_retry_after_is_honoured_up_to_the_cap():
+    api = OpenAIBackend("http://127.0.0.1:9/v1", "m", backoff_s=1.0, backoff_max_s=30.0)
+    assert api._delay(0, None) == 1.0 and api._delay(3, None) == 8.0 and api._delay(10, None) == 30.0
+    assert api._delay(0, "5") == 5.0 and api._delay(0, "600") == 30.0 and api._delay(2, "soon") == 4.0
