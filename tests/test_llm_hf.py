@@ -16,41 +16,7 @@ from evalkit.llm import LLMReranker, loading
 from evalkit.llm.backend import Prompts
 from evalkit.llm.hf import TransformersBackend
 from evalkit.runs import ranked
-
-SENTENCES = [
-    "Given a query, which of the following two passages is more relevant to the query?",
-    "Instruction: find papers with the same method. Seed paper: graph neural networks for text.",
-    "Passage A: a method for parsing. Passage B: a result on retrieval. Output Passage A or Passage B:",
-    "Passage A Passage B Passage A Passage B Yes No Yes No answer Yes or No.",
-    "Candidate paper: sentence embeddings with transformers. Does the candidate paper match?",
-]
-CHAT = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
-
-
-def build_tiny_lm(folder, chat: bool):
-    """A 2-layer, 32-wide Llama with a byte-level BPE tokenizer, saved as a transformers folder."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    specials = ["<pad>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"]
-    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=specials,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tokenizer.train_from_iterator(SENTENCES * 20, trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, pad_token="<pad>", bos_token="<s>", eos_token="</s>")
-    if chat:
-        fast.chat_template = CHAT
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=len(fast), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
-                         pad_token_id=0, bos_token_id=1, eos_token_id=2)
-    LlamaForCausalLM(config).save_pretrained(folder)
-    fast.save_pretrained(folder)
-    return folder
-
+from tiny_models import build_tiny_lm
 
 def write_gguf(folder, path):
     """The tiny model as a float32 llama GGUF (q and k rows permuted as llama.cpp stores them)."""

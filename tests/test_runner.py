@@ -11,7 +11,7 @@ from evalkit.errors import KitError
 from evalkit.evaluation import per_query
 from evalkit.runner import RunSettings, execute
 from evalkit.runs import load_run, official_path
-from tiny_models import build_sentence_transformer
+from tiny_models import build_sentence_transformer, build_tiny_lm
 
 SEEDS = ("929877", "3264891")  # two seeds annotated for two facets each
 
@@ -31,6 +31,8 @@ def registry_file(tmp_path_factory):
         "tiny-probe": {"family": "dense", "model": str(tiny), "query_template": "{instruction} {query}",
                        "role": "probe"},
         "bm25": {"family": "bm25"},
+        "tiny-prp": {"family": "llm", "model": str(build_tiny_lm(folder / "lm")), "method": "prp",
+                     "variant": "heapsort", "k": 3, "depth": 6, "first_stage": "tiny", "role": "reranker"},
     }}}}))
     return path
 
@@ -91,7 +93,7 @@ def test_pooled_protocol_reranks_the_first_stage_top_depth_without_the_seed(data
 @pytest.mark.parametrize("field, value, message", [
     ("variant", "nope", "choose one of base, generic"),
     ("protocol", "nope", "choose one of pool, pooled, full"),
-    ("model", "nope", "choose one of tiny, tiny-probe, bm25"),
+    ("model", "nope", "choose one of tiny, tiny-probe, bm25, tiny-prp"),
     ("seeds", ("123",), "unknown seed 123"),
 ])
 def test_bad_settings_get_one_line_errors(data, tmp_path, field, value, message):
@@ -140,3 +142,22 @@ def test_full_protocol_errors(data, tmp_path):
     bad.write_text('{"paper_id": "1", "title": "t", "abstract": ["a"]}\nnot json\n')
     with pytest.raises(KitError, match="bad.jsonl:2: malformed corpus record"):
         run(data, tmp_path, protocol="full", corpus=str(bad))
+
+
+def test_llm_reranker_runs_through_the_registry_and_reorders_only_the_top(data, tmp_path):
+    run(data, tmp_path / "first")
+    run(data, tmp_path / "llm", model="tiny-prp")
+    first, llm = load_run(tmp_path / "first", "tiny"), load_run(tmp_path / "llm", "tiny-prp")
+    accounting = json.loads((tmp_path / "llm" / "csfcube-tiny-prp.accounting.json").read_text())
+    assert accounting["queries"] == 4 and accounting["comparisons"] > 0
+    from evalkit.runs import ranked
+
+    for qid in first:
+        before, after = ranked(first[qid]), ranked(llm[qid])
+        assert set(after[:3]) <= set(before[:6])  # the LLM's top 3 come from the first stage's top 6
+        assert [d for d in after if d not in after[:3]] == [d for d in before if d not in after[:3]]
+    again = run(data, tmp_path / "llm2", model="tiny-prp")  # every judgment now comes from the cache
+    assert json.loads((tmp_path / "llm2" / "csfcube-tiny-prp.accounting.json").read_text())["prompts_sent"] == 0
+    trec = "csfcube-tiny-prp.trec"
+    assert (tmp_path / "llm" / trec).read_bytes() == (tmp_path / "llm2" / trec).read_bytes()
+    assert again.is_file()
