@@ -18,7 +18,8 @@ WORDS = (
 def build_sentence_transformer(folder: Path) -> Path:
     """A 2-layer, 32-dim BERT with mean pooling and normalisation, saved as a sentence-transformers folder."""
     import torch
-    from sentence_transformers import SentenceTransformer, models
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
     from tokenizers import Tokenizer, models as tok_models, normalizers, pre_tokenizers, trainers
     from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
 
@@ -35,9 +36,9 @@ def build_sentence_transformer(folder: Path) -> Path:
                         intermediate_size=64, max_position_embeddings=128)
     BertModel(config).save_pretrained(hf_dir)
     fast.save_pretrained(hf_dir)
-    transformer = models.Transformer(str(hf_dir), max_seq_length=64)
-    pooling = models.Pooling(transformer.get_embedding_dimension(), pooling_mode="mean")
-    model = SentenceTransformer(modules=[transformer, pooling, models.Normalize()], device="cpu")
+    transformer = Transformer(str(hf_dir), max_seq_length=64)
+    pooling = Pooling(transformer.get_embedding_dimension(), pooling_mode="mean")
+    model = SentenceTransformer(modules=[transformer, pooling, Normalize()], device="cpu")
     out = folder / "tiny-st"
     model.save(str(out))
     return out
