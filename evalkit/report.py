@@ -90,7 +90,7 @@ def html_report(notebooks: list[Path], out: Path) -> Path:
 
 def tradeoff_plot(points: pd.DataFrame) -> plt.Figure:
     """NDCG@20 against p-MRR: kit models and variants, Human, the paper's points, the hybrid curve."""
-    fig, ax = plt.subplots(figsize=(8, 5.5))
+    fig, ax = plt.subplots(figsize=(10, 6.5))
     curve = points[points.kind == "hybrid"]
     ax.plot(curve["ndcg@20"], curve["p-mrr"], "-o", color="tab:green", markersize=3, label="facet hybrid, a = 0..1")
     for _, r in curve.iloc[[0, -1]].iterrows():
@@ -103,8 +103,9 @@ def tradeoff_plot(points: pd.DataFrame) -> plt.Figure:
                    label={"kit": "kit models x variants", "human": "Human", "paper": "paper (full corpus)",
                           "hybrid-cv": "hybrid, a chosen on dev"}[kind])
         for _, r in rows.iterrows():
-            text = r.label if r.variant == "Base" or kind != "kit" else f"{r.label} / {r.variant}"
-            ax.annotate(text[:40], (r["ndcg@20"], r["p-mrr"]), fontsize=6, xytext=(3, -8), textcoords="offset points")
+            variant = kind == "kit" and r.variant != "Base"  # variants: the variant name only, in grey
+            ax.annotate(r.variant if variant else r.label[:40], (r["ndcg@20"], r["p-mrr"]), fontsize=6,
+                        color="grey" if variant else "black", xytext=(3, -8), textcoords="offset points")
     ax.axhline(0, color="black", linewidth=0.6)
     ax.set_xlabel("NDCG@20 (x100)")
     ax.set_ylabel("p-MRR (x100)")
