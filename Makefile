@@ -36,7 +36,7 @@ PR_PARAMS = -r PROFILE "$(PROFILE)" -r PROTOCOL "$(PROTOCOL)" -r MODELS "$(MODEL
 NOTEBOOKS := relevance instruction_following sensitivity
 EXECUTED := $(foreach n,$(NOTEBOOKS) promptriever,$(BUILD)/notebooks/$(n)-$(TAG).ipynb)
 
-.PHONY: help install data all test clean $(NOTEBOOKS) promptriever report
+.PHONY: help install data all test clean $(NOTEBOOKS) promptriever report pooled
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_/.%-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | column -t -s $$'\t'
@@ -88,7 +88,13 @@ $(BUILD)/report-$(TAG).html: $(EXECUTED)
 
 report: $(BUILD)/report-$(TAG).html ## one HTML report of the executed notebooks
 
+# The facet hybrid on the pooled protocol too (issue 7), with the cheaper models.
+POOLED_MODELS ?= bm25,minilm,minilm-probe
+pooled: $(BUILD)/data.ok ## instruction_following (facet hybrid, trade-off) on the pooled protocol
+	$(MAKE) instruction_following PROTOCOL=pooled MODELS=$(POOLED_MODELS)
+
 all: $(TABLES)/specter-sample.json $(TABLES)/human.json $(BUILD)/report-$(TAG).html ## regenerate the whole study
+	$(MAKE) pooled
 	@echo "tables: $(TABLES)/  figures: figures/  report: $(BUILD)/report-$(TAG).html"
 
 test: $(STAMP) ## run the test suite
