@@ -23,7 +23,8 @@ from tqdm.auto import tqdm
 
 from evalkit.csfcube import CSFCube, Paper
 from evalkit.evaluation import per_query
-from evalkit.instructions import make_request
+from evalkit.errors import KitError
+from evalkit.instructions import Request, make_request
 from evalkit.models.dense import BiEncoder
 from evalkit.runs import Run
 
@@ -31,23 +32,50 @@ GRID = tuple(round(a, 1) for a in np.linspace(0.0, 1.0, 11))
 FOLDS = ("fold1", "fold2")
 
 
-def components(model: BiEncoder, data: CSFCube, candidates: dict[str, Sequence[Paper]],
-               candidate_facet: bool = False) -> tuple[Run, Run]:
-    """(whole-seed similarities, facet-sentence similarities) per query and candidate."""
+class FacetHybrid:
+    """The facet hybrid as a scorer over an embedding model (registry setting ``hybrid_alpha``).
+
+    The whole-seed term scores the request as given (its variant's query text and
+    instruction); the facet term scores the seed's facet sentences (the Aspect-subset
+    request), against whole candidates or, with `candidate_facet`, the candidates'
+    sentences of the same facet.
+    """
+
+    def __init__(self, model: BiEncoder, alpha: float, candidate_facet: bool = False):
+        if not 0.0 <= alpha <= 1.0:
+            raise KitError(f"hybrid_alpha={alpha} must lie in [0, 1]; fix the model settings")
+        self.model, self.alpha, self.candidate_facet = model, float(alpha), candidate_facet
+        self.reads_instruction = model.reads_instruction
+
+    def prepare(self, papers: Sequence[Paper]) -> None:
+        self.model.prepare(papers)
+
+    def components(self, request: Request, candidates: Sequence[Paper]) -> tuple[dict, dict]:
+        """(whole-seed similarities, facet-sentence similarities) per candidate."""
+        whole = self.model.score(request, candidates)
+        subset = make_request(request.seed, request.facet, "aspect-subset")
+        if not self.candidate_facet:
+            return whole, self.model.score(subset, candidates)
+        texts = [" ".join(p.facet_sentences(request.facet)) or p.text for p in candidates]
+        vectors = self.model.encoder.encode([self.model.doc_template.format(text=t) for t in texts], "candidate facets")
+        query = self.model.encoder.encode([self.model.query_string(subset)], "queries")[0]
+        return whole, {p.pid: float(s) for p, s in zip(candidates, vectors @ query)}
+
+    def score(self, request: Request, candidates: Sequence[Paper]) -> dict[str, float]:
+        whole, facet = self.components(request, candidates)
+        return combine({"q": whole}, {"q": facet}, self.alpha)["q"]
+
+    def describe(self) -> dict:
+        return {**self.model.describe(), "hybrid_alpha": self.alpha, "hybrid_candidate_facet": self.candidate_facet}
+
+
+def components(model: FacetHybrid, data: CSFCube, candidates: dict[str, Sequence[Paper]]) -> tuple[Run, Run]:
+    """Both terms for every query (base requests), so that any weight is arithmetic."""
     whole, facet = {}, {}
     for qid in tqdm(list(candidates), desc="hybrid components", unit="query"):
         query = data.queries[qid]
-        seed = data.papers[query.seed]
-        cands = list(candidates[qid])
-        whole[qid] = model.score(make_request(seed, query.facet, "base"), cands)
-        subset = make_request(seed, query.facet, "aspect-subset")
-        if candidate_facet:
-            texts = [" ".join(p.facet_sentences(query.facet)) or p.text for p in cands]
-            vectors = model.encoder.encode(texts, "candidate facets")
-            q = model.encoder.encode([model.query_string(subset)], "queries")[0]
-            facet[qid] = {p.pid: float(s) for p, s in zip(cands, vectors @ q)}
-        else:
-            facet[qid] = model.score(subset, cands)
+        request = make_request(data.papers[query.seed], query.facet, "base")
+        whole[qid], facet[qid] = model.components(request, list(candidates[qid]))
     return whole, facet
 
 

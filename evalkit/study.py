@@ -244,7 +244,7 @@ def hybrid_study(data: CSFCube, profile: str, protocol: str, model: str, seeds: 
     qids = selected_queries(data, seeds)
     candidates, _ = candidates_for(RunSettings(model, profile, protocol, corpus=corpus or None), data, qids)
     scorer.prepare(list({p.pid: p for cands in candidates.values() for p in cands}.values()))
-    whole, facet = hybrid.components(scorer, data, candidates, candidate_facet)
+    whole, facet = hybrid.components(hybrid.FacetHybrid(scorer, 1.0, candidate_facet), data, candidates)
     tables = hybrid.curve(data, whole, facet, discount=discount)
     cross_validated, chosen = hybrid.cross_validate(tables, data.folds["all"])
     label = registry.spec(model, profile).label

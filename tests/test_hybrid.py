@@ -7,6 +7,7 @@ import pytest
 
 from evalkit import csfcube, hybrid
 from evalkit.embeddings import Encoder
+from evalkit.errors import KitError
 from evalkit.evaluation import per_query
 from evalkit.instructions import make_request
 from evalkit.models.dense import BiEncoder
@@ -23,7 +24,7 @@ def setup(tmp_path_factory):
     folder = tmp_path_factory.mktemp("hybrid")
     model = BiEncoder(Encoder(str(build_sentence_transformer(folder)), cache_dir=folder / "cache"))
     candidates = {qid: pool_candidates(data, q) for qid, q in data.queries.items() if q.seed in SEEDS}
-    whole, facet = hybrid.components(model, data, candidates)
+    whole, facet = hybrid.components(hybrid.FacetHybrid(model, 1.0), data, candidates)
     return data, model, candidates, whole, facet
 
 
@@ -51,6 +52,31 @@ def test_intermediate_weight_is_the_weighted_sum(setup):
     qid = next(iter(whole))
     doc = next(iter(whole[qid]))
     assert hybrid.combine(whole, facet, 0.3)[qid][doc] == pytest.approx(0.3 * whole[qid][doc] + 0.7 * facet[qid][doc])
+
+
+def test_scorer_with_a_weight_matches_the_arithmetic_and_checks_its_range(setup):
+    data, model, candidates, whole, facet = setup
+    qid = next(iter(candidates))
+    q = data.queries[qid]
+    request = make_request(data.papers[q.seed], q.facet, "base")
+    scored = hybrid.FacetHybrid(model, 0.4).score(request, candidates[qid])
+    assert scored == pytest.approx(hybrid.combine(whole, facet, 0.4)[qid])
+    with pytest.raises(KitError, match="must lie in"):
+        hybrid.FacetHybrid(model, 1.5)
+
+
+def test_candidate_facet_variant_scores_candidates_facet_sentences(setup):
+    data, model, candidates, whole, facet = setup
+    qid = next(iter(candidates))
+    q = data.queries[qid]
+    request = make_request(data.papers[q.seed], q.facet, "base")
+    same_whole, facet_only = hybrid.FacetHybrid(model, 0.0, candidate_facet=True).components(request, candidates[qid])
+    assert same_whole == whole[qid] and facet_only != facet[qid]
+    paper = candidates[qid][0]
+    text = " ".join(paper.facet_sentences(q.facet)) or paper.text
+    subset = make_request(data.papers[q.seed], q.facet, "aspect-subset")
+    expected = float(model.encoder.encode([text])[0] @ model.encoder.encode([model.query_string(subset)])[0])
+    assert facet_only[paper.pid] == pytest.approx(expected, abs=1e-6)
 
 
 def _tables(values_by_alpha: dict[float, dict[str, tuple[float, float]]]) -> dict[float, pd.DataFrame]:

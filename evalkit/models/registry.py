@@ -61,8 +61,14 @@ def _encoder(settings: dict):
 
 
 def _build_dense(settings: dict, profile: str) -> Scorer:
-    return BiEncoder(_encoder(settings), settings.get("query_template", "{query}"),
-                     settings.get("doc_template", "{text}"))
+    """A bi-encoder; with `hybrid_alpha`, the facet hybrid over it (evalkit.hybrid)."""
+    model = BiEncoder(_encoder(settings), settings.get("query_template", "{query}"),
+                      settings.get("doc_template", "{text}"))
+    if "hybrid_alpha" not in settings:
+        return model
+    from evalkit.hybrid import FacetHybrid
+
+    return FacetHybrid(model, settings["hybrid_alpha"], settings.get("hybrid_candidate_facet", False))
 
 
 def _build_multivector(settings: dict, profile: str) -> Scorer:
