@@ -80,7 +80,7 @@ class Query:
     def qid(self) -> str:
         return f"{self.seed}_{self.facet}"
 
-    @property
+    @cached_property
     def relevant(self) -> frozenset[str]:
         return frozenset(c for c, g in self.grades.items() if g >= RELEVANT_GRADE)
 

@@ -14,25 +14,30 @@ Runs are turned into ranks with the kit's tie rule before any library sees them.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Iterable, Mapping, Sequence
+from functools import cache
 
 import pytrec_eval
 
 from evalkit.csfcube import RELEVANT_GRADE
 from evalkit.errors import KitError
-from evalkit.runs import Run, ranked, ranks
+from evalkit.runs import Run, has_ties, ranked, ranks
 
 DISCOUNTS = ("csfcube", "trec")
 
 
+@cache
+def _csfcube_weights(k: int) -> tuple[float, ...]:
+    """Rank weights of the official script: 1 for ranks 1 and 2, 1/log2(r) from rank 2 on."""
+    return tuple(1.0 if r == 1 else 1.0 / math.log2(r) for r in range(1, k + 1))
+
+
 def ndcg_csfcube(ranked_grades: Sequence[float], k: int) -> float:
     """NDCG@k as the official CSFCube script: ideal order from the same ranked grades."""
-
-    def dcg(grades: Sequence[float]) -> float:
-        return sum(g / (1.0 if r == 1 else math.log2(r)) for r, g in enumerate(grades[:k], start=1))
-
-    ideal = dcg(sorted(ranked_grades, reverse=True))
-    return dcg(ranked_grades) / ideal if ideal > 0 else 0.0
+    weights = _csfcube_weights(k)
+    ideal = sum(map(operator.mul, sorted(ranked_grades, reverse=True)[:k], weights))
+    return sum(map(operator.mul, ranked_grades[:k], weights)) / ideal if ideal > 0 else 0.0
 
 
 def trec_measures(k: int) -> dict[str, tuple[int, str, str]]:
@@ -47,28 +52,34 @@ def trec_measures(k: int) -> dict[str, tuple[int, str, str]]:
 
 
 def rank_scores(run: Run, orders: Mapping[str, list[str]] | None = None) -> Run:
-    """Strictly decreasing scores (n, n-1, ...) that encode the kit's ranking for libraries.
+    """Scores that encode the kit's ranking for libraries: a query's own scores when none
+    are tied, else strictly decreasing scores (n, n-1, ...) along the kit's order.
 
     `orders` may hold each query's already ranked documents, to avoid sorting again.
     """
     out = {}
     for qid, scores in run.items():
+        if not has_ties(scores):
+            out[qid] = scores
+            continue
         order = orders[qid] if orders is not None else ranked(scores)
         out[qid] = dict(zip(order, map(float, range(len(order), 0, -1))))
     return out
 
 
 def trec_metrics(qrels: Mapping[str, Mapping[str, int]], run: Run, k: int,
-                 orders: Mapping[str, list[str]] | None = None) -> dict[str, dict[str, float]]:
-    """Per query, per column name (`trec_measures`): values computed by pytrec_eval (trec_eval)."""
+                 orders: Mapping[str, list[str]] | None = None,
+                 skip: Iterable[str] = ()) -> dict[str, dict[str, float]]:
+    """Per query, per column name (`trec_measures`, less `skip`): values computed by pytrec_eval."""
     if k < 1:
         raise KitError(f"cut-off k={k} must be a positive integer")
-    judged = {qid: dict(qrels[qid]) for qid in run}
+    judged = {qid: qrels[qid] for qid in run}
     library_run = rank_scores(run, orders)
     values: dict[str, dict[str, float]] = {qid: {} for qid in run}
     by_level: dict[int, dict[str, tuple[str, str]]] = {}
     for name, (level, measure, key) in trec_measures(k).items():
-        by_level.setdefault(level, {})[name] = (measure, key)
+        if name not in skip:
+            by_level.setdefault(level, {})[name] = (measure, key)
     for level, measures in by_level.items():
         evaluator = pytrec_eval.RelevanceEvaluator(judged, {m for m, _ in measures.values()}, relevance_level=level)
         for qid, result in evaluator.evaluate(library_run).items():

@@ -28,10 +28,16 @@ Run = dict[str, dict[str, float]]
 def ranked(scores: Mapping[str, float]) -> list[str]:
     """Documents best first: score descending, then document id ascending.
 
-    Two stable sorts with C-level keys (ids ascending, then scores descending, which
-    keeps equal scores in id order) instead of one sort on a Python tuple key.
+    Stable sorts with C-level keys instead of one sort on a Python tuple key: by score
+    descending, after a sort by id only when some scores are tied (a stable sort keeps
+    tied documents in id order).
     """
-    return sorted(sorted(scores), key=scores.__getitem__, reverse=True)
+    docs = scores if not has_ties(scores) else sorted(scores)
+    return sorted(docs, key=scores.__getitem__, reverse=True)
+
+
+def has_ties(scores: Mapping[str, float]) -> bool:
+    return len(set(scores.values())) < len(scores)
 
 
 def ranks(scores: Mapping[str, float]) -> dict[str, int]:
