@@ -15,7 +15,6 @@ optionally, ``pred_labels`` (one ``<facet>_label`` per sentence).
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import zipfile
@@ -74,14 +73,6 @@ def iter_corpus(path: Path) -> Iterator[Paper]:
             except (ValueError, KeyError, TypeError) as exc:  # JSONDecodeError is a ValueError
                 raise KitError(f"{path}:{number}: malformed corpus record ({exc}); "
                                "expected paper_id, title, abstract") from None
-
-
-def corpus_checksum(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 class CorpusIndex:

@@ -23,6 +23,7 @@ from functools import cached_property
 from pathlib import Path
 
 from evalkit.errors import KitError
+from evalkit.hashing import file_sha256
 
 FACETS = ("background", "method", "result")
 COMMIT = "7ffe012c1d92c470f185fc086086caf5b8e05ef3"
@@ -116,10 +117,6 @@ def _read_manifest() -> list[tuple[str, str, str]]:
         return [(r["sha256"], r["path"], r["upstream_path"]) for r in csv.DictReader(fh, delimiter="\t")]
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def cache_dir() -> Path:
     base = os.environ.get("EVALKIT_CACHE") or Path.home() / ".cache" / "evalkit"
     return Path(base) / f"csfcube-{COMMIT[:12]}"
@@ -146,7 +143,7 @@ def verify(root: Path) -> None:
         path = root / rel
         if not path.is_file():
             raise KitError(f"{path}: missing CSFCube file; run `evalkit data` or fix CSFCUBE_DIR")
-        if _sha256(path) != digest:
+        if file_sha256(path) != digest:
             raise KitError(f"{path}: sha256 mismatch with the pinned release; replace the file (`evalkit data`)")
 
 
@@ -156,7 +153,7 @@ def fetch(root: Path | None = None) -> Path:
     if root == cache_dir():
         for digest, rel, upstream in _read_manifest():
             target = root / rel
-            if target.is_file() and _sha256(target) == digest:
+            if target.is_file() and file_sha256(target) == digest:
                 continue
             _download(UPSTREAM + upstream, target, digest)
     verify(root)

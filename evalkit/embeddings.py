@@ -21,6 +21,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from evalkit.errors import KitError
+from evalkit.hashing import update_with_file
 
 CACHE_VERSION = 1
 CHUNK = 512
@@ -36,9 +37,7 @@ def folder_revision(folder: Path) -> str:
     digest = hashlib.sha256()
     for path in sorted(p for p in Path(folder).rglob("*") if p.is_file()):
         digest.update(str(path.relative_to(folder)).encode())
-        with open(path, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(block)
+        update_with_file(digest, path)
     return digest.hexdigest()[:16]
 
 

@@ -89,7 +89,8 @@ def candidates_for(settings: RunSettings, data: CSFCube, qids: list[str]) -> tup
 
 
 def _full_candidates(settings: RunSettings, first, requests: dict, depth: int, described: dict):
-    from evalkit.corpus import CorpusIndex, corpus_checksum
+    from evalkit.corpus import CorpusIndex
+    from evalkit.hashing import file_sha256
     from evalkit.models.dense import BiEncoder
 
     if not settings.corpus:
@@ -101,7 +102,7 @@ def _full_candidates(settings: RunSettings, first, requests: dict, depth: int, d
     texts = index.papers({pid for found in ids.values() for pid in found})
     chosen = {qid: [texts[pid] for pid in found] for qid, found in ids.items()}
     return chosen, {**described, "corpus": Path(settings.corpus).name,
-                    "corpus_sha256": corpus_checksum(Path(settings.corpus)), "corpus_size": len(index.pids)}
+                    "corpus_sha256": file_sha256(Path(settings.corpus)), "corpus_size": len(index.pids)}
 
 
 def execute(settings: RunSettings, out: Path, data: CSFCube | None = None) -> Path:

@@ -10,7 +10,6 @@ A GGUF file is de-quantized by transformers once and saved (``save_pretrained``)
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata
 import os
 import shutil
@@ -19,14 +18,7 @@ from pathlib import Path
 
 from evalkit.embeddings import cache_root, folder_revision
 from evalkit.errors import KitError
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+from evalkit.hashing import file_sha256
 
 
 def package_file(package: str, name: str | None) -> Path:
