@@ -39,8 +39,7 @@ def per_query(data: CSFCube, run: Run, k: int = 20, discount: str = "csfcube") -
     if discount not in DISCOUNTS:
         raise KitError(f"unknown discount {discount!r}; choose one of {', '.join(DISCOUNTS)}")
     orders = {qid: ranked(scores) for qid, scores in run.items()}
-    # the csfcube discount replaces trec's nDCG: do not ask the library for it
-    library = trec_metrics(data.qrels(), run, k, orders, skip=[f"ndcg@{k}"] if discount == "csfcube" else [])
+    library = trec_metrics(data.qrels(), run, k, orders, with_ndcg=discount == "trec")
     rank_maps = {qid: dict(zip(order, range(1, len(order) + 1))) for qid, order in orders.items()}
     rows = []
     for qid in sorted(run):

@@ -3,9 +3,12 @@
 - NDCG@k, ``csfcube`` discount: the official CSFCube script. Ranks 1 and 2 weigh 1,
   rank r >= 2 weighs 1/log2(r); the ideal DCG comes from the grades of the
   candidates the run ranked. Computed here (no library implements it).
-- NDCG@k, ``trec`` discount, AP, RR, P@k, R@k: trec_eval conventions, computed by
-  pytrec_eval (the trec_eval library). Gain = grade, discount 1/log2(rank+1), ideal DCG from
-  every judged candidate; binary measures count grade >= 2 as relevant.
+- NDCG@k, ``trec`` discount: trec_eval's ``ndcg_cut``, computed by pytrec_eval (the
+  trec_eval library). Gain = grade, discount 1/log2(rank+1), ideal DCG from every
+  judged candidate.
+- AP, RR, P@k, R@k: trec_eval conventions (grade >= 2 relevant; AP and R@k divide by
+  every relevant judged document; P@k divides by k), computed here on the kit's
+  ranking; tests check them against pytrec_eval.
 - p-MRR (FollowIR / mteb): see `pair_score` and `p_mrr`.
 
 Runs are turned into ranks with the kit's tie rule before any library sees them.
@@ -40,17 +43,6 @@ def ndcg_csfcube(ranked_grades: Sequence[float], k: int) -> float:
     return sum(map(operator.mul, ranked_grades[:k], weights)) / ideal if ideal > 0 else 0.0
 
 
-def trec_measures(k: int) -> dict[str, tuple[int, str, str]]:
-    """Column name -> (relevance level, pytrec_eval measure, its result key) for trec-convention metrics."""
-    return {
-        f"ndcg@{k}": (1, f"ndcg_cut.{k}", f"ndcg_cut_{k}"),  # graded gains; the level is unused
-        "map": (RELEVANT_GRADE, "map", "map"),
-        "mrr": (RELEVANT_GRADE, "recip_rank", "recip_rank"),
-        f"p@{k}": (RELEVANT_GRADE, f"P.{k}", f"P_{k}"),
-        f"r@{k}": (RELEVANT_GRADE, f"recall.{k}", f"recall_{k}"),
-    }
-
-
 def rank_scores(run: Run, orders: Mapping[str, list[str]] | None = None) -> Run:
     """Scores that encode the kit's ranking for libraries: a query's own scores when none
     are tied, else strictly decreasing scores (n, n-1, ...) along the kit's order.
@@ -67,23 +59,38 @@ def rank_scores(run: Run, orders: Mapping[str, list[str]] | None = None) -> Run:
     return out
 
 
+def binary_metrics(order: Sequence[str], grades: Mapping[str, int], k: int) -> dict[str, float]:
+    """AP, RR, P@k and R@k of one ranking (best first) under trec_eval's conventions."""
+    relevant = {doc for doc, grade in grades.items() if grade >= RELEVANT_GRADE}
+    positions = [rank for rank, doc in enumerate(order, start=1) if doc in relevant]
+    total = len(relevant)
+    in_top_k = sum(1 for rank in positions if rank <= k)
+    return {
+        "map": sum(hit / rank for hit, rank in enumerate(positions, start=1)) / total if total else 0.0,
+        "mrr": 1.0 / positions[0] if positions else 0.0,
+        f"p@{k}": in_top_k / k,
+        f"r@{k}": in_top_k / total if total else 0.0,
+    }
+
+
+def trec_ndcg(qrels: Mapping[str, Mapping[str, int]], run: Run, k: int,
+              orders: Mapping[str, list[str]] | None = None) -> dict[str, float]:
+    """NDCG@k with the trec discount per query, computed by pytrec_eval on the kit's ranking."""
+    evaluator = pytrec_eval.RelevanceEvaluator({qid: qrels[qid] for qid in run}, {f"ndcg_cut.{k}"})
+    return {qid: float(result[f"ndcg_cut_{k}"]) for qid, result in evaluator.evaluate(rank_scores(run, orders)).items()}
+
+
 def trec_metrics(qrels: Mapping[str, Mapping[str, int]], run: Run, k: int,
                  orders: Mapping[str, list[str]] | None = None,
-                 skip: Iterable[str] = ()) -> dict[str, dict[str, float]]:
-    """Per query, per column name (`trec_measures`, less `skip`): values computed by pytrec_eval."""
+                 with_ndcg: bool = True) -> dict[str, dict[str, float]]:
+    """Per query: ndcg@k (trec discount; unless `with_ndcg` is False), map, mrr, p@k, r@k."""
     if k < 1:
         raise KitError(f"cut-off k={k} must be a positive integer")
-    judged = {qid: qrels[qid] for qid in run}
-    library_run = rank_scores(run, orders)
-    values: dict[str, dict[str, float]] = {qid: {} for qid in run}
-    by_level: dict[int, dict[str, tuple[str, str]]] = {}
-    for name, (level, measure, key) in trec_measures(k).items():
-        if name not in skip:
-            by_level.setdefault(level, {})[name] = (measure, key)
-    for level, measures in by_level.items():
-        evaluator = pytrec_eval.RelevanceEvaluator(judged, {m for m, _ in measures.values()}, relevance_level=level)
-        for qid, result in evaluator.evaluate(library_run).items():
-            values[qid].update({name: float(result[key]) for name, (_, key) in measures.items()})
+    values = {qid: binary_metrics(orders[qid] if orders is not None else ranked(scores), qrels[qid], k)
+              for qid, scores in run.items()}
+    if with_ndcg:
+        for qid, value in trec_ndcg(qrels, run, k, orders).items():
+            values[qid][f"ndcg@{k}"] = value
     return values
 
 
