@@ -92,7 +92,7 @@ $(BUILD)/report-$(TAG).html: $(EXECUTED)
 report: $(BUILD)/report-$(TAG).html ## one HTML report of the executed notebooks
 
 # The facet hybrid on the pooled protocol too (issue 7), with the cheaper models.
-POOLED_MODELS ?= bm25,minilm,minilm-probe
+POOLED_MODELS ?= bm25,minilm,minilm-probe,oracle-prp
 pooled: $(BUILD)/data.ok ## instruction_following (facet hybrid, trade-off) on the pooled protocol
 	$(MAKE) instruction_following PROTOCOL=pooled MODELS=$(POOLED_MODELS)
 

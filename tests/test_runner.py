@@ -31,6 +31,8 @@ def registry_file(tmp_path_factory):
         "tiny-probe": {"family": "dense", "model": str(tiny), "query_template": "{instruction} {query}",
                        "role": "probe"},
         "bm25": {"family": "bm25"},
+        "tiny-oracle": {"family": "oracle", "variant": "heapsort", "k": 3, "depth": 6, "first_stage": "tiny",
+                        "role": "oracle"},
         "tiny-prp": {"family": "llm", "model": str(build_tiny_lm(folder / "lm")), "method": "prp",
                      "variant": "heapsort", "k": 3, "depth": 6, "first_stage": "tiny", "role": "reranker"},
     }}}}))
@@ -93,7 +95,7 @@ def test_pooled_protocol_reranks_the_first_stage_top_depth_without_the_seed(data
 @pytest.mark.parametrize("field, value, message", [
     ("variant", "nope", "choose one of base, generic"),
     ("protocol", "nope", "choose one of pool, pooled, full"),
-    ("model", "nope", "choose one of tiny, tiny-probe, bm25, tiny-prp"),
+    ("model", "nope", "choose one of tiny, tiny-probe, bm25, tiny-oracle, tiny-prp"),
     ("seeds", ("123",), "unknown seed 123"),
 ])
 def test_bad_settings_get_one_line_errors(data, tmp_path, field, value, message):
@@ -161,3 +163,18 @@ def test_llm_reranker_runs_through_the_registry_and_reorders_only_the_top(data, 
     trec = "csfcube-tiny-prp.trec"
     assert (tmp_path / "llm" / trec).read_bytes() == (tmp_path / "llm2" / trec).read_bytes()
     assert again.is_file()
+
+
+def test_prp_oracle_puts_the_best_graded_of_the_first_stage_top_first(data, tmp_path):
+    from evalkit.runs import ranked
+
+    run(data, tmp_path / "first")
+    run(data, tmp_path / "oracle", model="tiny-oracle")
+    first, best = load_run(tmp_path / "first", "tiny"), load_run(tmp_path / "oracle", "tiny-oracle")
+    for qid in first:
+        grades = data.queries[qid].grades
+        head = ranked(first[qid])[:6]
+        top = ranked(best[qid])[:3]
+        assert sorted((grades.get(d, 0) for d in top), reverse=True) == \
+            sorted((grades.get(d, 0) for d in head), reverse=True)[:3]
+        assert [grades.get(d, 0) for d in top] == sorted((grades.get(d, 0) for d in top), reverse=True)

@@ -20,7 +20,7 @@ from evalkit.models.bm25 import BM25
 from evalkit.models.dense import BiEncoder, MultiVector
 
 MODELS_FILE = Path(__file__).resolve().parents[1] / "config" / "models.yaml"
-ROLES = ("agnostic", "aspect", "instructed", "probe", "reranker")
+ROLES = ("agnostic", "aspect", "instructed", "probe", "reranker", "oracle")
 
 
 @dataclass(frozen=True)
@@ -107,11 +107,22 @@ def _build_llm(settings: dict, profile: str) -> Scorer:
     return LLMScorer(LLMReranker(settings), first_stage)
 
 
+def _build_oracle(settings: dict, profile: str) -> Scorer:
+    """PRP with the perfect judge from CSFCube's grades over the `first_stage` model."""
+    from evalkit import csfcube
+    from evalkit.models.llm import OraclePRP
+
+    settings = dict(settings)
+    first_stage = build(spec(settings.pop("first_stage", profile_settings(profile)["first_stage"]), profile))
+    return OraclePRP(first_stage, csfcube.load(), **settings)
+
+
 FAMILIES: dict[str, Callable[[dict, str], Scorer]] = {
     "bm25": _build_bm25,
     "dense": _build_dense,
     "multivector": _build_multivector,
     "llm": _build_llm,
+    "oracle": _build_oracle,
 }
 
 
