@@ -121,7 +121,8 @@ def relevance_table(profile: str, tables: dict[str, pd.DataFrame], human: pd.Dat
                     seed: int = 0) -> pd.DataFrame:
     """NDCG@20 x100 per facet and aggregated (official fold mean), bootstrap 95% interval of the
     per-query mean, and the paired t-test against the reference model (raw and Holm-adjusted p).
-    `same_as_reference` marks p >= 0.05 (no significant difference), as the paper's marks."""
+    `same_as_reference` is "reference" for the reference itself, "yes" when p >= 0.05 (no
+    significant difference, the paper's mark), else "no"."""
     if reference not in tables:
         raise KitError(f"REFERENCE_MODEL {reference} is not among the models run; add it to MODELS")
     rows, pvalues = [], {}
@@ -135,7 +136,8 @@ def relevance_table(profile: str, tables: dict[str, pd.DataFrame], human: pd.Dat
     for row in rows:
         row["p_vs_reference"] = pvalues.get(row["model"], math.nan)
         row["p_holm"] = adjusted.get(row["model"], math.nan)
-        row["same_as_reference"] = row["model"] == reference or row["p_vs_reference"] >= ALPHA
+        row["same_as_reference"] = ("reference" if row["model"] == reference
+                                    else "yes" if row["p_vs_reference"] >= ALPHA else "no")
     rows.append({"model": "human", "label": "Human (annotators vs adjudication)", "role": "reference",
                  "source": "kit", **_scaled(summarize(human)[NDCG]), **_interval(human[NDCG], seed)})
     return pd.DataFrame(rows + published_rows(NDCG))
