@@ -36,7 +36,7 @@ PR_PARAMS = -r PROFILE "$(PROFILE)" -r PROTOCOL "$(PROTOCOL)" -r MODELS "$(MODEL
 NOTEBOOKS := relevance instruction_following sensitivity
 EXECUTED := $(foreach n,$(NOTEBOOKS) promptriever,$(BUILD)/notebooks/$(n)-$(TAG).ipynb)
 
-.PHONY: help install install-mpnet data all test clean $(NOTEBOOKS) promptriever report pooled
+.PHONY: help install install-mpnet data all test clean clean-runs $(NOTEBOOKS) promptriever report pooled
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_/.%-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | column -t -s $$'\t'
@@ -105,3 +105,6 @@ test: $(STAMP) ## run the test suite
 
 clean: ## remove build outputs and figures (keeps .venv, runs/ and cache/)
 	rm -rf $(BUILD) figures/*.png figures/*.svg
+
+clean-runs: clean ## also remove runs/ (needed after changing a model's code) and cache/
+	rm -rf runs cache
