@@ -120,12 +120,12 @@ def execute(settings: RunSettings, out: Path, data: CSFCube | None = None) -> Pa
         query = data.queries[qid]
         request = make_request(data.papers[query.seed], query.facet, settings.variant)
         run[qid] = scorer.score(request, candidates[qid])
-    sidecar = write_run(out, settings, run, model_spec, scorer.describe(), protocol)
     accounting = getattr(scorer, "accounting", None)
     if accounting:  # LLM rerankers: comparisons, prompts, tokens, wall time, position bias
-        write_atomic(Path(out) / f"csfcube-{settings.run_name}.accounting.json",
-                     json.dumps(accounting(), indent=1, sort_keys=True) + "\n")
-    return sidecar
+        name = f"csfcube-{settings.run_name}.accounting.json"
+        write_atomic(Path(out) / name, json.dumps(accounting(), indent=1, sort_keys=True) + "\n")
+        protocol = {**protocol, "accounting_file": name}
+    return write_run(out, settings, run, model_spec, scorer.describe(), protocol)
 
 
 def write_run(out: Path, settings: RunSettings, run: Run, model_spec, model_description: dict,

@@ -152,6 +152,8 @@ def test_llm_reranker_runs_through_the_registry_and_reorders_only_the_top(data, 
     first, llm = load_run(tmp_path / "first", "tiny"), load_run(tmp_path / "llm", "tiny-prp")
     accounting = json.loads((tmp_path / "llm" / "csfcube-tiny-prp.accounting.json").read_text())
     assert accounting["queries"] == 4 and accounting["comparisons"] > 0
+    sidecar = json.loads((tmp_path / "llm" / "csfcube-tiny-prp.json").read_text())
+    assert sidecar["accounting_file"] == "csfcube-tiny-prp.accounting.json"
     from evalkit.runs import ranked
 
     for qid in first:
