@@ -129,7 +129,8 @@ def execute(settings: RunSettings, out: Path, data: CSFCube | None = None) -> Pa
 
 
 def write_run(out: Path, settings: RunSettings, run: Run, model_spec, model_description: dict,
-              protocol: dict) -> Path:
+              details: dict) -> Path:
+    """The facet files, the TREC run, then the sidecar (with `details`: protocol and extras)."""
     name = settings.run_name
     for facet in FACETS:
         write_official(official_path(out, name, facet), run, facet)
@@ -143,7 +144,7 @@ def write_run(out: Path, settings: RunSettings, run: Run, model_spec, model_desc
         "settings": model_description,
         "variant": settings.variant,
         "instructions": {f: instruction_text(f, settings.variant) for f in FACETS},
-        **protocol,
+        **details,
         "run_settings": asdict(settings),
         "queries": len(run),
         "data_sha256": data_checksum(),
