@@ -115,8 +115,10 @@ def followir(tmp_path):
         tmp_path / "top_ranked.jsonl",
         [{"qid": "301", "pid": "d1"}, {"qid": "301", "pid": "d2"}, {"qid": "302", "pid": ["d2", "d3"]}],
     )
-    write_qrels(tmp_path / "qrels" / "og.tsv", [("301", "d1", 1), ("301", "d2", 1), ("302", "d3", 2)])
-    write_qrels(tmp_path / "qrels" / "changed.tsv", [("301", "d1", 1), ("301", "d2", 0), ("302", "d3", 0)])
+    write_qrels(tmp_path / "qrels_og" / "test.tsv", [("301", "d1", 1), ("301", "d2", 1), ("302", "d3", 2)])
+    # the hub's files suffix query ids with the instruction: read as topics, never used for pairing
+    write_qrels(tmp_path / "qrels_changed" / "test.tsv",
+                [("301-changed", "d1", 1), ("301-changed", "d2", 0), ("302-changed", "d3", 0)])
     return tmp_path
 
 
@@ -135,8 +137,8 @@ def test_followir_instances_and_explicit_pairs(followir):
 
 
 def test_followir_missing_changed_qrels(followir):
-    (followir / "qrels" / "changed.tsv").unlink()
-    with pytest.raises(KitError, match=r"changed\.tsv: file not found"):
+    (followir / "qrels_changed" / "test.tsv").unlink()
+    with pytest.raises(KitError, match=r"qrels_changed/test\.tsv: file not found"):
         load_followir(followir)
 
 
@@ -232,3 +234,20 @@ def test_ir_datasets_stub_is_converted(monkeypatch):
     assert loaded == [IR_DATASETS["dl19"]] == ["msmarco-passage/trec-dl-2019/judged"]
     assert corpus == {"p1": {"title": "", "text": "passage one"}, "p2": {"title": "", "text": "passage two"}}
     assert queries == {"1": "judged"} and qrels == {"1": {"p2": 3}}
+
+
+def test_followir_collection_names_and_an_unreachable_hub(monkeypatch):
+    import huggingface_hub
+
+    from evalkit.promptriever.followir import collection_name, fetch_followir
+
+    assert collection_name("/data/robust04-instructions") == "robust04" and collection_name("news21") == "news21"
+    with pytest.raises(KitError, match="name the FollowIR folder after its collection"):
+        collection_name("/data/trec-x")
+
+    def offline(*args, **kwargs):
+        raise OSError("no network")
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", offline)
+    with pytest.raises(KitError, match="cannot fetch jhu-clsp/core17-instructions .*pass its folder"):
+        fetch_followir("core17")

@@ -129,9 +129,10 @@ def test_followir_fixture_end_to_end(tmp_path):
         ],
     )
     jsonl("top_ranked.jsonl", [{"qid": "301", "pid": ["d1", "d2", "d3"]}, {"qid": "302", "pid": ["d4", "d5", "d6"]}])
-    (tmp_path / "qrels").mkdir()
-    (tmp_path / "qrels" / "og.tsv").write_text("301\td1\t1\n301\td2\t1\n301\td3\t0\n302\td4\t2\n302\td5\t0\n")
-    (tmp_path / "qrels" / "changed.tsv").write_text("301\td1\t1\n301\td2\t0\n301\td3\t0\n302\td4\t0\n")
+    (tmp_path / "qrels_og").mkdir()
+    (tmp_path / "qrels_changed").mkdir()
+    (tmp_path / "qrels_og" / "test.tsv").write_text("301\td1\t1\n301\td2\t1\n301\td3\t0\n302\td4\t2\n302\td5\t0\n")
+    (tmp_path / "qrels_changed" / "test.tsv").write_text("301\td1\t1\n301\td2\t0\n301\td3\t0\n302\td4\t0\n")
     data = load_followir(tmp_path)
     run = {
         "301-og": {"d1": 0.9, "d2": 0.8, "d3": 0.7},  # d2 rank 2

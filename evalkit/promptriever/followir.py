@@ -8,8 +8,12 @@ datasets on the Hugging Face hub (configs corpus, queries, top_ranked, qrels_og,
                          "instruction_og": "...", "instruction_changed": "..."}
     top_ranked.jsonl    {"qid": "301", "pid": "FBIS3-10082"}   one candidate a line
                         ("pid" may also be a list of candidate ids)
-    qrels/og.tsv        judgments under the original instruction (BEIR TSV, header optional)
-    qrels/changed.tsv   judgments under the changed instruction
+    qrels_og/test.tsv   judgments under the original instruction (BEIR TSV, header optional;
+                        query ids are topics, or topics suffixed "-og" as in the hub's files)
+    qrels_changed/test.tsv   judgments under the changed instruction ("-changed")
+
+`fetch_followir(name)` downloads a collection (robust04, news21, core17) from the hub when
+it is reachable.
 
 Each topic becomes two query instances, ``{topic}-og`` and ``{topic}-changed``, with the same
 query text and candidates and their own instruction and qrels. `FollowIR.pairs` maps the
@@ -60,8 +64,9 @@ def load_followir(folder: Path) -> FollowIR:
     pools = _candidates(folder / "top_ranked.jsonl")
     judged = {}
     for name in ("og", "changed"):
-        path = folder / "qrels" / f"{name}.tsv"
-        judged[name] = read_qrels(path, f"give the {name} instruction's judgments as qrels/{name}.tsv")
+        path = folder / f"qrels_{name}" / "test.tsv"
+        raw = read_qrels(path, f"give the {name} instruction's judgments as qrels_{name}/test.tsv")
+        judged[name] = {qid.removesuffix(f"-{name}"): grades for qid, grades in raw.items()}
         judged_queries(path, judged[name], topics)
     queries, instructions, qrels, candidates, pairs = {}, {}, {}, {}, {}
     for topic, record in topics.items():
@@ -75,3 +80,27 @@ def load_followir(folder: Path) -> FollowIR:
             qrels[qid] = judged[name].get(topic, {})
             candidates[qid] = tuple(pools[topic])
     return FollowIR(corpus, queries, instructions, qrels, candidates, pairs)
+
+
+HUB = {"robust04": "jhu-clsp/robust04-instructions", "news21": "jhu-clsp/news21-instructions",
+       "core17": "jhu-clsp/core17-instructions"}
+
+
+def collection_name(source: str) -> str:
+    """robust04, news21 or core17, from a collection name or a folder named after one."""
+    name = Path(source).name.lower()
+    for known in HUB:
+        if name.startswith(known):
+            return known
+    raise KitError(f"{source}: name the FollowIR folder after its collection ({', '.join(HUB)})")
+
+
+def fetch_followir(name: str) -> Path:
+    """The hub copy of a FollowIR collection (huggingface_hub's cache), when the hub is reachable."""
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(HUB[name], repo_type="dataset"))
+    except Exception as exc:  # offline, gated or missing: the user passes a local folder instead
+        raise KitError(f"cannot fetch {HUB[name]} from the Hugging Face hub ({type(exc).__name__}); "
+                       "download it and pass its folder") from None

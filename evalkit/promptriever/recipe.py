@@ -15,7 +15,7 @@ from evalkit.errors import KitError
 from evalkit.models import registry
 from evalkit.models.dense import BiEncoder
 from evalkit.promptriever.beir import load_collection
-from evalkit.promptriever.followir import load_followir
+from evalkit.promptriever.followir import collection_name, fetch_followir, load_followir
 from evalkit.promptriever.instructir import load_instructir
 from evalkit.promptriever.metrics import per_query, score
 from evalkit.promptriever.prompts import load_prompts, select_prompt
@@ -45,11 +45,13 @@ def _beir_row(model: BiEncoder, source: str) -> dict:
     return row
 
 
-def _followir_row(model: BiEncoder, folder: str) -> dict:
-    data = load_followir(Path(folder))
+def _followir_row(model: BiEncoder, source: str) -> dict:
+    """A FollowIR folder named after its collection, or a collection name fetched from the hub."""
+    name = collection_name(source)
+    data = load_followir(Path(source) if Path(source).is_dir() else fetch_followir(name))
     queries = {qid: data.text(qid) for qid in data.queries}
     run = rerank(model, data.corpus, queries, data.candidates)
-    return {f"{m}": 100 * v for m, v in score(Path(folder).name.lower(), data.qrels, run, pairs=data.pairs).items()}
+    return {m: 100 * v for m, v in score(name, data.qrels, run, pairs=data.pairs).items()}
 
 
 def _instructir_row(model: BiEncoder, folder: str) -> dict:
