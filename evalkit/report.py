@@ -111,3 +111,10 @@ def tradeoff_plot(points: pd.DataFrame) -> plt.Figure:
     ax.set_ylabel("p-MRR (x100)")
     ax.legend(fontsize=7, loc="best")
     return fig
+
+
+def image(path: Path):
+    """A saved PNG for display in a notebook (and so in the HTML report)."""
+    from IPython.display import Image
+
+    return Image(filename=str(path))
