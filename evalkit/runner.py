@@ -28,6 +28,7 @@ from evalkit.csfcube import FACETS, CSFCube, Paper
 from evalkit.errors import KitError
 from evalkit.instructions import check_variant, instruction_text, make_request
 from evalkit.models import registry
+from evalkit.models.base import Scorer
 from evalkit.protocols import check_protocol, pool_candidates, top_candidates
 from evalkit.runs import Run, write_atomic, official_path, trec_path, write_official, write_trec
 
@@ -105,18 +106,24 @@ def _full_candidates(settings: RunSettings, first, requests: dict, depth: int, d
                     "corpus_sha256": file_sha256(Path(settings.corpus)), "corpus_size": len(index.pids)}
 
 
-def execute(settings: RunSettings, out: Path, data: CSFCube | None = None) -> Path:
-    """Run one model over the queries; returns the sidecar path."""
+def prepare(settings: RunSettings, data: CSFCube) -> tuple[Scorer, dict[str, list[Paper]], dict]:
+    """The model, each selected query's candidates under the protocol (in release order) and
+    the protocol's description; every candidate prepared (e.g. encoded) once."""
     check_protocol(settings.protocol)
     check_variant(settings.variant)
     model_spec = registry.spec(settings.model, settings.profile)
-    data = data or csfcube.load()
-    qids = selected_queries(data, settings.seeds)
-    candidates, protocol = candidates_for(settings, data, qids)
+    candidates, protocol = candidates_for(settings, data, selected_queries(data, settings.seeds))
     scorer = registry.build(model_spec)
     scorer.prepare(list({p.pid: p for cands in candidates.values() for p in cands}.values()))
+    return scorer, candidates, protocol
+
+
+def execute(settings: RunSettings, out: Path, data: CSFCube | None = None) -> Path:
+    """Run one model over the queries; returns the sidecar path."""
+    data = data or csfcube.load()
+    scorer, candidates, protocol = prepare(settings, data)
     run: Run = {}
-    for qid in tqdm(qids, desc=f"scoring {settings.run_name}", unit="query"):
+    for qid in tqdm(list(candidates), desc=f"scoring {settings.run_name}", unit="query"):
         query = data.queries[qid]
         request = make_request(data.papers[query.seed], query.facet, settings.variant)
         run[qid] = scorer.score(request, candidates[qid])
@@ -125,7 +132,8 @@ def execute(settings: RunSettings, out: Path, data: CSFCube | None = None) -> Pa
         name = f"csfcube-{settings.run_name}.accounting.json"
         write_atomic(Path(out) / name, json.dumps(accounting(), indent=1, sort_keys=True) + "\n")
         protocol = {**protocol, "accounting_file": name}
-    return write_run(out, settings, run, model_spec, scorer.describe(), protocol)
+    return write_run(out, settings, run, registry.spec(settings.model, settings.profile), scorer.describe(),
+                     protocol)
 
 
 def write_run(out: Path, settings: RunSettings, run: Run, model_spec, model_description: dict,

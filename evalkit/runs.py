@@ -100,7 +100,8 @@ def read_trec(path: Path) -> Run:
     except FileNotFoundError:
         raise KitError(f"{path}: run file not found; check --runs") from None
     except UnicodeDecodeError as exc:
-        raise KitError(f"{path}: not a UTF-8 text file ({exc.reason}); write 'qid Q0 doc rank score tag' lines") from None
+        raise KitError(f"{path}: not a UTF-8 text file ({exc.reason}); "
+                       "write 'qid Q0 doc rank score tag' lines") from None
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue

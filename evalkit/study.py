@@ -96,7 +96,8 @@ def per_query_tables(data: CSFCube, runs: dict[str, Run], discount: str = "csfcu
 
 
 def variant_tables(data: CSFCube, runs_dir: Path, profile: str, protocol: str, models: list[str],
-                   seeds: tuple[str, ...] | None, discount: str, corpus: str = "") -> dict[str, dict[str, pd.DataFrame]]:
+                   seeds: tuple[str, ...] | None, discount: str,
+                   corpus: str = "") -> dict[str, dict[str, pd.DataFrame]]:
     """Per-query tables by model and by every variant of SENSITIVITY_GROUPS."""
     variants = [v for group in SENSITIVITY_GROUPS.values() for v in group]
     by_variant: dict[str, dict[str, pd.DataFrame]] = {m: {} for m in models}
@@ -238,14 +239,11 @@ def hybrid_study(data: CSFCube, profile: str, protocol: str, model: str, seeds: 
     (hybrid vs whole abstract on NDCG@20, hybrid vs Aspect subset on p-MRR) and bootstrap CIs."""
     from evalkit import hybrid
     from evalkit.models.dense import BiEncoder
-    from evalkit.runner import candidates_for, selected_queries
+    from evalkit.runner import prepare
 
-    scorer = registry.build(registry.spec(model, profile))
+    scorer, candidates, _ = prepare(RunSettings(model, profile, protocol, seeds=seeds, corpus=corpus or None), data)
     if not isinstance(scorer, BiEncoder):
-        raise KitError(f"the facet hybrid needs an embedding model (family dense); {model} is not one")
-    qids = selected_queries(data, seeds)
-    candidates, _ = candidates_for(RunSettings(model, profile, protocol, corpus=corpus or None), data, qids)
-    scorer.prepare(list({p.pid: p for cands in candidates.values() for p in cands}.values()))
+        raise KitError(f"the facet hybrid needs an embedding model (family dense, no hybrid_alpha); {model} is not one")
     whole, facet = hybrid.components(hybrid.FacetHybrid(scorer, 1.0, candidate_facet), data, candidates)
     tables = hybrid.curve(data, whole, facet, discount=discount)
     cross_validated, chosen = hybrid.cross_validate(tables, data.folds["all"])
@@ -304,15 +302,13 @@ def prompt_selection_table(data: CSFCube, profile: str, protocol: str, models: l
     "Best" is the oracle best prompt, "none" no prompt. NDCG@20 x100 (fold mean of test halves)."""
     from evalkit.instructions import Request, make_request
     from evalkit.promptriever import NONE, load_prompts, select_by_folds, with_prompt
-    from evalkit.runner import candidates_for, selected_queries
+    from evalkit.runner import prepare
 
     prompts = load_prompts()
-    qids = selected_queries(data, seeds)
     rows = []
     for model in models:
-        scorer = registry.build(registry.spec(model, profile))
-        candidates, _ = candidates_for(RunSettings(model, profile, protocol, corpus=corpus or None), data, qids)
-        scorer.prepare(list({p.pid: p for cands in candidates.values() for p in cands}.values()))
+        scorer, candidates, _ = prepare(RunSettings(model, profile, protocol, seeds=seeds, corpus=corpus or None), data)
+        qids = list(candidates)
         values = {}
         for prompt in [None, *prompts]:
             run = {}
