@@ -28,23 +28,19 @@ def setup(tmp_path_factory):
     return data, model, candidates, whole, facet
 
 
-def test_a_equal_one_is_the_whole_abstract_ranking_with_p_mrr_zero(setup):
+@pytest.mark.parametrize("alpha, variant", [(1.0, "base"), (0.0, "aspect-subset")])
+def test_end_points_reproduce_the_whole_abstract_and_aspect_subset_rankings(setup, alpha, variant):
     data, model, candidates, whole, facet = setup
-    combined = hybrid.combine(whole, facet, 1.0)
+    combined = hybrid.combine(whole, facet, alpha)
     for qid, cands in candidates.items():
         q = data.queries[qid]
-        expected = model.score(make_request(data.papers[q.seed], q.facet, "base"), cands)
+        expected = model.score(make_request(data.papers[q.seed], q.facet, variant), cands)
         assert ranked(combined[qid]) == ranked(expected)
-    assert (per_query(data, combined)["p-mrr"] == 0.0).all()
 
 
-def test_a_equal_zero_is_the_aspect_subset_ranking(setup):
-    data, model, candidates, whole, facet = setup
-    combined = hybrid.combine(whole, facet, 0.0)
-    for qid, cands in candidates.items():
-        q = data.queries[qid]
-        expected = model.score(make_request(data.papers[q.seed], q.facet, "aspect-subset"), cands)
-        assert ranked(combined[qid]) == ranked(expected)
+def test_a_equal_one_has_p_mrr_exactly_zero(setup):
+    data, _, _, whole, facet = setup
+    assert (per_query(data, hybrid.combine(whole, facet, 1.0))["p-mrr"] == 0.0).all()
 
 
 def test_intermediate_weight_is_the_weighted_sum(setup):
