@@ -21,7 +21,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from evalkit.errors import KitError
-from evalkit.hashing import update_with_file
+from evalkit.hashing import files_sha256
 
 CACHE_VERSION = 1
 CHUNK = 512
@@ -34,11 +34,8 @@ def cache_root() -> Path:
 
 def folder_revision(folder: Path) -> str:
     """Content hash of a local model folder (file names and bytes)."""
-    digest = hashlib.sha256()
-    for path in sorted(p for p in Path(folder).rglob("*") if p.is_file()):
-        digest.update(str(path.relative_to(folder)).encode())
-        update_with_file(digest, path)
-    return digest.hexdigest()[:16]
+    paths = sorted(p for p in Path(folder).rglob("*") if p.is_file())
+    return files_sha256(paths, [str(p.relative_to(folder)) for p in paths])[:16]
 
 
 class EmbeddingCache:

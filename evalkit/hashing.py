@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
+from functools import cache
 from pathlib import Path
 
 
@@ -16,4 +18,27 @@ def update_with_file(digest, path: Path) -> None:
 def file_sha256(path: Path) -> str:
     digest = hashlib.sha256()
     update_with_file(digest, Path(path))
+    return digest.hexdigest()
+
+
+def files_sha256(paths: Sequence[Path], names: Sequence[str] | None = None) -> str:
+    """sha256 over the files' bytes in order, each preceded by its name when `names` are given.
+
+    Model weights are large and a study builds the same model many times: the digest is
+    computed once per process for files whose path, size and modification time are unchanged.
+    """
+    entries = []
+    for i, path in enumerate(paths):
+        stat = Path(path).stat()
+        entries.append((str(path), names[i] if names else None, stat.st_size, stat.st_mtime_ns))
+    return _digest(tuple(entries))
+
+
+@cache
+def _digest(entries: tuple[tuple[str, str | None, int, int], ...]) -> str:
+    digest = hashlib.sha256()
+    for path, name, _, _ in entries:
+        if name is not None:
+            digest.update(name.encode())
+        update_with_file(digest, Path(path))
     return digest.hexdigest()

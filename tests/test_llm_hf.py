@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from evalkit.errors import KitError
+from evalkit.hashing import file_sha256
 from evalkit.llm import LLMReranker, loading
 from evalkit.llm.backend import Prompts
 from evalkit.llm.hf import TransformersBackend
@@ -144,7 +145,7 @@ def test_gguf_is_converted_once_and_matches_the_folder_model(tiny_lm, backend, t
     monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "cache"))
     path = write_gguf(tiny_lm, tmp_path / "models" / "tiny.gguf")
     from_gguf = TransformersBackend(str(path.parent), gguf_file=path.name)
-    assert from_gguf.revision == loading.file_sha256(path)[:16]
+    assert from_gguf.revision == file_sha256(path)[:16]
     assert from_gguf.chat == backend.chat
     assert torch.allclose(torch.tensor(from_gguf.first_label_probs(prompts(3))),
                           torch.tensor(backend.first_label_probs(prompts(3))), atol=1e-5)

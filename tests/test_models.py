@@ -174,3 +174,14 @@ def test_split_zip_packages_are_joined_and_extracted_once(tiny_st, tmp_path, mon
     assert registry._model_folder(folder) == folder / tiny_st.name
     with pytest.raises(KitError, match="no package no-such-model-001 is installed"):
         packages.split_parts("no-such-model")
+
+
+def test_files_digest_matches_the_bytes_and_follows_changes(tmp_path):
+    from evalkit.hashing import file_sha256, files_sha256
+
+    path = tmp_path / "weights.bin"
+    path.write_bytes(b"abc")
+    assert files_sha256([path]) == file_sha256(path)
+    path.write_bytes(b"abcd")  # new size: the cached digest is not reused
+    assert files_sha256([path]) == file_sha256(path)
+    assert files_sha256([path], ["a"]) != files_sha256([path], ["b"])

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from evalkit.embeddings import cache_root, folder_revision
 from evalkit.errors import KitError
-from evalkit.hashing import file_sha256
+from evalkit.hashing import files_sha256
 from evalkit.packages import package_file
 
 
@@ -73,7 +73,7 @@ def resolve(model: str, gguf_file: str | None = None, revision: str | None = Non
     """(what to pass to from_pretrained, hub revision or None, revision recorded in cache keys)."""
     gguf = _gguf_path(model, gguf_file, revision)
     if gguf is not None:
-        sha256 = file_sha256(gguf)
+        sha256 = files_sha256([gguf])
         return str(convert_gguf(gguf, sha256)), None, sha256[:16]
     if model.startswith("pypi:"):
         model = str(package_file(model.removeprefix("pypi:"), "config.json").parent)
