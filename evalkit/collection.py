@@ -78,6 +78,16 @@ class Query:
         sentences = self.seed.labelled(self.facet) if self.facet else ()
         return sentences or tuple(s.text for s in self.seed.sentences)
 
+    @property
+    def facet_text(self) -> str:
+        """The seed's sentences of the requested facet joined, else the whole seed (the
+        Aspect-subset query text)."""
+        if self.seed is None:
+            raise KitError(f"query {self.qid} has no seed document; facet queries need a query-by-document "
+                           "collection such as CSFCube")
+        return " ".join(self.seed.labelled(self.facet)) if self.facet and self.seed.labelled(self.facet) \
+            else self.seed.full_text
+
 
 @dataclass(frozen=True)
 class Fold:

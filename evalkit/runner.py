@@ -1,164 +1,202 @@
-"""`evalkit run`: score every CSFCube query with one model, variant and protocol; write the run.
+"""`evalkit run`: rank one collection's queries with one model, variant, prompt and protocol.
 
-Outputs in the run folder, for run name NAME (the model name, or ``MODEL--VARIANT``
-for a variant other than base):
-- ``test-pid2pool-csfcube-NAME-FACET-ranked.json`` per facet (official format),
-- ``csfcube-NAME.trec`` (all queries, full-precision scores),
-- ``csfcube-NAME.json``, the sidecar: model, revision, templates, instruction texts,
-  protocol, data checksum, kit version, seed. It is written after the rankings, so a
-  run without its sidecar is incomplete. These files are deterministic: the same run
-  twice gives byte-identical files.
-- ``csfcube-NAME.accounting.json`` for LLM rerankers: comparisons, prompts, prompt
-  tokens, cache hits, wall time and position bias of this execution (it varies
-  between executions, e.g. a resumed run hits the judgment cache, so it is kept
-  apart from the deterministic sidecar).
+Every model family goes through this one path on every collection:
+
+    collection (evalkit.datasets) -> candidates per query (protocol) -> model.score -> run
+    -> verified run store (evalkit.runstore) -> evaluation (evalkit.evaluation)
+
+Protocols, for any collection:
+- ``pool``: each query's given candidate list (CSFCube's judged pool, FollowIR's top-ranked
+  list); a collection without lists is ranked over its whole corpus (top `KEEP` kept);
+- ``pooled``: a first-stage model ranks the whole corpus and keeps the top ``depth`` for
+  each query; the model reranks them; unjudged documents count as non-relevant;
+- ``full``: CSFCube's ~800k-abstract corpus (`evalkit.datasets.csfcube_corpus`), first
+  stage by FAISS, the top ``depth`` reranked.
+
+A query's excluded document (CSFCube's seed) is never a candidate.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from evalkit import __version__, csfcube
-from evalkit.csfcube import FACETS, CSFCube, Paper
+from evalkit.collection import BASE, Collection, Document, Query
 from evalkit.errors import KitError
-from evalkit.instructions import check_variant, instruction_text, make_request
 from evalkit.models import registry
 from evalkit.models.base import Scorer
-from evalkit.protocols import check_protocol, pool_candidates, top_candidates
-from evalkit.runs import Run, write_atomic, official_path, trec_path, write_official, write_trec
+from evalkit.runs import Run, ranked
+from evalkit.runstore import load_verified, run_folder, write_run
 
-RANDOM_SEED = 0  # nothing in a run is random today; recorded so that any future sampling is pinned
+PROTOCOLS = ("pool", "pooled", "full")
+KEEP = 1000  # documents kept per query when a whole corpus is ranked (as BEIR runs)
 
 
 @dataclass(frozen=True)
 class RunSettings:
     model: str
+    dataset: str = "csfcube"
     profile: str = "offline"
     protocol: str = "pool"
-    variant: str = "base"
-    first_stage: str | None = None  # pooled protocol; default: the profile's
-    depth: int | None = None  # pooled protocol; default: the profile's
-    seeds: tuple[str, ...] | None = None  # smoke runs: only these seed papers
+    variant: str = BASE
+    prompt: str | None = None  # a generic prompt appended to every query text (Promptriever)
+    first_stage: str | None = None  # pooled and full protocols; default: the profile's
+    depth: int | None = None  # pooled and full protocols; default: the profile's
+    queries: tuple[str, ...] | None = None  # smoke runs: only these query ids
     corpus: str | None = None  # full protocol: abstracts-preds.zip (or a .jsonl in its format)
 
     @property
     def run_name(self) -> str:
-        return self.model if self.variant == "base" else f"{self.model}--{self.variant}"
+        name = self.model if self.variant == BASE else f"{self.model}--{self.variant}"
+        return name if self.prompt is None else f"{name}--prompt-{_digest(self.prompt)}"
 
 
-def sidecar_path(out: Path, name: str) -> Path:
-    return Path(out) / f"csfcube-{name}.json"
+def _digest(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(text.encode()).hexdigest()[:10]
 
 
-def selected_queries(data: CSFCube, seeds: tuple[str, ...] | None) -> list[str]:
-    """The queries of the chosen seeds (all seeds when None), in release order."""
-    known = {q.seed for q in data.queries.values()}
-    unknown = sorted(set(seeds or ()) - known)
+def with_prompt(text: str, prompt: str | None) -> str:
+    """The query text with a prompt appended after one space (Promptriever's and FollowIR's rule)."""
+    return f"{text} {prompt}" if prompt else text
+
+
+def check_settings(settings: RunSettings, collection: Collection) -> None:
+    """Every setting checked before any model is built or anything is scored."""
+    if settings.protocol not in PROTOCOLS:
+        raise KitError(f"unknown protocol {settings.protocol!r}; choose one of {', '.join(PROTOCOLS)}")
+    if settings.variant not in collection.variants:
+        raise KitError(f"{collection.name} has no variant {settings.variant!r}; "
+                       f"choose one of {', '.join(collection.variants)}")
+    if settings.depth is not None and settings.depth < 1:
+        raise KitError(f"depth {settings.depth} must be a positive integer")
+    if settings.protocol == "full" and not settings.corpus:
+        raise KitError("the full protocol needs --corpus PATH (abstracts-preds.zip from figshare 14796339)")
+    model_spec = registry.spec(settings.model, settings.profile)
+    missing = sorted(registry.needs(model_spec) - capabilities(collection))
+    if missing:
+        raise KitError(f"model {settings.model} cannot rank {collection.name}: it needs {', '.join(missing)} "
+                       f"({NEEDS_HELP[missing[0]]}); choose another model")
+
+
+NEEDS_HELP = {
+    "sentences": "queries that are documents split into sentences, as CSFCube's seeds",
+    "facets": "sentences labelled by facet, as CSFCube's",
+    "qrels": "graded judgments of every query",
+}
+
+
+def capabilities(collection: Collection) -> set[str]:
+    found = {"qrels"} if collection.qrels else set()
+    if collection.has_sentences():
+        found.add("sentences")
+    if collection.has_facet_labels():
+        found.add("facets")
+    return found
+
+
+def queries_of(settings: RunSettings, collection: Collection) -> list[Query]:
+    """The selected queries under the run's variant and prompt, in collection order."""
+    qids = list(settings.queries) if settings.queries is not None else list(collection.queries)
+    unknown = [q for q in qids if q not in collection.queries]
     if unknown:
-        raise KitError(f"unknown seed {unknown[0]}; CSFCube seeds are listed in queries-release.csv")
-    return [qid for qid, q in data.queries.items() if seeds is None or q.seed in seeds]
+        raise KitError(f"{collection.name} has no query {unknown[0]}; list existing query ids")
+    chosen = [collection.query(qid, settings.variant) for qid in qids]
+    return [replace(q, text=with_prompt(q.text, settings.prompt)) for q in chosen]
 
 
-def data_checksum() -> str:
-    return hashlib.sha256(csfcube.MANIFEST.read_bytes()).hexdigest()
-
-
-def candidates_for(settings: RunSettings, data: CSFCube, qids: list[str]) -> tuple[dict[str, list[Paper]], dict]:
+def candidates_for(settings: RunSettings, collection: Collection,
+                   queries: list[Query]) -> tuple[dict[str, list[Document]], dict]:
     """Candidates per query under the protocol, and the protocol's description for the sidecar."""
     if settings.protocol == "pool":
-        return {qid: pool_candidates(data, data.queries[qid]) for qid in qids}, {"protocol": "pool"}
+        return {q.qid: collection.candidates_of(q.qid) for q in queries}, {"protocol": "pool"}
     profile = registry.profile_settings(settings.profile)
     name = settings.first_stage or profile["first_stage"]
     depth = settings.depth or profile["depth"]
-    first = registry.build(registry.spec(name, settings.profile))
-    requests = {qid: make_request(data.papers[data.queries[qid].seed], data.queries[qid].facet, settings.variant)
-                for qid in qids}
+    first = registry.build(registry.spec(name, settings.profile), collection)
     described = {"protocol": settings.protocol, "first_stage": name, "first_stage_model": first.describe(),
                  "depth": depth}
     if settings.protocol == "pooled":
-        corpus = list(data.papers.values())
+        corpus = list(collection.documents.values())
         first.prepare(corpus)
-        chosen = {qid: top_candidates(first, requests[qid], corpus, depth)
-                  for qid in tqdm(qids, desc=f"first stage {name}", unit="query")}
+        chosen = {}
+        for query in tqdm(queries, desc=f"first stage {name}", unit="query"):
+            others = [d for d in corpus if d.doc_id != collection.exclude.get(query.qid)]
+            by_id = {d.doc_id: d for d in others}
+            chosen[query.qid] = [by_id[d] for d in ranked(first.score(query, others))[:depth]]
         return chosen, {**described, "corpus_size": len(corpus)}
-    return _full_candidates(settings, first, requests, depth, described)
+    return _full_candidates(settings, collection, first, queries, depth, described)
 
 
-def _full_candidates(settings: RunSettings, first, requests: dict, depth: int, described: dict):
-    from evalkit.corpus import CorpusIndex
+def _full_candidates(settings: RunSettings, collection: Collection, first: Scorer, queries: list[Query],
+                     depth: int, described: dict):
+    from evalkit.datasets.csfcube_corpus import CorpusIndex
     from evalkit.hashing import files_sha256
     from evalkit.models.dense import BiEncoder
 
-    if not settings.corpus:
-        raise KitError("the full protocol needs --corpus PATH (abstracts-preds.zip from figshare 14796339)")
     if not isinstance(first, BiEncoder):
         raise KitError(f"the full protocol's first stage must be an embedding model; {described['first_stage']} is not")
     index = CorpusIndex(Path(settings.corpus), first)
-    ids = {qid: index.search(request, depth) for qid, request in tqdm(requests.items(), desc="search", unit="query")}
+    ids = {q.qid: index.search(q, depth, collection.exclude.get(q.qid))
+           for q in tqdm(queries, desc="search", unit="query")}
     texts = index.papers({pid for found in ids.values() for pid in found})
     chosen = {qid: [texts[pid] for pid in found] for qid, found in ids.items()}
     return chosen, {**described, "corpus": Path(settings.corpus).name,
                     "corpus_sha256": files_sha256([Path(settings.corpus)]), "corpus_size": len(index.pids)}
 
 
-def prepare(settings: RunSettings, data: CSFCube) -> tuple[Scorer, dict[str, list[Paper]], dict]:
-    """The model, each selected query's candidates under the protocol (in release order) and
-    the protocol's description; every candidate prepared (e.g. encoded) once."""
-    check_protocol(settings.protocol)
-    check_variant(settings.variant)
-    model_spec = registry.spec(settings.model, settings.profile)
-    candidates, protocol = candidates_for(settings, data, selected_queries(data, settings.seeds))
-    scorer = registry.build(model_spec)
-    scorer.prepare(list({p.pid: p for cands in candidates.values() for p in cands}.values()))
-    return scorer, candidates, protocol
+def prepare(settings: RunSettings, collection: Collection) -> tuple[Scorer, list[Query], dict[str, list[Document]], dict]:
+    """The model, the selected queries, each query's candidates under the protocol and the
+    protocol's description; every candidate prepared (e.g. encoded) once."""
+    check_settings(settings, collection)
+    queries = queries_of(settings, collection)
+    candidates, protocol = candidates_for(settings, collection, queries)
+    scorer = registry.build(registry.spec(settings.model, settings.profile), collection)
+    scorer.prepare(list({d.doc_id: d for cands in candidates.values() for d in cands}.values()))
+    return scorer, queries, candidates, protocol
 
 
-def execute(settings: RunSettings, out: Path, data: CSFCube | None = None) -> Path:
-    """Run one model over the queries; returns the sidecar path."""
-    data = data or csfcube.load()
-    scorer, candidates, protocol = prepare(settings, data)
+def execute(settings: RunSettings, collection: Collection, runs_dir: Path) -> Path:
+    """Run one model over the selected queries and store the run; returns its folder."""
+    scorer, queries, candidates, protocol = prepare(settings, collection)
     run: Run = {}
-    for qid in tqdm(list(candidates), desc=f"scoring {settings.run_name}", unit="query"):
-        query = data.queries[qid]
-        request = make_request(data.papers[query.seed], query.facet, settings.variant)
-        run[qid] = scorer.score(request, candidates[qid])
+    for query in tqdm(queries, desc=f"scoring {settings.run_name}", unit="query"):
+        scores = scorer.score(query, candidates[query.qid])
+        run[query.qid] = scores if collection.candidates is not None or settings.protocol != "pool" \
+            else {d: scores[d] for d in ranked(scores)[:KEEP]}
     accounting = getattr(scorer, "accounting", None)
-    if accounting:  # LLM rerankers: comparisons, prompts, tokens, wall time, position bias
-        name = f"csfcube-{settings.run_name}.accounting.json"
-        write_atomic(Path(out) / name, json.dumps(accounting(), indent=1, sort_keys=True) + "\n")
-        protocol = {**protocol, "accounting_file": name}
-    return write_run(out, settings, run, registry.spec(settings.model, settings.profile), scorer.describe(),
-                     protocol)
-
-
-def write_run(out: Path, settings: RunSettings, run: Run, model_spec, model_description: dict,
-              details: dict) -> Path:
-    """The facet files, the TREC run, then the sidecar (with `details`: protocol and extras)."""
-    name = settings.run_name
-    for facet in FACETS:
-        write_official(official_path(out, name, facet), run, facet)
-    write_trec(trec_path(out, name), run, name)
+    model_spec = registry.spec(settings.model, settings.profile)
     sidecar = {
-        "run": name,
-        "model": model_spec.name,
+        **sidecar_key(settings, collection),
         "label": model_spec.label,
         "role": model_spec.role,
         "family": model_spec.family,
-        "settings": model_description,
-        "variant": settings.variant,
-        "instructions": {f: instruction_text(f, settings.variant) for f in FACETS},
-        **details,
-        "run_settings": asdict(settings),
-        "queries": len(run),
-        "data_sha256": data_checksum(),
-        "kit_version": __version__,
-        "random_seed": RANDOM_SEED,
+        "model_settings": scorer.describe(),
+        "instructions": sorted({q.instruction for q in queries}),
+        **protocol,
     }
-    path = sidecar_path(out, name)
-    write_atomic(path, json.dumps(sidecar, indent=1, sort_keys=True) + "\n")
-    return path
+    return write_run(run_folder(runs_dir, settings, collection.name), run, sidecar,
+                     accounting() if accounting else None)
+
+
+def sidecar_key(settings: RunSettings, collection: Collection) -> dict:
+    """What a stored run must match to be reused: the settings, the model's whole registry entry
+    and the data. Known before any model is built."""
+    from evalkit import __version__
+
+    model_spec = registry.spec(settings.model, settings.profile)
+    return {"run": settings.run_name, "dataset": collection.name, "data_sha256": collection.checksum,
+            "run_settings": asdict(settings), "model_entry": asdict(model_spec), "kit_version": __version__}
+
+
+def ensure_run(settings: RunSettings, collection: Collection, runs_dir: Path) -> Run:
+    """The run of `settings`: a stored complete, verified, matching run, else a fresh one."""
+    check_settings(settings, collection)
+    folder = run_folder(runs_dir, settings, collection.name)
+    run = load_verified(folder, sidecar_key(settings, collection))
+    if run is None:
+        run = load_verified(execute(settings, collection, runs_dir), sidecar_key(settings, collection))
+    return run

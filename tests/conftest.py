@@ -1,4 +1,5 @@
-"""Shared fixtures: the verified CSFCube copy, the sample SPECTER run, writable copies of the data."""
+"""Shared fixtures: the verified CSFCube copy and its collection, the sample SPECTER run, writable
+copies of the data."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from evalkit import csfcube, runs
+from evalkit import runs
+from evalkit.collection import Collection
+from evalkit.datasets import csfcube
 
 
 def manifest_paths() -> list[str]:
@@ -40,13 +43,18 @@ def data() -> csfcube.CSFCube:
 
 
 @pytest.fixture(scope="session")
+def collection(data) -> Collection:
+    return csfcube.to_collection(data)
+
+
+@pytest.fixture(scope="session")
 def sample_dir(data) -> Path:
     return data.root / "sample_ranked_pools"
 
 
 @pytest.fixture(scope="session")
 def specter(sample_dir) -> runs.Run:
-    return runs.load_run(sample_dir, "specter")
+    return csfcube.load_official_run(sample_dir, "specter")
 
 
 @pytest.fixture

@@ -1,12 +1,11 @@
-"""The one scoring interface every model implements."""
+"""The one scoring interface every model implements, on any collection."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Protocol
 
-from evalkit.csfcube import Paper
-from evalkit.instructions import Request
+from evalkit.collection import Document, Query
 
 
 class Scorer(Protocol):
@@ -15,11 +14,11 @@ class Scorer(Protocol):
     #: True when the model reads the instruction (instructed embedders, LLM rerankers).
     reads_instruction: bool
 
-    def prepare(self, papers: Sequence[Paper]) -> None:
+    def prepare(self, documents: Sequence[Document]) -> None:
         """Optional bulk work before scoring (e.g. encode every candidate once)."""
 
-    def score(self, request: Request, candidates: Sequence[Paper]) -> dict[str, float]:
-        """{candidate pid: score} for every candidate."""
+    def score(self, query: Query, candidates: Sequence[Document]) -> dict[str, float]:
+        """{candidate doc_id: score} for every candidate."""
 
     def describe(self) -> dict:
         """Settings that identify the model's output (for sidecars and cache keys)."""

@@ -10,8 +10,7 @@ from collections.abc import Sequence
 
 import bm25s
 
-from evalkit.csfcube import Paper
-from evalkit.instructions import Request
+from evalkit.collection import Document, Query
 
 
 class BM25:
@@ -21,23 +20,23 @@ class BM25:
         self.k1, self.b, self.stopwords = k1, b, stopwords
         self._indexed: tuple[tuple[str, ...], bm25s.BM25] | None = None
 
-    def prepare(self, papers: Sequence[Paper]) -> None:
+    def prepare(self, documents: Sequence[Document]) -> None:
         pass
 
-    def _index(self, candidates: Sequence[Paper]) -> bm25s.BM25:
-        pids = tuple(p.pid for p in candidates)
+    def _index(self, candidates: Sequence[Document]) -> bm25s.BM25:
+        pids = tuple(d.doc_id for d in candidates)
         if self._indexed is None or self._indexed[0] != pids:
             retriever = bm25s.BM25(k1=self.k1, b=self.b)
-            corpus = bm25s.tokenize([p.text for p in candidates], stopwords=self.stopwords, show_progress=False)
+            corpus = bm25s.tokenize([d.full_text for d in candidates], stopwords=self.stopwords, show_progress=False)
             retriever.index(corpus, show_progress=False)
             self._indexed = (pids, retriever)
         return self._indexed[1]
 
-    def score(self, request: Request, candidates: Sequence[Paper]) -> dict[str, float]:
-        query = bm25s.tokenize([request.query_text], stopwords=self.stopwords, return_ids=False,
-                               show_progress=False)[0]
-        scores = self._index(candidates).get_scores(query)
-        return {p.pid: float(s) for p, s in zip(candidates, scores)}
+    def score(self, query: Query, candidates: Sequence[Document]) -> dict[str, float]:
+        tokens = bm25s.tokenize([query.text], stopwords=self.stopwords, return_ids=False,
+                                show_progress=False)[0]
+        scores = self._index(candidates).get_scores(tokens)
+        return {d.doc_id: float(s) for d, s in zip(candidates, scores)}
 
     def describe(self) -> dict:
         return {"family": "bm25", "k1": self.k1, "b": self.b, "stopwords": self.stopwords}

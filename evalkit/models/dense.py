@@ -7,10 +7,9 @@ from collections.abc import Sequence
 import numpy as np
 import ot
 
-from evalkit.csfcube import Paper
+from evalkit.collection import Document, Query
 from evalkit.embeddings import Encoder
 from evalkit.errors import KitError
-from evalkit.instructions import Request
 
 
 class BiEncoder:
@@ -32,19 +31,19 @@ class BiEncoder:
         self.doc_template = doc_template
         self.reads_instruction = "{instruction}" in query_template
 
-    def query_string(self, request: Request) -> str:
-        return self.query_template.format(instruction=request.instruction, query=request.query_text)
+    def query_string(self, query: Query) -> str:
+        return self.query_template.format(instruction=query.instruction, query=query.text)
 
-    def doc_vectors(self, candidates: Sequence[Paper]) -> np.ndarray:
-        return self.encoder.encode([self.doc_template.format(text=p.text) for p in candidates], "documents")
+    def doc_vectors(self, candidates: Sequence[Document]) -> np.ndarray:
+        return self.encoder.encode([self.doc_template.format(text=d.full_text) for d in candidates], "documents")
 
-    def prepare(self, papers: Sequence[Paper]) -> None:
-        self.doc_vectors(papers)
+    def prepare(self, documents: Sequence[Document]) -> None:
+        self.doc_vectors(documents)
 
-    def score(self, request: Request, candidates: Sequence[Paper]) -> dict[str, float]:
-        query = self.encoder.encode([self.query_string(request)], "queries")[0]
-        scores = self.doc_vectors(candidates) @ query
-        return {p.pid: float(s) for p, s in zip(candidates, scores)}
+    def score(self, query: Query, candidates: Sequence[Document]) -> dict[str, float]:
+        vector = self.encoder.encode([self.query_string(query)], "queries")[0]
+        scores = self.doc_vectors(candidates) @ vector
+        return {d.doc_id: float(s) for d, s in zip(candidates, scores)}
 
     def describe(self) -> dict:
         return {"family": "dense", "model": self.encoder.location, "revision": self.encoder.revision,
@@ -54,8 +53,8 @@ class BiEncoder:
 class MultiVector:
     """otAspire-like aspect-conditional matching of sentence embeddings.
 
-    The seed's sentences of the requested facet (all its sentences if it has none) are
-    matched against every sentence of a candidate: ``ot`` scores the negative optimal
+    The query's focus sentences (the seed's sentences of the requested facet, all its
+    sentences if it has none) are matched against every sentence of a candidate: ``ot`` scores the negative optimal
     transport cost (uniform weights, Euclidean cost, as otAspire), ``maxsim`` the mean
     over seed sentences of the best cosine similarity.
     """
@@ -69,17 +68,16 @@ class MultiVector:
         self.encoder = encoder
         self.matching = matching
 
-    def _sentences(self, paper: Paper) -> list[str]:
-        return [s.text for s in paper.sentences] or [paper.title]
+    def _sentences(self, document: Document) -> list[str]:
+        return [s.text for s in document.sentences] or [document.title]
 
-    def prepare(self, papers: Sequence[Paper]) -> None:
-        self.encoder.encode([s for p in papers for s in self._sentences(p)], "sentences")
+    def prepare(self, documents: Sequence[Document]) -> None:
+        self.encoder.encode([s for d in documents for s in self._sentences(d)], "sentences")
 
-    def score(self, request: Request, candidates: Sequence[Paper]) -> dict[str, float]:
-        seed_sentences = list(request.seed.facet_sentences(request.facet)) or self._sentences(request.seed)
-        query = self.encoder.encode(seed_sentences, "queries")
-        return {p.pid: self._match(query, self.encoder.encode(self._sentences(p), "sentences"))
-                for p in candidates}
+    def score(self, query: Query, candidates: Sequence[Document]) -> dict[str, float]:
+        vectors = self.encoder.encode(list(query.focus_sentences) or [query.seed.title], "queries")
+        return {d.doc_id: self._match(vectors, self.encoder.encode(self._sentences(d), "sentences"))
+                for d in candidates}
 
     def _match(self, query: np.ndarray, doc: np.ndarray) -> float:
         if self.matching == "maxsim":

@@ -1,13 +1,14 @@
 """LLM rerankers as kit scorers (a first-stage model orders the candidates, the LLM reranks its
-top), and the PRP oracle built from the grades, their upper bound."""
+top), and the PRP oracle built from a collection's grades, their upper bound."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from evalkit.csfcube import CSFCube, Paper
+from collections.abc import Mapping
+
+from evalkit.collection import Document, Query
 from evalkit.errors import KitError
-from evalkit.instructions import Request
 from evalkit.llm.oracle import oracle
 from evalkit.llm.reranker import VARIANTS, LLMReranker, order_scores
 from evalkit.models.base import Scorer
@@ -17,8 +18,8 @@ from evalkit.runs import ranked
 class LLMScorer:
     """`LLMReranker` behind the `Scorer` interface.
 
-    The prompt carries the request's instruction and query text (the whole seed, or its
-    facet sentences for the Aspect-subset variant) and each candidate's title and abstract.
+    The prompt carries the query's instruction and text (on CSFCube the whole seed, or its
+    facet sentences for the Aspect-subset variant) and each candidate's title and body.
     """
 
     reads_instruction = True
@@ -27,13 +28,13 @@ class LLMScorer:
         self.reranker = reranker
         self.first_stage = first_stage
 
-    def prepare(self, papers: Sequence[Paper]) -> None:
-        self.first_stage.prepare(papers)
+    def prepare(self, documents: Sequence[Document]) -> None:
+        self.first_stage.prepare(documents)
 
-    def score(self, request: Request, candidates: Sequence[Paper]) -> dict[str, float]:
-        first = self.first_stage.score(request, candidates)
-        texts = [(p.pid, p.text) for p in candidates]
-        return self.reranker.rerank(request.instruction, request.query_text, texts, first)
+    def score(self, query: Query, candidates: Sequence[Document]) -> dict[str, float]:
+        first = self.first_stage.score(query, candidates)
+        texts = [(d.doc_id, d.full_text) for d in candidates]
+        return self.reranker.rerank(query.instruction, query.text, texts, first)
 
     def accounting(self) -> dict:
         return self.reranker.accounting()
@@ -43,27 +44,27 @@ class LLMScorer:
 
 
 class OraclePRP:
-    """PRP with a perfect judge built from CSFCube's adjudicated grades of the request's
-    (seed, facet): the upper bound of reranking the first stage's top `depth` with PRP."""
+    """PRP with a perfect judge built from the collection's graded qrels of the query: the upper
+    bound of reranking the first stage's top `depth` with PRP."""
 
     reads_instruction = True
 
-    def __init__(self, first_stage: Scorer, data: CSFCube, variant: str = "heapsort", k: int = 20,
-                 depth: int = 200):
+    def __init__(self, first_stage: Scorer, qrels: Mapping[str, Mapping[str, int]], variant: str = "heapsort",
+                 k: int = 20, depth: int = 200):
         if variant not in VARIANTS:
             raise KitError(f"variant {variant!r} is not one of {sorted(VARIANTS)}; fix the model settings")
-        self.first_stage, self.data = first_stage, data
+        self.first_stage, self.qrels = first_stage, qrels
         self.variant, self.k, self.depth = variant, int(k), int(depth)
 
-    def prepare(self, papers: Sequence[Paper]) -> None:
-        self.first_stage.prepare(papers)
+    def prepare(self, documents: Sequence[Document]) -> None:
+        self.first_stage.prepare(documents)
 
-    def score(self, request: Request, candidates: Sequence[Paper]) -> dict[str, float]:
-        query = self.data.queries.get(f"{request.seed.pid}_{request.facet}")
-        if query is None:
-            raise KitError(f"the oracle has no grades for seed {request.seed.pid} and facet {request.facet}")
-        order = ranked(self.first_stage.score(request, candidates))
-        top = VARIANTS[self.variant](order[:self.depth], oracle(query.grades), self.k)[:self.k]
+    def score(self, query: Query, candidates: Sequence[Document]) -> dict[str, float]:
+        grades = self.qrels.get(query.qid)
+        if grades is None:
+            raise KitError(f"the oracle has no grades for query {query.qid}; it needs a judged query")
+        order = ranked(self.first_stage.score(query, candidates))
+        top = VARIANTS[self.variant](order[:self.depth], oracle(grades), self.k)[:self.k]
         chosen = set(top)
         return order_scores(top + [doc for doc in order if doc not in chosen])
 

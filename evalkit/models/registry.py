@@ -1,5 +1,9 @@
 """Model registry: a name in config/models.yaml -> a scorer built by its family's builder.
 
+Builders receive the entry's settings, the profile and the collection being ranked (an
+oracle reads its grades); `needs` says, before anything is built, what a model requires of
+a collection, so that a model that cannot serve one is refused in one line.
+
 Set ``EVALKIT_MODELS`` to a YAML file of the same shape to use your own registry.
 """
 
@@ -13,6 +17,7 @@ from pathlib import Path
 
 import yaml
 
+from evalkit.collection import Collection
 from evalkit.errors import KitError
 from evalkit.models.base import Scorer
 from evalkit.models.bm25 import BM25
@@ -67,7 +72,7 @@ def _encoder(settings: dict):
                    devices=settings.get("devices"))
 
 
-def _build_dense(settings: dict, profile: str) -> Scorer:
+def _build_dense(settings: dict, profile: str, collection: Collection) -> Scorer:
     """A bi-encoder; with `hybrid_alpha`, the facet hybrid over it (evalkit.hybrid)."""
     model = BiEncoder(_encoder(settings), settings.get("query_template", "{query}"),
                       settings.get("doc_template", "{text}"))
@@ -78,35 +83,38 @@ def _build_dense(settings: dict, profile: str) -> Scorer:
     return FacetHybrid(model, settings["hybrid_alpha"], settings.get("hybrid_candidate_facet", False))
 
 
-def _build_multivector(settings: dict, profile: str) -> Scorer:
+def _build_multivector(settings: dict, profile: str, collection: Collection) -> Scorer:
     return MultiVector(_encoder(settings), settings.get("matching", "ot"))
 
 
-def _build_bm25(settings: dict, profile: str) -> Scorer:
+def _build_bm25(settings: dict, profile: str, collection: Collection) -> Scorer:
     return BM25(settings.get("k1", 1.5), settings.get("b", 0.75))
 
 
-def _build_llm(settings: dict, profile: str) -> Scorer:
+def _build_llm(settings: dict, profile: str, collection: Collection) -> Scorer:
     """An LLM reranker over the first-stage model named by its `first_stage` setting."""
     from evalkit.llm.reranker import LLMReranker
     from evalkit.models.llm import LLMScorer
 
     settings = dict(settings)
-    first_stage = build(spec(settings.pop("first_stage", profile_settings(profile)["first_stage"]), profile))
+    first_stage = build(_first_stage(settings.pop("first_stage", None), profile), collection)
     return LLMScorer(LLMReranker(settings), first_stage)
 
 
-def _build_oracle(settings: dict, profile: str) -> Scorer:
-    """PRP with the perfect judge from CSFCube's grades over the `first_stage` model."""
-    from evalkit import csfcube
+def _build_oracle(settings: dict, profile: str, collection: Collection) -> Scorer:
+    """PRP with the perfect judge from the collection's grades over the `first_stage` model."""
     from evalkit.models.llm import OraclePRP
 
     settings = dict(settings)
-    first_stage = build(spec(settings.pop("first_stage", profile_settings(profile)["first_stage"]), profile))
-    return OraclePRP(first_stage, csfcube.load(), **settings)
+    first_stage = build(_first_stage(settings.pop("first_stage", None), profile), collection)
+    return OraclePRP(first_stage, collection.qrels, **settings)
 
 
-FAMILIES: dict[str, Callable[[dict, str], Scorer]] = {
+def _first_stage(name: str | None, profile: str) -> ModelSpec:
+    return spec(name or profile_settings(profile)["first_stage"], profile)
+
+
+FAMILIES: dict[str, Callable[[dict, str, Collection], Scorer]] = {
     "bm25": _build_bm25,
     "dense": _build_dense,
     "multivector": _build_multivector,
@@ -156,5 +164,18 @@ def spec(name: str, profile: str) -> ModelSpec:
     return ModelSpec(name, profile, family, settings.pop("label", name), role, settings)
 
 
-def build(model: ModelSpec) -> Scorer:
-    return FAMILIES[model.family](model.settings, model.profile)
+def build(model: ModelSpec, collection: Collection) -> Scorer:
+    return FAMILIES[model.family](model.settings, model.profile, collection)
+
+
+def needs(model: ModelSpec) -> set[str]:
+    """What the model requires of a collection: "sentences" (queries that are documents split
+    into sentences), "facets" (facet-labelled sentences), "qrels" (an oracle reads the grades)."""
+    if model.family == "multivector":
+        return {"sentences"}
+    if model.family == "dense":
+        return {"sentences", "facets"} if "hybrid_alpha" in model.settings else set()
+    if model.family in ("llm", "oracle"):
+        first = needs(_first_stage(model.settings.get("first_stage"), model.profile))
+        return first | ({"qrels"} if model.family == "oracle" else set())
+    return set()

@@ -1,8 +1,9 @@
-"""CSFCube: locate the release, verify it against the sha256 manifest, load typed records.
+"""CSFCube adapter: locate the release, verify it against the sha256 manifest, load it as a
+`Collection` (and as raw records, with each annotator's grades, for the Human reference).
 
 Source of the files, first match wins:
 1. the folder named by the environment variable ``CSFCUBE_DIR``;
-2. ``../shared/data/csfcube`` next to the repository, if it exists;
+2. ``shared/data/csfcube`` beside the checkout or one of its parent folders, if it exists;
 3. a user cache folder (``$EVALKIT_CACHE`` or ``~/.cache/evalkit``) filled by
    downloading the release from GitHub at the pinned commit.
 
@@ -22,14 +23,17 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+from evalkit.collection import Collection, Document, Fold, Sentence
+from evalkit.collection import Query as CollectionQuery
 from evalkit.errors import KitError
 from evalkit.hashing import file_sha256
+from evalkit.runs import Run, add_score, check_score, ranked, write_atomic
 
 FACETS = ("background", "method", "result")
 COMMIT = "7ffe012c1d92c470f185fc086086caf5b8e05ef3"
 UPSTREAM = f"https://raw.githubusercontent.com/iesl/CSFCube/{COMMIT}/"
-MANIFEST = Path(__file__).parent / "manifests" / "csfcube.tsv"
-SHARED_COPY = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "csfcube"
+MANIFEST = Path(__file__).resolve().parents[1] / "manifests" / "csfcube.tsv"
+NEARBY_COPY = Path("shared") / "data" / "csfcube"  # looked for beside the checkout and its parents
 RELEVANT_GRADE = 2  # binary relevance threshold of the official script
 # Sentence labels in readable_annotations; `objective` counts as background.
 LABEL_TO_FACET = {
@@ -39,32 +43,6 @@ LABEL_TO_FACET = {
     "result": "result",
     "other": "other",
 }
-
-
-@dataclass(frozen=True)
-class Sentence:
-    text: str
-    facet: str  # background, method, result or other
-
-
-@dataclass(frozen=True)
-class Paper:
-    pid: str
-    year: int | None
-    title: str
-    sentences: tuple[Sentence, ...]
-
-    @property
-    def abstract(self) -> str:
-        return " ".join(s.text for s in self.sentences)
-
-    @property
-    def text(self) -> str:
-        """Title and abstract, the text dense models encode."""
-        return f"{self.title} {self.abstract}"
-
-    def facet_sentences(self, facet: str) -> tuple[str, ...]:
-        return tuple(s.text for s in self.sentences if s.facet == facet)
 
 
 @dataclass(frozen=True)
@@ -90,7 +68,7 @@ class Query:
 class CSFCube:
     root: Path
     queries: dict[str, Query]  # by qid "{seed}_{facet}", in release order
-    papers: dict[str, Paper]
+    papers: dict[str, Document]
     folds: dict[str, dict[str, tuple[str, ...]]]  # facet or "all" -> fold name -> qids
 
     @cached_property
@@ -130,8 +108,9 @@ def locate() -> Path:
         if not path.is_dir():
             raise KitError(f"CSFCUBE_DIR={env} is not a directory; point it at a CSFCube copy or unset it")
         return path
-    if SHARED_COPY.is_dir():
-        return SHARED_COPY
+    for folder in Path(__file__).resolve().parents[2:]:
+        if (folder.parent / NEARBY_COPY).is_dir():
+            return folder.parent / NEARBY_COPY
     return cache_dir()
 
 
@@ -201,7 +180,7 @@ _PAPER_HEAD = re.compile(r"paper_id: (\S+); YEAR: (\d+|None)")
 _LABELLED = re.compile(r"(background|objective|method|result|other)_label: (.*)")
 
 
-def _parse_readable(path: Path) -> list[Paper]:
+def _parse_readable(path: Path) -> list[Document]:
     """Papers of one readable_annotations file: blocks separated by lines of '='."""
     papers = []
     blocks = re.split(r"^=+\n", path.read_text(encoding="utf-8"), flags=re.M)
@@ -219,16 +198,15 @@ def _parse_readable(path: Path) -> list[Paper]:
                 sentences.append(Sentence(match.group(2).strip(), LABEL_TO_FACET[match.group(1)]))
         if title is None:
             raise KitError(f"{path}: paper {head.group(1)} has no TITLE line; the file is damaged")
-        year = None if head.group(2) == "None" else int(head.group(2))
-        papers.append(Paper(head.group(1), year, title, tuple(sentences)))
+        papers.append(Document(head.group(1), title, " ".join(s.text for s in sentences), tuple(sentences)))
     return papers
 
 
-def _load_papers(root: Path) -> dict[str, Paper]:
-    papers: dict[str, Paper] = {}
+def _load_papers(root: Path) -> dict[str, Document]:
+    papers: dict[str, Document] = {}
     for path in sorted((root / "readable_annotations").glob("*.txt")):
         for paper in _parse_readable(path):
-            papers.setdefault(paper.pid, paper)
+            papers.setdefault(paper.doc_id, paper)
     return dict(sorted(papers.items(), key=lambda kv: int(kv[0])))
 
 
@@ -239,3 +217,110 @@ def load(root: Path | None = None) -> CSFCube:
     splits = _read_json(root / "evaluation_splits.json")
     folds = {facet: {name: tuple(qids) for name, qids in fs.items()} for facet, fs in splits.items()}
     return CSFCube(root, _load_queries(root), _load_papers(root), folds)
+
+
+def checksum() -> str:
+    """Identifies the data in run sidecars: the sha256 of the manifest every file is verified against."""
+    return hashlib.sha256(MANIFEST.read_bytes()).hexdigest()
+
+
+def to_collection(data: CSFCube) -> Collection:
+    """CSFCube as a `Collection`: each query reranks its judged pool (seed excluded), is paired
+    with its seed's other annotated facet for p-MRR (both ways), belongs to its facet's
+    stratum, and the official two folds split the queries into dev and test halves."""
+    from evalkit.datasets.csfcube_variants import VARIANTS, make_variant
+
+    queries = {qid: make_variant(CollectionQuery(qid, data.papers[q.seed].full_text, "", data.papers[q.seed], q.facet),
+                                 "base")
+               for qid, q in data.queries.items()}
+    pairs = {}
+    for seed, facets in data.paired_seeds.items():
+        a, b = (f"{seed}_{f}" for f in facets)
+        pairs[a], pairs[b] = b, a
+    folds = {name: Fold(data.folds["all"][f"{name}_dev"], data.folds["all"][f"{name}_test"])
+             for name in ("fold1", "fold2")}
+    return Collection(
+        name="csfcube",
+        documents=data.papers,
+        queries=queries,
+        qrels=data.qrels(),
+        relevance_level=RELEVANT_GRADE,
+        checksum=checksum(),
+        candidates={qid: q.pool for qid, q in data.queries.items()},
+        pairs=pairs,
+        folds=folds,
+        strata={qid: q.facet for qid, q in data.queries.items()},
+        exclude={qid: q.seed for qid, q in data.queries.items()},
+        variants=VARIANTS,
+        make_variant=make_variant,
+        measures=("nDCG_csfcube@20", "p-MRR"),
+    )
+
+
+def load_collection(root: Path | None = None) -> Collection:
+    """Load, verify and adapt CSFCube (`locate()` finds the folder unless `root` is given)."""
+    return to_collection(load(root))
+
+
+def official_path(directory: Path, name: str, facet: str) -> Path:
+    return Path(directory) / f"test-pid2pool-csfcube-{name}-{facet}-ranked.json"
+
+
+def read_official(path: Path, facet: str) -> Run:
+    """One facet's ranking in the official format ``{seed: [[candidate, distance], ...]}``
+    (smaller distance first); score = -distance. A seed listed twice is an error."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"), object_pairs_hook=_unique_keys(path))
+    except FileNotFoundError:
+        raise KitError(f"{path}: run file not found; check --runs and --name") from None
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        raise KitError(f"{path}: malformed JSON ({type(exc).__name__}); "
+                       "write {seed: [[candidate, distance], ...]}") from None
+    if not isinstance(data, dict):
+        raise KitError(f"{path}: top level must be an object {{seed: [[candidate, distance], ...]}}")
+    run: Run = {}
+    for seed, pairs in data.items():
+        qid = f"{seed}_{facet}"
+        run[qid] = {}
+        if not isinstance(pairs, list):
+            raise KitError(f"{path}: seed {seed} must map to a list of [candidate, distance] pairs")
+        for pair in pairs:
+            if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str)):
+                raise KitError(f"{path}: seed {seed} has entry {pair!r}; expected [candidate_id, distance]")
+            distance = check_score(path, f"seed {seed} candidate {pair[0]}", pair[1])
+            add_score(run, path, qid, pair[0], -distance)
+    return run
+
+
+def _unique_keys(path: Path):
+    def pairs_hook(pairs: list) -> dict:
+        keys = [k for k, _ in pairs]
+        repeated = next((k for k in keys if keys.count(k) > 1), None)
+        if repeated is not None:
+            raise KitError(f"{path}: key {repeated} appears twice; list each seed once")
+        return dict(pairs)
+
+    return pairs_hook
+
+
+def load_official_run(folder: Path, name: str) -> Run:
+    """A run from a folder of official files ``test-pid2pool-csfcube-NAME-FACET-ranked.json``."""
+    run: Run = {}
+    for facet in FACETS:
+        path = official_path(folder, name, facet)
+        if path.is_file():
+            run.update(read_official(path, facet))
+    if not run:
+        raise KitError(f"{folder}: no test-pid2pool-csfcube-{name}-FACET-ranked.json; check --name")
+    return run
+
+
+def write_official(path: Path, run: Run, facet: str) -> None:
+    """Write the queries of one facet in the official format, best first, distance = -score."""
+    suffix = f"_{facet}"
+    data = {
+        qid.removesuffix(suffix): [[doc, -float(docs[doc])] for doc in ranked(docs)]
+        for qid, docs in run.items()
+        if qid.endswith(suffix)
+    }
+    write_atomic(Path(path), json.dumps(data, indent=1) + "\n")

@@ -1,33 +1,25 @@
-"""Instruction variants and the requests models score.
+"""CSFCube's instruction variants: the query each variant makes of a seed and a facet.
 
-A `Request` is what every model sees: the seed paper, the facet, the instruction
-text and the query text. For every variant but ``aspect-subset`` the query text is
-the seed's title and abstract; for ``aspect-subset`` it is only the seed's
-sentences of the requested facet (all sentences if it has none) and the
-instruction is the facet's short ``aspect_subset`` text.
+Every variant but ``aspect-subset`` queries with the seed's title and abstract and the
+facet's instruction text of that variant (`config/instructions.yaml`); ``aspect-subset``
+queries with only the seed's sentences of the requested facet (all its sentences if it
+has none) and the facet's short ``aspect_subset`` instruction.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 
 import yaml
 
-from evalkit.csfcube import FACETS, Paper
+from evalkit.collection import Query
+from evalkit.datasets.csfcube import FACETS
 from evalkit.errors import KitError
 
-INSTRUCTIONS_FILE = Path(__file__).parent / "config" / "instructions.yaml"
+INSTRUCTIONS_FILE = Path(__file__).resolve().parents[1] / "config" / "instructions.yaml"
 VARIANTS = ("base", "generic", "definition", "paraphrase-1", "paraphrase-2", "paraphrase-3", "aspect-subset")
-
-
-@dataclass(frozen=True)
-class Request:
-    seed: Paper
-    facet: str
-    instruction: str
-    query_text: str
 
 
 @cache
@@ -56,10 +48,7 @@ def instruction_text(facet: str, variant: str) -> str:
     return entry[variant.replace("-", "_")]
 
 
-def make_request(seed: Paper, facet: str, variant: str) -> Request:
-    """The request for one seed, facet and instruction variant."""
-    instruction = instruction_text(facet, variant)
-    query_text = seed.text
-    if variant == "aspect-subset":
-        query_text = " ".join(seed.facet_sentences(facet)) or seed.text
-    return Request(seed, facet, instruction, query_text)
+def make_variant(query: Query, variant: str) -> Query:
+    """The query of `query`'s seed and facet under an instruction variant."""
+    text = query.facet_text if variant == "aspect-subset" else query.seed.full_text
+    return replace(query, text=text, instruction=instruction_text(query.facet, variant))

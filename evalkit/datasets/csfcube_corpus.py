@@ -26,9 +26,9 @@ import faiss
 import numpy as np
 from tqdm.auto import tqdm
 
-from evalkit.csfcube import LABEL_TO_FACET, Paper, Sentence
+from evalkit.collection import Document, Query, Sentence
+from evalkit.datasets.csfcube import LABEL_TO_FACET
 from evalkit.errors import KitError
-from evalkit.instructions import Request
 from evalkit.models.dense import BiEncoder
 
 BATCH = 4096  # papers per encoding step of the streaming pass
@@ -51,18 +51,18 @@ def _lines(path: Path) -> Iterator[Iterable[str]]:
             yield fh
 
 
-def _paper(record: dict) -> Paper:
+def _paper(record: dict) -> Document:
     abstract = record.get("abstract") or []
     sentences = [abstract] if isinstance(abstract, str) else list(abstract)
     labels = record.get("pred_labels") or ["other_label"] * len(sentences)
     if len(labels) != len(sentences):
         raise ValueError(f"{len(labels)} pred_labels for {len(sentences)} sentences")
     facets = [LABEL_TO_FACET.get(str(label).removesuffix("_label"), "other") for label in labels]
-    return Paper(str(record["paper_id"]), record.get("year"), record.get("title") or "",
-                 tuple(Sentence(s, f) for s, f in zip(sentences, facets)))
+    return Document(str(record["paper_id"]), record.get("title") or "", " ".join(sentences),
+                    tuple(Sentence(s, f) for s, f in zip(sentences, facets)))
 
 
-def iter_corpus(path: Path) -> Iterator[Paper]:
+def iter_corpus(path: Path) -> Iterator[Document]:
     """Papers of the corpus file, in file order."""
     with _lines(path) as lines:
         for number, line in enumerate(lines, start=1):
@@ -83,7 +83,7 @@ class CorpusIndex:
         self.first_stage = first_stage
         self.pids: list[str] = []
         vectors = []
-        batch: list[Paper] = []
+        batch: list[Document] = []
         with tqdm(desc="corpus", unit="paper") as bar:
             for paper in iter_corpus(self.path):
                 batch.append(paper)
@@ -100,18 +100,18 @@ class CorpusIndex:
         self.index = faiss.IndexFlatIP(matrix.shape[1])
         self.index.add(matrix)
 
-    def _encode(self, papers: list[Paper]) -> np.ndarray:
-        self.pids.extend(p.pid for p in papers)
+    def _encode(self, papers: list[Document]) -> np.ndarray:
+        self.pids.extend(p.doc_id for p in papers)
         return self.first_stage.doc_vectors(papers)
 
-    def search(self, request: Request, depth: int) -> list[str]:
-        """The top `depth` paper ids for a request, best first, the seed excluded."""
-        query = self.first_stage.encoder.encode([self.first_stage.query_string(request)], "queries")
-        scores, rows = self.index.search(np.asarray(query, dtype=np.float32), depth + 1)
+    def search(self, query: Query, depth: int, exclude: str | None = None) -> list[str]:
+        """The top `depth` paper ids for a query, best first, `exclude` (its seed) left out."""
+        vector = self.first_stage.encoder.encode([self.first_stage.query_string(query)], "queries")
+        scores, rows = self.index.search(np.asarray(vector, dtype=np.float32), depth + 1)
         hits = [(float(s), self.pids[r]) for s, r in zip(scores[0], rows[0]) if r >= 0]
         hits.sort(key=lambda hit: (-hit[0], hit[1]))  # the kit's tie rule
-        return [pid for _, pid in hits if pid != request.seed.pid][:depth]
+        return [pid for _, pid in hits if pid != exclude][:depth]
 
-    def papers(self, pids: set[str]) -> dict[str, Paper]:
+    def papers(self, pids: set[str]) -> dict[str, Document]:
         """The text of the given papers (a second streaming pass)."""
-        return {p.pid: p for p in iter_corpus(self.path) if p.pid in pids}
+        return {p.doc_id: p for p in iter_corpus(self.path) if p.doc_id in pids}

@@ -1,0 +1,115 @@
+"""Read the BEIR file formats every folder adapter shares: JSON Lines records, TSV qrels and
+the BEIR corpus and queries files, with one-line errors that name the file (and line) and the fix.
+
+- ``corpus.jsonl``: one ``{"_id", "title", "text"}`` a line (title optional);
+- ``queries.jsonl``: one ``{"_id", "text", ...}`` a line;
+- ``qrels/{split}.tsv``: ``query-id<TAB>corpus-id<TAB>score``, the header line optional,
+  integer grades (``1.0`` is read as 1).
+
+It also holds `with_instruction`, the one rule by which the recipe's adapters (FollowIR,
+InstructIR) turn a query and its instruction into the text a model reads.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+
+from evalkit.collection import Document, Qrels
+from evalkit.errors import KitError
+
+QRELS_HEADER = ["query-id", "corpus-id", "score"]
+
+
+def with_instruction(query: str, instruction: str | None) -> str:
+    """The query with the instruction appended after one space (FollowIR's and Promptriever's
+    rule, `evalkit.promptriever.prompts.with_prompt`); the query alone without one."""
+    return f"{query} {instruction}" if instruction else query
+
+
+def _lines(path: Path, fix: str) -> list[str]:
+    try:
+        return Path(path).read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise KitError(f"{path}: file not found; {fix}") from None
+    except IsADirectoryError:
+        raise KitError(f"{path}: a folder, expected a file; {fix}") from None
+    except UnicodeDecodeError as exc:
+        raise KitError(f"{path}: not UTF-8 text ({exc.reason}); re-export it as UTF-8") from None
+
+
+def read_jsonl(path: Path, fields: tuple[str, ...], fix: str) -> list[dict]:
+    """The records of a JSON Lines file, each an object holding every name in `fields`."""
+    records = []
+    for number, line in enumerate(_lines(path, fix), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise KitError(f"{path}:{number}: malformed JSON ({exc.msg}); write one JSON object a line") from None
+        if not isinstance(record, dict):
+            raise KitError(f"{path}:{number}: expected a JSON object, got {type(record).__name__}")
+        missing = [name for name in fields if name not in record]
+        if missing:
+            raise KitError(f"{path}:{number}: record lacks {missing[0]!r}; every record needs {', '.join(fields)}")
+        records.append(record)
+    return records
+
+
+def by_id(path: Path, records: list[dict], key: str = "_id") -> dict[str, dict]:
+    """Records keyed by their id (as a string); a repeated id is an error."""
+    out: dict[str, dict] = {}
+    for record in records:
+        rid = str(record[key])
+        if rid in out:
+            raise KitError(f"{path}: duplicate {key} {rid}; give every record its own id")
+        out[rid] = record
+    return out
+
+
+def _grade(path: Path, number: int, text: str) -> int:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value.is_integer():
+        raise KitError(f"{path}:{number}: score {text!r} is not an integer grade")
+    return int(value)
+
+
+def read_qrels(path: Path, fix: str) -> Qrels:
+    """TSV qrels ``query-id corpus-id score`` (the header line is optional)."""
+    qrels: Qrels = {}
+    for number, line in enumerate(_lines(path, fix), start=1):
+        fields = line.split("\t") if "\t" in line else line.split()
+        if not fields or (number == 1 and fields == QRELS_HEADER):
+            continue
+        if len(fields) != 3:
+            raise KitError(f"{path}:{number}: expected 3 tab-separated fields 'query-id corpus-id score'")
+        qid, doc, score = fields
+        qrels.setdefault(qid, {})[doc] = _grade(path, number, score)
+    return qrels
+
+
+def read_corpus(path: Path) -> dict[str, Document]:
+    """The documents of a BEIR ``corpus.jsonl`` (a missing title reads as "")."""
+    records = read_jsonl(path, ("_id", "text"), "write corpus.jsonl with one {_id, title, text} a line")
+    return {
+        doc: Document(doc, str(record.get("title") or ""), str(record["text"]))
+        for doc, record in by_id(path, records).items()
+    }
+
+
+def read_queries(path: Path, fields: tuple[str, ...] = ("_id", "text")) -> dict[str, dict]:
+    """Query records keyed by id; each must hold `fields`."""
+    records = read_jsonl(path, fields, f"write queries.jsonl with one {{{', '.join(fields)}}} a line")
+    return by_id(path, records)
+
+
+def judged_queries(path: Path, qids: Iterable[str], queries: dict[str, dict]) -> None:
+    """Fail when the qrels at `path` judge a query that queries.jsonl lacks."""
+    for qid in qids:
+        if qid not in queries:
+            raise KitError(f"{path}: query {qid} is judged but missing from queries.jsonl; add it or drop its qrels")

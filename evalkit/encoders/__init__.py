@@ -1,0 +1,1 @@
+"""Embedding models computed as their authors' reference code computes them."""

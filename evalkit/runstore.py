@@ -1,0 +1,103 @@
+"""The verified run store: one folder per run, written whole or not at all, reused only when
+complete and matching.
+
+Layout: ``RUNS/PROFILE/DATASET/PROTOCOL/RUN_NAME/`` (smoke runs over a subset of the queries
+get ``RUN_NAME@subset-HASH``, so they never stand in for full runs), holding
+
+- ``run.trec``: every query's ranking, full-precision scores, the kit's tie rule;
+- ``sidecar.json``: what the run is (settings, the model's whole registry entry, its
+  described settings, instructions, protocol, data checksum, kit version) and, for each
+  ranking file, its sha256 and query count;
+- ``accounting.json`` (LLM rerankers): comparisons, prompts, tokens, cache hits, wall time
+  of this execution; it varies between executions, so it is kept out of the sidecar.
+
+The folder is written into a temporary sibling and renamed into place, so a reader sees a
+complete run or none. `load_verified` returns a run only when the sidecar parses, matches
+the expected key, and every listed file has its recorded sha256 and query count; anything
+else counts as absent and the run is made again. Files and sidecars are deterministic: the
+same run twice gives byte-identical files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from evalkit.runs import Run, read_trec, write_trec
+
+RANKING = "run.trec"
+SIDECAR = "sidecar.json"
+ACCOUNTING = "accounting.json"
+
+
+def run_folder(runs_dir: Path, settings: Any, dataset: str) -> Path:
+    """Where the run of `settings` (a `RunSettings`) lives."""
+    name = settings.run_name
+    if settings.queries is not None:
+        subset = hashlib.sha256("\n".join(sorted(settings.queries)).encode()).hexdigest()[:10]
+        name = f"{name}@subset-{subset}"
+    return Path(runs_dir) / settings.profile / _slug(dataset) / settings.protocol / name
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def write_run(folder: Path, run: Run, sidecar: dict, accounting: dict | None = None) -> Path:
+    """Write the run folder atomically (temporary sibling, then rename); returns the folder."""
+    folder = Path(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    try:
+        write_trec(staging / RANKING, run, sidecar["run"])
+        files = {RANKING: {"sha256": _sha256(staging / RANKING), "queries": len(run)}}
+        if accounting is not None:
+            (staging / ACCOUNTING).write_text(json.dumps(accounting, indent=1, sort_keys=True) + "\n")
+        (staging / SIDECAR).write_text(json.dumps({**sidecar, "files": files}, indent=1, sort_keys=True) + "\n")
+        for path in staging.iterdir():
+            path.chmod(0o644)
+        staging.chmod(0o755)
+        if folder.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{folder.name}.old.", dir=folder.parent))
+            os.replace(folder, old / "run")
+            os.replace(staging, folder)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(staging, folder)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return folder
+
+
+def read_sidecar(folder: Path) -> dict | None:
+    """The sidecar of a run folder, or None when it is missing or unreadable."""
+    try:
+        sidecar = json.loads((Path(folder) / SIDECAR).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return sidecar if isinstance(sidecar, dict) else None
+
+
+def load_verified(folder: Path, expected: dict) -> Run | None:
+    """The stored run when it is complete and matches `expected` (every key equal), else None."""
+    sidecar = read_sidecar(folder)
+    if sidecar is None or any(sidecar.get(k) != json.loads(json.dumps(v)) for k, v in expected.items()):
+        return None
+    files = sidecar.get("files")
+    if not isinstance(files, dict) or RANKING not in files:
+        return None
+    for name, recorded in files.items():
+        path = Path(folder) / name
+        if not path.is_file() or _sha256(path) != recorded.get("sha256"):
+            return None
+    run = read_trec(Path(folder) / RANKING)
+    return run if len(run) == files[RANKING].get("queries") else None
