@@ -1,75 +1,399 @@
-"""The `evalkit` command line. User errors print one line and exit with status 2."""
+"""The `evalkit` command line. User errors print one line and exit with status 2.
+
+Commands: `run` (rank a dataset with one model into the run store), `evaluate` (score a
+run), `human` (CSFCube's Human reference), `models`, `report`, `data`.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
+import re
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
-import pandas as pd
-
-from evalkit import csfcube
+from evalkit.datasets import DATASET_HELP, load_dataset
 from evalkit.errors import KitError
-from evalkit.evaluation import AGGREGATIONS, check_run, per_query, summarize
-from evalkit.human import human_per_query
-from evalkit.instructions import VARIANTS
-from evalkit.metrics import DISCOUNTS
-from evalkit.protocols import PROTOCOLS
-from evalkit.runs import load_run
+from evalkit.evaluation import AGGREGATIONS, PMRR
+
+CSFCUBE = "csfcube"
+DISCOUNTS = ("csfcube", "trec")
+PROTOCOLS = ("pool", "pooled", "full")  # evalkit.runner.PROTOCOLS, without importing every model family
+_ROBUSTNESS = re.compile(r"robustness@(\d+)")
+DEFAULT_K = 20
+DEFAULT_DISCOUNT = "csfcube"
 
 
-def _check_dataset(name: str) -> None:
-    if name != "csfcube":
-        raise KitError(f"unknown dataset {name!r}; this command supports: csfcube")
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse that reports a usage error in the kit's one line (no usage block)."""
+
+    def error(self, message: str):  # type: ignore[override]
+        print(f"evalkit: error: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
+# --- arguments checked before anything is loaded or scored ------------------------------------
+
+
+def _split_ids(text: str | None, option: str) -> tuple[str, ...] | None:
+    """Comma-separated ids, blanks dropped, repeats dropped (first kept); None when not given."""
+    if text is None:
+        return None
+    ids = tuple(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
+    if not ids:
+        raise KitError(f"{option} {text!r} names no ids; give comma-separated ids, e.g. {option} a,b")
+    return ids
+
+
+def _check_runs_dir(path: Path) -> None:
+    """The run store folder: a folder (or creatable under one) that this user may write."""
+    if path.exists() and not path.is_dir():
+        raise KitError(f"--runs-dir {path}: is a file; give a folder for the run store")
+    probe = path
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir():
+        raise KitError(f"--runs-dir {path}: {probe} is a file, so the folder cannot be made; give another folder")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise KitError(f"--runs-dir {path}: {probe} is not writable; give a folder you can write")
+
+
+def _check_output_file(path: Path, option: str) -> None:
+    if path.is_dir():
+        raise KitError(f"{option} {path}: is a folder; give a file name")
+    if not path.parent.is_dir():
+        raise KitError(f"{option} {path}: cannot write the file (folder {path.parent} does not exist)")
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.exists() and b.exists() and a.samefile(b)
+    except OSError:
+        return False
+
+
+def _is_within(path: Path, folder: Path) -> bool:
+    try:
+        return path.resolve().is_relative_to(folder.resolve())
+    except OSError:
+        return False
+
+
+def _dataset_folder(spec: str) -> Path | None:
+    """The folder a dataset spec reads (for refusing to overwrite it), where known."""
+    scheme, colon, rest = spec.strip().partition(":")
+    if not colon and scheme == CSFCUBE:
+        from evalkit.datasets import csfcube
+
+        try:
+            return csfcube.locate()
+        except KitError:
+            return None
+    if colon and scheme in ("beir", "followir", "instructir") and Path(rest).expanduser().is_dir():
+        return Path(rest).expanduser()
+    return None
+
+
+def _check_not_input(path: Path, runs: Path | None, dataset: str, option: str) -> None:
+    """Refuse an output path that is one of the files the command reads (the run, the dataset's files)."""
+    inputs = [] if runs is None else [runs] if runs.is_file() else \
+        [p for p in runs.iterdir() if p.is_file()] if runs.is_dir() else []
+    hit = next((p for p in inputs if _same_file(path, p)), None)
+    folder = _dataset_folder(dataset)
+    if hit is None and folder is not None and path.is_file() and _is_within(path, folder):
+        hit = path
+    if hit is not None:
+        raise KitError(f"{option} {path}: is an input file ({hit}); write the per-query CSV elsewhere")
+
+
+# --- measures -----------------------------------------------------------------------------------
+
+
+def _parse_measure_list(text: str) -> list[str]:
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    if not names:
+        raise KitError(f"--measures {text!r} names no measure; e.g. --measures nDCG@10,AP")
+    repeated = next((n for n in names if names.count(n) > 1), None)
+    if repeated is not None:
+        raise KitError(f"--measures lists {repeated} twice; list each measure once")
+    return names
+
+
+def _check_measure_options(args: argparse.Namespace) -> None:
+    """Before loading: --k and --discount shape only the default CSFCube table."""
+    if args.k is not None and args.k < 1:
+        raise KitError(f"--k {args.k}: cut-off k={args.k} must be a positive integer")
+    if args.measures is not None:
+        if args.k is not None or args.discount is not None:
+            option = "--k" if args.k is not None else "--discount"
+            raise KitError(f"{option} shapes only the default measures; with --measures write the measure "
+                           "itself (e.g. nDCG@10 or nDCG_csfcube@20)")
+        _parse_measure_list(args.measures)
+
+
+def default_measures(collection, discount: str | None = None, k: int | None = None) -> list[str]:
+    """The collection's own measures; for CSFCube, first the table the CLI always printed:
+    nDCG@k with the chosen discount, AP, RR, P@k, R@k, p-MRR."""
+    own = list(collection.measures)
+    if collection.name != CSFCUBE:
+        if discount is not None or k is not None:
+            option = "--discount" if discount is not None else "--k"
+            raise KitError(f"{option} is a CSFCube convenience; on {collection.name} name the measures with "
+                           f"--measures (its own: {', '.join(own)})")
+        return own
+    k = DEFAULT_K if k is None else k
+    ndcg = f"nDCG_csfcube@{k}" if (discount or DEFAULT_DISCOUNT) == "csfcube" else f"nDCG@{k}"
+    table = [ndcg, "AP", "RR", f"P@{k}", f"R@{k}", PMRR]
+    return table + [m for m in own if m not in table]
+
+
+def _check_measures(names: Sequence[str], collection) -> None:
+    from evalkit.measures import parse_measure
+
+    for name in names:
+        if name == PMRR:
+            if not collection.pairs:
+                raise KitError(f"{PMRR} needs instruction pairs; {collection.name} has none (drop it from --measures)")
+            continue
+        robust = _ROBUSTNESS.fullmatch(name)
+        if robust:
+            if not collection.groups:
+                raise KitError(f"{name} needs query groups (InstructIR); {collection.name} has none")
+            if int(robust.group(1)) < 1:
+                raise KitError(f"measure {name!r}: cut-off k=0 must be a positive integer")
+            continue
+        parse_measure(name, collection.relevance_level)
+
+
+def _computed(names: Sequence[str]) -> list[str]:
+    """Measures for the per-query table: robustness@k needs nDCG@k per instance."""
+    out = [n for n in names if not _ROBUSTNESS.fullmatch(n)]
+    for name in names:
+        robust = _ROBUSTNESS.fullmatch(name)
+        if robust and f"nDCG@{robust.group(1)}" not in out:
+            out.append(f"nDCG@{robust.group(1)}")
+    return out
+
+
+# --- summaries ----------------------------------------------------------------------------------
+
+
+def summary_of(collection, table, names: Sequence[str], aggregate_by: str, settings: dict) -> dict:
+    """{measure: {stratum..., "all": value}} in the requested order (strata in collection order),
+    plus "queries" (counted queries per stratum: the test-fold queries under the fold aggregate)
+    and "settings"."""
+    from evalkit.evaluation import robustness_of, summarize
+
+    computed = summarize(collection, table, aggregate_by)
+    order = list(dict.fromkeys(collection.strata.values()))
+    summary: dict = {}
+    for name in names:
+        robust = _ROBUSTNESS.fullmatch(name)
+        if robust:
+            summary[name] = {"all": robustness_of(collection, table, f"nDCG@{robust.group(1)}")}
+            continue
+        parts = computed.get(name, {})
+        summary[name] = {label: parts.get(label, math.nan) for label in [*order, *parts]}
+    counted = table
+    if aggregate_by == "folds" and collection.folds:
+        counted = table[table["fold"].notna()]
+    strata = counted["stratum"]
+    summary["queries"] = {label: int((strata == label).sum()) for label in order} | {"all": len(counted)}
+    summary["settings"] = settings
+    return summary
+
+
+def _null_nan(value):
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _null_nan(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_null_nan(v) for v in value]
+    return value
 
 
 def _print_summary(summary: dict, as_json: bool, title: str) -> None:
     if as_json:
-        print(json.dumps(summary))
+        print(json.dumps(_null_nan(summary), allow_nan=False))
         return
-    metrics = {k: v for k, v in summary.items() if k not in ("queries", "settings")}
+    import pandas as pd
+
+    values = {k: v for k, v in summary.items() if k not in ("queries", "settings")}
     print(title)
-    print(pd.DataFrame(metrics).T.to_string(float_format=lambda v: f"{v:.4f}"))
-    settings = ", ".join(f"{k}={v}" for k, v in summary["settings"].items())
+    print(pd.DataFrame(values).T.to_string(float_format=lambda v: f"{v:.4f}", na_rep="-"))
+    settings = ", ".join(f"{k}={','.join(v) if isinstance(v, list) else v}" for k, v in summary["settings"].items())
     counts = ", ".join(f"{k}={v}" for k, v in summary["queries"].items())
     print(f"queries: {counts}; {settings}")
 
 
-def _summary_with_counts(table: pd.DataFrame, args: argparse.Namespace) -> dict:
-    summary = summarize(table, args.aggregate)
-    summary["queries"] = {f: int((table.facet == f).sum()) for f in csfcube.FACETS} | {"all": len(table)}
-    summary["settings"] = {"discount": args.discount, "aggregate": args.aggregate, "k": args.k}
-    return summary
+def _title(what: str, collection, aggregate_by: str) -> str:
+    part = "test folds" if aggregate_by == "folds" and collection.folds else "all queries"
+    return f"{what} on {collection.name} ({part})"
+
+
+def _settings(args: argparse.Namespace, collection, names: Sequence[str]) -> dict:
+    aggregate_by = args.aggregate if collection.folds else "mean"  # summarize's plain mean without folds
+    settings = {"dataset": args.dataset, "measures": list(names), "aggregate": aggregate_by}
+    if args.measures is None and collection.name == CSFCUBE:
+        settings |= {"discount": args.discount or DEFAULT_DISCOUNT, "k": DEFAULT_K if args.k is None else args.k}
+    return settings
+
+
+def _write_per_query(table, path: str | None) -> None:
+    if not path:
+        return
+    try:
+        table.to_csv(path)
+    except OSError as exc:
+        raise KitError(f"{path}: cannot write the per-query CSV ({exc.strerror or exc})") from None
+
+
+# --- evaluate -------------------------------------------------------------------------------------
+
+
+def load_any_run(runs: Path, name: str | None, collection) -> tuple[dict, str | None]:
+    """The run at --runs and the protocol its run-store sidecar records (None otherwise).
+
+    A file is a TREC run; a folder holding run.trec is a run-store folder (verified against its
+    sidecar when it has one); another folder holds official CSFCube files picked by --name."""
+    from evalkit.runs import read_trec
+    from evalkit.runstore import RANKING, load_verified, read_sidecar
+
+    if runs.is_file():
+        if name:
+            raise KitError(f"--name picks official CSFCube files in a folder; {runs} is a TREC run file (drop --name)")
+        return read_trec(runs), None
+    if not runs.is_dir():
+        raise KitError(f"{runs}: no such run file or directory; check --runs")
+    if (runs / RANKING).is_file():
+        if name:
+            raise KitError(f"--name picks official CSFCube files; {runs} is a run-store folder (drop --name)")
+        sidecar = read_sidecar(runs)
+        if sidecar is None:
+            return read_trec(runs / RANKING), None
+        if sidecar.get("dataset") != collection.name:
+            raise KitError(f"{runs}: the run was made on {sidecar.get('dataset')!r}, not {collection.name!r}; "
+                           "give the --dataset it was made on")
+        if sidecar.get("data_sha256") != collection.checksum:
+            raise KitError(f"{runs}: the run was made on other {collection.name} data (data_sha256 differs); "
+                           "run it again on this data")
+        run = load_verified(runs, {"dataset": collection.name, "data_sha256": collection.checksum})
+        if run is None:
+            raise KitError(f"{runs}: {RANKING} fails the check against sidecar.json (sha256 or query count); "
+                           "run it again")
+        return run, sidecar.get("protocol")
+    if collection.name != CSFCUBE:
+        raise KitError(f"{runs}: a folder without {RANKING}; give a TREC run file or a run-store folder")
+    if not name:
+        raise KitError(f"{runs} is a directory: give --name to pick test-pid2pool-csfcube-NAME-FACET-ranked.json")
+    from evalkit.datasets.csfcube import load_official_run
+
+    return load_official_run(runs, name), None
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
-    _check_dataset(args.dataset)
-    data = csfcube.load()
-    run = load_run(Path(args.runs), args.name)
-    check_run(run, data, args.protocol, source=str(args.runs))
-    table = per_query(data, run, args.k, args.discount)
+    from evalkit.evaluation import check_run, per_query
+
+    _check_measure_options(args)
+    runs = Path(args.runs)
+    if not runs.exists():
+        raise KitError(f"{runs}: no such run file or directory; check --runs")
     if args.per_query:
-        try:
-            table.to_csv(args.per_query)
-        except OSError as exc:
-            raise KitError(f"{args.per_query}: cannot write the per-query CSV ({exc})") from None
-    _print_summary(_summary_with_counts(table, args), args.json, f"{args.name or args.runs} on CSFCube (test folds)")
+        _check_output_file(Path(args.per_query), "--per-query")
+        _check_not_input(Path(args.per_query), runs, args.dataset, "--per-query")
+    collection = load_dataset(args.dataset)
+    names = _parse_measure_list(args.measures) if args.measures else default_measures(collection, args.discount, args.k)
+    _check_measures(names, collection)
+    run, recorded = load_any_run(runs, args.name, collection)
+    protocol = args.protocol or recorded or "pool"
+    check_run(run, collection, source=str(runs), within_candidates=protocol == "pool")
+    table = per_query(collection, run, _computed(names))
+    summary = summary_of(collection, table, names, args.aggregate, _settings(args, collection, names))
+    _write_per_query(table, args.per_query)
+    _print_summary(summary, args.json, _title(args.name or str(runs), collection, args.aggregate))
+
+
+# --- human ------------------------------------------------------------------------------------------
 
 
 def cmd_human(args: argparse.Namespace) -> None:
-    _check_dataset(args.dataset)
-    table = human_per_query(csfcube.load(), args.k, args.discount)
-    _print_summary(_summary_with_counts(table, args), args.json, "Human reference on CSFCube (test folds)")
+    from evalkit.datasets import csfcube
+    from evalkit.human import human_per_query
+
+    _check_measure_options(args)
+    if args.dataset.strip() != CSFCUBE:
+        raise KitError(f"the Human reference exists only for csfcube (its annotators' grades), not {args.dataset!r}")
+    if args.per_query:
+        _check_output_file(Path(args.per_query), "--per-query")
+        _check_not_input(Path(args.per_query), None, args.dataset, "--per-query")
+    data = csfcube.load()
+    collection = csfcube.to_collection(data)
+    names = _parse_measure_list(args.measures) if args.measures else default_measures(collection, args.discount, args.k)
+    _check_measures(names, collection)
+    table = human_per_query(data, _computed(names), collection)
+    summary = summary_of(collection, table, names, args.aggregate, _settings(args, collection, names))
+    _write_per_query(table, args.per_query)
+    _print_summary(summary, args.json, _title("Human reference", collection, args.aggregate))
+
+
+# --- run --------------------------------------------------------------------------------------------
+
+
+def _seed_queries(seeds: tuple[str, ...], collection) -> tuple[str, ...]:
+    """The query ids of some seed papers (CSFCube: each seed's annotated facets), in collection order."""
+    by_seed: dict[str, list[str]] = {}
+    for qid, query in collection.queries.items():
+        if query.seed is not None:
+            by_seed.setdefault(query.seed.doc_id, []).append(qid)
+    if not by_seed:
+        raise KitError(f"--seeds names seed papers; {collection.name} has none: use --queries")
+    unknown = next((s for s in seeds if s not in by_seed), None)
+    if unknown is not None:
+        raise KitError(f"--seeds: {collection.name} has no seed paper {unknown}; give seed ids of its queries")
+    return tuple(qid for seed in seeds for qid in by_seed[seed])
 
 
 def cmd_run(args: argparse.Namespace) -> None:
-    from evalkit.runner import RunSettings, execute
+    from evalkit.models import registry
+    from evalkit.runner import RunSettings, check_settings, execute
 
-    seeds = tuple(args.seeds.split(",")) if args.seeds else None
-    settings = RunSettings(args.model, args.profile, args.protocol, args.variant, args.first_stage,
-                           args.depth, seeds, args.corpus)
-    print(execute(settings, Path(args.out)))
+    if args.depth is not None and args.depth < 1:
+        raise KitError(f"--depth {args.depth}: the first-stage depth must be a positive integer")
+    if args.protocol == "pool" and (args.depth is not None or args.first_stage):
+        option = "--depth" if args.depth is not None else "--first-stage"
+        raise KitError(f"{option} applies to the pooled and full protocols; add --protocol pooled or drop it")
+    if args.corpus is not None:
+        if args.protocol != "full":
+            raise KitError("--corpus applies to --protocol full; add it or drop --corpus")
+        if not Path(args.corpus).is_file():
+            raise KitError(f"--corpus {args.corpus}: no such file; give abstracts-preds.zip (figshare 14796339)")
+    if args.prompt is not None and not args.prompt.strip():
+        raise KitError("--prompt is empty; give the prompt text or drop --prompt")
+    queries = _split_ids(args.queries, "--queries")
+    seeds = _split_ids(args.seeds, "--seeds")
+    runs_dir = Path(args.runs_dir)
+    _check_runs_dir(runs_dir)
+    collection = load_dataset(args.dataset)
+    if seeds is not None:
+        queries = _seed_queries(seeds, collection)
+    if queries is not None:
+        unknown = next((q for q in queries if q not in collection.queries), None)
+        if unknown is not None:
+            raise KitError(f"--queries: {collection.name} has no query {unknown}; give ids of its queries")
+    settings = RunSettings(args.model, dataset=args.dataset, profile=args.profile, protocol=args.protocol,
+                           variant=args.variant, prompt=args.prompt, first_stage=args.first_stage,
+                           depth=args.depth, queries=queries, corpus=args.corpus)
+    check_settings(settings, collection)
+    if args.first_stage:
+        registry.spec(args.first_stage, args.profile)
+    print(execute(settings, collection, runs_dir))
+
+
+# --- models, report, data -------------------------------------------------------------------------
 
 
 def cmd_models(args: argparse.Namespace) -> None:
@@ -81,12 +405,26 @@ def cmd_models(args: argparse.Namespace) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> None:
+    notebooks = [Path(p) for p in args.notebooks]
+    missing = next((p for p in notebooks if not p.is_file()), None)
+    if missing is not None:
+        raise KitError(f"{missing}: no such notebook; give executed .ipynb files")
+    out = Path(args.out)
+    _check_output_file(out, "--out")
+    if any(_same_file(out, p) for p in notebooks):
+        raise KitError(f"--out {out}: is one of the notebooks; write the report elsewhere")
     from evalkit.report import html_report
 
-    print(html_report([Path(p) for p in args.notebooks], Path(args.out)))
+    try:
+        print(html_report(notebooks, out))
+    except ValueError as exc:  # nbformat's NotJSONError and validation errors
+        raise KitError(f"cannot read the notebooks as .ipynb ({str(exc).splitlines()[0] if str(exc) else exc!r})") \
+            from None
 
 
 def cmd_data(args: argparse.Namespace) -> None:
+    from evalkit.datasets import csfcube
+
     root = csfcube.fetch()
     if args.path:
         print(root)
@@ -95,54 +433,78 @@ def cmd_data(args: argparse.Namespace) -> None:
     print(f"CSFCube at {root}: {len(data.queries)} queries, {len(data.papers)} papers, sha256 verified")
 
 
-def _add_scoring_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--dataset", default="csfcube", help="dataset name (csfcube)")
-    parser.add_argument("--discount", choices=DISCOUNTS, default="csfcube", help="NDCG discount convention")
+# --- parser -------------------------------------------------------------------------------------
+
+
+def _add_measure_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--measures", metavar="M1,M2",
+                        help="measures (nDCG@k, nDCG_csfcube@k, AP[@k], RR[@k], P@k, R@k, p-MRR, robustness@k); "
+                             "default: the dataset's own, for csfcube the kit's table")
+    parser.add_argument("--discount", choices=DISCOUNTS, default=None,
+                        help="csfcube default table: nDCG_csfcube@k (official script, the default) or nDCG@k (trec)")
+    parser.add_argument("--k", type=int, default=None, help="csfcube default table: cut-off for nDCG, P and R (20)")
     parser.add_argument("--aggregate", choices=AGGREGATIONS, default="folds",
-                        help="folds: official mean of the two test-fold means; mean: plain mean")
-    parser.add_argument("--k", type=int, default=20, help="cut-off for NDCG, P and R")
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+                        help="folds: mean of the test folds' means where the dataset has folds; mean: plain mean")
+    parser.add_argument("--per-query", metavar="CSV", help="also write per-query values to this CSV")
+    parser.add_argument("--json", action="store_true", help="print one JSON object (NaN as null) instead of a table")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="evalkit", description=__doc__)
+def build_parser() -> ArgumentParser:
+    parser = ArgumentParser(prog="evalkit", description=__doc__, epilog=DATASET_HELP,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    evaluate = sub.add_parser("evaluate", help="score rankings against CSFCube's judgments")
-    evaluate.add_argument("--runs", required=True, help="folder of official ranking files, or a TREC run file")
-    evaluate.add_argument("--name", help="run name NAME in test-pid2pool-csfcube-NAME-FACET-ranked.json")
-    evaluate.add_argument("--protocol", choices=PROTOCOLS, default="pool",
-                          help="pool: candidates must come from the judged pool")
-    evaluate.add_argument("--per-query", metavar="CSV", help="also write per-query values to this CSV")
-    _add_scoring_options(evaluate)
-    evaluate.set_defaults(func=cmd_evaluate)
+    def command(name: str, help_text: str) -> ArgumentParser:
+        return sub.add_parser(name, help=help_text, description=help_text, epilog=DATASET_HELP,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
 
-    human = sub.add_parser("human", help="the Human reference row (annotators ranked against adjudication)")
-    _add_scoring_options(human)
-    human.set_defaults(func=cmd_human)
-
-    run = sub.add_parser("run", help="rank CSFCube with one model and write the run files")
+    run = command("run", "rank a dataset with one model and store the run (prints its folder)")
+    run.add_argument("--dataset", required=True, metavar="SPEC", help="see datasets below")
     run.add_argument("--model", required=True, help="a model name of the profile (see `evalkit models`)")
     run.add_argument("--profile", default="offline", help="model profile in config/models.yaml")
-    run.add_argument("--protocol", default="pool", help=f"one of {', '.join(PROTOCOLS)}")
-    run.add_argument("--variant", default="base", help=f"one of {', '.join(VARIANTS)}")
-    run.add_argument("--first-stage", help="pooled protocol: first-stage model (default: the profile's)")
-    run.add_argument("--depth", type=int, help="pooled protocol: first-stage depth (default: the profile's)")
-    run.add_argument("--seeds", help="comma-separated seed ids: only their queries (smoke runs)")
-    run.add_argument("--corpus", help="full protocol: abstracts-preds.zip (figshare 14796339)")
-    run.add_argument("--out", required=True, help="run folder")
+    run.add_argument("--protocol", choices=PROTOCOLS, default="pool",
+                     help="pool: each query's given candidates (else the whole corpus); pooled: rerank a first "
+                          "stage's top --depth; full: CSFCube's full corpus (--corpus)")
+    run.add_argument("--variant", default="base", help="instruction variant of the dataset (csfcube: base, generic, "
+                                                       "definition, paraphrase-1..3, aspect-subset)")
+    run.add_argument("--prompt", metavar="TEXT", help="a prompt appended to every query text")
+    run.add_argument("--first-stage", metavar="MODEL", help="pooled/full: first-stage model (default: the profile's)")
+    run.add_argument("--depth", type=int, help="pooled/full: first-stage depth (default: the profile's)")
+    subset = run.add_mutually_exclusive_group()
+    subset.add_argument("--queries", metavar="Q1,Q2", help="only these query ids (smoke runs)")
+    subset.add_argument("--seeds", metavar="S1,S2", help="csfcube: only these seed papers' queries (smoke runs)")
+    run.add_argument("--corpus", metavar="PATH", help="full protocol: abstracts-preds.zip (figshare 14796339)")
+    run.add_argument("--runs-dir", required=True, metavar="DIR",
+                     help="run store: DIR/PROFILE/DATASET/PROTOCOL/NAME/{run.trec,sidecar.json}")
     run.set_defaults(func=cmd_run)
 
-    models = sub.add_parser("models", help="list the models of a profile")
+    evaluate = command("evaluate", "score a run against a dataset's judgments")
+    evaluate.add_argument("--dataset", required=True, metavar="SPEC", help="see datasets below")
+    evaluate.add_argument("--runs", required=True, metavar="PATH",
+                          help="a TREC run file, a run-store folder (holding run.trec), or (csfcube) a folder of "
+                               "official ranking files with --name")
+    evaluate.add_argument("--name", help="csfcube official files: NAME in test-pid2pool-csfcube-NAME-FACET-ranked.json")
+    evaluate.add_argument("--protocol", choices=PROTOCOLS, default=None,
+                          help="pool: documents must come from each query's candidates (default, or the run "
+                               "folder's recorded protocol)")
+    _add_measure_options(evaluate)
+    evaluate.set_defaults(func=cmd_evaluate)
+
+    human = command("human", "CSFCube's Human reference row (annotators ranked against adjudication)")
+    human.add_argument("--dataset", default=CSFCUBE, metavar="SPEC", help="csfcube (the only dataset with it)")
+    _add_measure_options(human)
+    human.set_defaults(func=cmd_human)
+
+    models = command("models", "list the models of a profile")
     models.add_argument("--profile", default="offline")
     models.set_defaults(func=cmd_models)
 
-    report = sub.add_parser("report", help="merge executed notebooks into one HTML report")
+    report = command("report", "merge executed notebooks into one HTML report")
     report.add_argument("notebooks", nargs="+", help="executed notebooks, in order")
     report.add_argument("--out", required=True, help="HTML file to write")
     report.set_defaults(func=cmd_report)
 
-    data = sub.add_parser("data", help="fetch (if needed) and verify the CSFCube files")
+    data = command("data", "fetch (if needed) and verify the CSFCube files")
     data.add_argument("--path", action="store_true", help="print only the verified data folder")
     data.set_defaults(func=cmd_data)
     return parser
@@ -153,10 +515,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args.func(args)
     except KitError as exc:
-        print(f"evalkit: error: {exc}", file=sys.stderr)
+        print(f"evalkit: error: {' '.join(str(exc).splitlines())}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # output piped into e.g. `head`
         sys.stderr.close()
+    except OSError as exc:  # e.g. a disk that fills or a folder that vanishes while writing
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"evalkit: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 2
     return 0
 
 

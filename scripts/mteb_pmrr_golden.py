@@ -13,10 +13,10 @@ original instruction and not relevant (grade < 1 or unjudged) under the changed 
 
 Run it in a throwaway venv, never the kit's (mteb pulls torch and transformers):
 
-    python -m venv /tmp/mteb-venv
-    /tmp/mteb-venv/bin/pip install torch==2.13.0   # first, exactly this version
-    /tmp/mteb-venv/bin/pip install mteb            # produced the pinned values: mteb 2.26.24
-    /tmp/mteb-venv/bin/python scripts/mteb_pmrr_golden.py
+    python -m venv ../mteb-venv
+    ../mteb-venv/bin/pip install torch==2.13.0   # first, exactly this version
+    ../mteb-venv/bin/pip install mteb            # produced the pinned values: mteb 2.26.24
+    ../mteb-venv/bin/python scripts/mteb_pmrr_golden.py
 
 The script imports nothing from the kit.
 """

@@ -31,10 +31,10 @@ model's LayerNorm parameters (the Pfeiffer adapter reuses the output LayerNorm t
 
 How the committed goldens were produced (2 CPU cores, no GPU)::
 
-    python -m venv /tmp/adapters-venv
-    /tmp/adapters-venv/bin/pip install torch==2.13.0      # CPU build, first
-    /tmp/adapters-venv/bin/pip install adapters            # pulled transformers 4.57.6
-    /tmp/adapters-venv/bin/python scripts/specter2_golden.py
+    python -m venv ../adapters-venv
+    ../adapters-venv/bin/pip install torch==2.13.0      # CPU build, first
+    ../adapters-venv/bin/pip install adapters            # pulled transformers 4.57.6
+    ../adapters-venv/bin/python scripts/specter2_golden.py
 
 Versions: adapters 1.3.0, transformers 4.57.6, tokenizers 0.22.2, torch 2.13.0+cpu,
 numpy 2.4.6, Python 3 (written into golden.json too).

@@ -1,25 +1,33 @@
-"""The `evalkit` command: official figures as JSON, TREC input, and one-line errors with status 2."""
+"""The `evalkit` command: official figures, run + evaluate round trip, JSON without NaN, and
+one-line errors with status 2 for every bad input (argparse's included)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from fixtures_datasets import write_beir, write_instructir
 
-from evalkit import cli, runs
+from evalkit import cli, measures, runs
+from evalkit.datasets import csfcube, load_dataset
 
 OFFICIAL_SPECTER = {"background": 0.6624, "method": 0.3765, "result": 0.5643, "all": 0.5314}
+TREC_SPECTER = {"background": 0.6644, "method": 0.3814, "result": 0.5682, "all": 0.5350}
 PARTS = ["background", "method", "result", "all"]
+TABLE = ["nDCG_csfcube@20", "AP", "RR", "P@20", "R@20", "p-MRR"]
 
 
-def _evaluate(runs_path, *extra, name="specter"):
-    argv = ["evaluate", "--dataset", "csfcube", "--runs", str(runs_path)]
+def _evaluate(runs_path, *extra, name="specter", dataset="csfcube"):
+    argv = ["evaluate", "--dataset", dataset, "--runs", str(runs_path)]
     if name:
         argv += ["--name", name]
     return argv + list(extra)
@@ -33,6 +41,10 @@ def _json_out(capsys, argv) -> dict:
     return json.loads(out)
 
 
+def _rounded(parts: dict) -> dict:
+    return {p: round(v, 4) for p, v in parts.items()}
+
+
 def _command() -> list[str]:
     script = Path(sys.executable).parent / "evalkit"
     return [str(script)] if script.exists() else [sys.executable, "-m", "evalkit.cli"]
@@ -42,41 +54,67 @@ def _subprocess(args):
     return subprocess.run(_command() + args, capture_output=True, text=True, env=dict(os.environ), timeout=120)
 
 
-# --- evaluate ------------------------------------------------------------------------------
+def _assert_one_line_error(err: str, fragments=()) -> None:
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("evalkit: error: ")
+    assert "Traceback" not in err and "usage:" not in err
+    for fragment in fragments:
+        assert fragment in lines[0]
 
 
 @pytest.fixture
-def cached_data(data, monkeypatch):
+def cached_data(collection, monkeypatch):
     """Skip re-verifying and re-parsing the release in tests about output (the first test does it for real)."""
-    monkeypatch.setattr(cli.csfcube, "load", lambda root=None: data)
+    monkeypatch.setattr(cli, "load_dataset", lambda spec: collection if spec == "csfcube" else load_dataset(spec))
+
+
+# --- evaluate on CSFCube ---------------------------------------------------------------------
 
 
 def test_evaluate_json_gives_the_official_figures(capsys, sample_dir):
     summary = _json_out(capsys, _evaluate(sample_dir, "--json"))
-    assert list(summary["ndcg@20"]) == PARTS and list(summary["p-mrr"]) == PARTS
-    assert {p: round(v, 4) for p, v in summary["ndcg@20"].items()} == OFFICIAL_SPECTER
-    assert summary["p-mrr"] == {p: 0.0 for p in PARTS}
+    assert list(summary) == TABLE + ["queries", "settings"]
+    assert all(list(summary[m]) == PARTS for m in TABLE)
+    assert _rounded(summary["nDCG_csfcube@20"]) == OFFICIAL_SPECTER
+    assert summary["p-MRR"] == {p: 0.0 for p in PARTS}
     assert summary["queries"] == {"background": 16, "method": 17, "result": 17, "all": 50}
-    assert summary["settings"] == {"discount": "csfcube", "aggregate": "folds", "k": 20}
-    assert {"map", "mrr", "p@20", "r@20"} <= set(summary)
+    assert summary["settings"] == {"dataset": "csfcube", "measures": TABLE, "aggregate": "folds",
+                                   "discount": "csfcube", "k": 20}
+
+
+def test_evaluate_prints_the_official_table(cached_data, capsys, sample_dir):
+    assert cli.main(_evaluate(sample_dir)) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "specter on csfcube (test folds)"
+    assert lines[1].split() == PARTS
+    ndcg_row = next(line for line in lines if line.startswith("nDCG_csfcube@20"))
+    assert ndcg_row.split()[1:] == ["0.6624", "0.3765", "0.5643", "0.5314"]
 
 
 def test_evaluate_trec_discount_differs(cached_data, capsys, sample_dir):
     official = _json_out(capsys, _evaluate(sample_dir, "--json"))
     trec = _json_out(capsys, _evaluate(sample_dir, "--json", "--discount", "trec"))
-    assert {p: round(v, 4) for p, v in trec["ndcg@20"].items()} == {
-        "background": 0.6644, "method": 0.3814, "result": 0.5682, "all": 0.5350,
-    }
-    assert all(trec["ndcg@20"][p] != official["ndcg@20"][p] for p in PARTS)
-    assert trec["map"] == official["map"]  # only NDCG depends on the discount
+    assert _rounded(trec["nDCG@20"]) == TREC_SPECTER
+    assert trec["nDCG_csfcube@20"] == official["nDCG_csfcube@20"]  # the collection's own measure stays
+    assert trec["AP"] == official["AP"]  # only NDCG depends on the discount
     assert trec["settings"]["discount"] == "trec"
+
+
+def test_evaluate_cut_off_and_explicit_measures(cached_data, capsys, sample_dir):
+    at10 = _json_out(capsys, _evaluate(sample_dir, "--json", "--k", "10"))
+    assert {"nDCG_csfcube@10", "P@10", "R@10", "nDCG_csfcube@20"} <= set(at10)
+    chosen = _json_out(capsys, _evaluate(sample_dir, "--json", "--measures", "nDCG@20, RR@10"))
+    assert list(chosen) == ["nDCG@20", "RR@10", "queries", "settings"]
+    assert _rounded(chosen["nDCG@20"]) == TREC_SPECTER
+    assert chosen["settings"] == {"dataset": "csfcube", "measures": ["nDCG@20", "RR@10"], "aggregate": "folds"}
 
 
 def test_evaluate_plain_mean_aggregate(cached_data, capsys, sample_dir):
     folds = _json_out(capsys, _evaluate(sample_dir, "--json"))
     plain = _json_out(capsys, _evaluate(sample_dir, "--json", "--aggregate", "mean"))
-    assert plain["ndcg@20"]["all"] != folds["ndcg@20"]["all"]
-    assert plain["p-mrr"] == folds["p-mrr"]
+    assert plain["nDCG_csfcube@20"]["all"] != folds["nDCG_csfcube@20"]["all"]
+    assert plain["p-MRR"] == folds["p-MRR"]
 
 
 def test_evaluate_trec_file_gives_the_same_numbers(cached_data, capsys, sample_dir, specter, tmp_path):
@@ -90,26 +128,35 @@ def test_evaluate_trec_file_gives_the_same_numbers(cached_data, capsys, sample_d
 def test_evaluate_writes_per_query_csv(cached_data, capsys, sample_dir, tmp_path):
     csv = tmp_path / "per_query.csv"
     summary = _json_out(capsys, _evaluate(sample_dir, "--json", "--per-query", str(csv)))
-    table = pd.read_csv(csv, index_col="qid", dtype={"seed": str})
-    assert len(table) == 50
-    background = table[table.facet == "background"]
-    by_fold = background.groupby("fold")["ndcg@20"].mean()
-    assert (by_fold.mean()) == pytest.approx(summary["ndcg@20"]["background"], abs=1e-12)
+    table = pd.read_csv(csv, index_col="qid")
+    assert len(table) == 50 and list(table.columns) == ["stratum", "fold", *TABLE]
+    by_fold = table[table.stratum == "background"].groupby("fold")["nDCG_csfcube@20"].mean()
+    assert by_fold.mean() == pytest.approx(summary["nDCG_csfcube@20"]["background"], abs=1e-12)
 
 
-def test_evaluate_prints_a_table_without_json(cached_data, capsys, sample_dir):
-    assert cli.main(_evaluate(sample_dir)) == 0
+def test_json_writes_null_for_nan(cached_data, capsys, sample_dir, tmp_path):
+    """One facet only: no p-MRR pair is covered and two strata have no query."""
+    shutil.copyfile(csfcube.official_path(sample_dir, "specter", "background"),
+                    csfcube.official_path(tmp_path, "specter", "background"))
+    assert cli.main(_evaluate(tmp_path, "--json")) == 0
     out = capsys.readouterr().out
-    assert out.splitlines()[0] == "specter on CSFCube (test folds)"
-    ndcg_row = next(line for line in out.splitlines() if line.startswith("ndcg@20"))
-    assert ndcg_row.split()[1:] == ["0.6624", "0.3765", "0.5643", "0.5314"]
+    assert "NaN" not in out
+    summary = json.loads(out)
+    assert summary["p-MRR"] == {p: None for p in PARTS}
+    assert summary["nDCG_csfcube@20"]["method"] is None
+    assert round(summary["nDCG_csfcube@20"]["background"], 4) == OFFICIAL_SPECTER["background"]
+    assert summary["queries"] == {"background": 16, "method": 0, "result": 0, "all": 16}
+    assert cli.main(_evaluate(tmp_path)) == 0  # the table shows NaN as "-"
+    ap_row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("AP "))
+    assert ap_row.split() == ["AP", "0.4364", "-", "-", "0.4364"]
 
 
 def test_human_json_has_the_same_shape(capsys):
     summary = _json_out(capsys, ["human", "--json"])
-    assert list(summary["ndcg@20"]) == PARTS and list(summary["p-mrr"]) == PARTS
-    assert round(summary["ndcg@20"]["all"], 4) == 0.7759
-    assert all(not math.isnan(v) for v in summary["p-mrr"].values())
+    assert list(summary) == TABLE + ["queries", "settings"]
+    assert all(list(summary[m]) == PARTS for m in TABLE)
+    assert round(summary["nDCG_csfcube@20"]["all"], 4) == 0.7759
+    assert all(not math.isnan(v) for v in summary["p-MRR"].values())
 
 
 def test_data_prints_the_verified_folder(capsys, data):
@@ -119,19 +166,102 @@ def test_data_prints_the_verified_folder(capsys, data):
     assert "50 queries, 4205 papers, sha256 verified" in capsys.readouterr().out
 
 
+def test_models_lists_the_profile(capsys):
+    assert cli.main(["models"]) == 0
+    rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    assert ["bm25", "bm25", "agnostic", "BM25"] in rows
+
+
+def test_protocols_match_the_runner():
+    from evalkit.runner import PROTOCOLS
+
+    assert cli.PROTOCOLS == PROTOCOLS
+
+
 def test_installed_command_prints_one_json_object(sample_dir):
     done = _subprocess(_evaluate(sample_dir, "--json"))
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
-    assert {p: round(v, 4) for p, v in summary["ndcg@20"].items()} == OFFICIAL_SPECTER
-    assert summary["p-mrr"]["all"] == 0.0
+    assert _rounded(summary["nDCG_csfcube@20"]) == OFFICIAL_SPECTER
+    assert summary["p-MRR"]["all"] == 0.0
 
 
-# --- bad input: status 2, one line naming the file, no traceback ---------------------------
+# --- run + evaluate round trip on a BEIR folder -------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def beir_run(tmp_path_factory):
+    """`evalkit run` with BM25 over the BEIR fixture: (dataset spec, run folder, runs dir)."""
+    root = tmp_path_factory.mktemp("beir")
+    spec = f"beir:{write_beir(root / 'scifix')}"
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        assert cli.main(["run", "--dataset", spec, "--model", "bm25", "--runs-dir", str(root / "runs")]) == 0
+    return spec, Path(out.getvalue().strip()), root / "runs"
+
+
+def test_run_writes_a_run_store_folder(beir_run):
+    spec, folder, runs_dir = beir_run
+    assert folder == runs_dir / "offline" / "scifix" / "pool" / "bm25"
+    assert sorted(p.name for p in folder.iterdir()) == ["run.trec", "sidecar.json"]
+    assert sorted(runs.read_trec(folder / "run.trec")) == ["q1", "q2", "q3", "q4"]
+
+
+def test_run_then_evaluate_round_trip(beir_run, capsys, tmp_path):
+    spec, folder, _ = beir_run
+    csv = tmp_path / "pq.csv"
+    summary = _json_out(capsys, _evaluate(folder, "--json", "--per-query", str(csv), name=None, dataset=spec))
+    assert list(summary) == ["nDCG@10", "queries", "settings"]  # the collection's own measures
+    assert summary["queries"] == {"all": 3}  # the test half of the dev/test fold
+    run = runs.read_trec(folder / "run.trec")
+    collection = load_dataset(spec)
+    expected = measures.per_query(collection.qrels, run, ["nDCG@10"], 1)["nDCG@10"]
+    assert summary["nDCG@10"]["all"] == pytest.approx(expected[["q1", "q2", "q3"]].mean())
+    assert pd.read_csv(csv, index_col="qid")["nDCG@10"].to_dict() == pytest.approx(expected.to_dict())
+    # the run file alone gives the same numbers; the plain mean counts the dev query too
+    assert _json_out(capsys, _evaluate(folder / "run.trec", "--json", name=None, dataset=spec)) == summary
+    plain = _json_out(capsys, _evaluate(folder, "--json", "--aggregate", "mean", name=None, dataset=spec))
+    assert plain["queries"] == {"all": 4}
+    chosen = _json_out(capsys, _evaluate(folder, "--json", "--measures", "AP,P@5", name=None, dataset=spec))
+    assert list(chosen) == ["AP", "P@5", "queries", "settings"]
+
+
+def test_instructir_robustness(capsys, tmp_path):
+    spec = f"instructir:{write_instructir(tmp_path / 'instructir')}"
+    assert cli.main(["run", "--dataset", spec, "--model", "bm25", "--runs-dir", str(tmp_path / "runs")]) == 0
+    folder = capsys.readouterr().out.strip()
+    csv = tmp_path / "pq.csv"
+    summary = _json_out(capsys, _evaluate(folder, "--json", "--per-query", str(csv), name=None, dataset=spec))
+    assert list(summary) == ["nDCG@10", "robustness@10", "queries", "settings"]
+    assert summary["settings"]["aggregate"] == "mean"  # no folds: the plain mean
+    ndcg = pd.read_csv(csv, index_col="qid", dtype={"qid": str})["nDCG@10"]
+    groups = [["7_1", "7_2"], ["8_1"]]
+    assert summary["robustness@10"] == {"all": pytest.approx(sum(ndcg[g].min() for g in groups) / 2)}
+    assert summary["nDCG@10"]["all"] == pytest.approx(ndcg.mean())
+
+
+def test_run_a_query_subset(beir_run, capsys, tmp_path):
+    spec, _, _ = beir_run
+    assert cli.main(["run", "--dataset", spec, "--model", "bm25", "--queries", "q2,q1,q2",
+                     "--runs-dir", str(tmp_path)]) == 0
+    folder = Path(capsys.readouterr().out.strip())
+    assert folder.parent == tmp_path / "offline" / "scifix" / "pool" and folder.name.startswith("bm25@subset-")
+    assert sorted(runs.read_trec(folder / "run.trec")) == ["q1", "q2"]
+
+
+def test_run_csfcube_seeds_select_their_queries(cached_data, capsys, tmp_path, monkeypatch):
+    seen = {}
+    monkeypatch.setattr("evalkit.runner.execute", lambda settings, collection, runs_dir: seen.setdefault("s", settings))
+    assert cli.main(["run", "--dataset", "csfcube", "--model", "bm25", "--seeds", "929877,10014168",
+                     "--runs-dir", str(tmp_path)]) == 0
+    assert seen["s"].queries == ("929877_background", "929877_method", "10014168_background")
+
+
+# --- bad input: status 2, one line naming the problem, no traceback -------------------------------
 
 
 def _edit_official(directory: Path, facet: str, edit) -> Path:
-    path = runs.official_path(directory, "specter", facet)
+    path = csfcube.official_path(directory, "specter", facet)
     body = json.loads(path.read_text())
     edit(body)
     path.write_text(json.dumps(body))
@@ -139,21 +269,21 @@ def _edit_official(directory: Path, facet: str, edit) -> Path:
 
 
 def _malformed(ctx):
-    path = runs.official_path(ctx["runs"], "specter", "method")
+    path = csfcube.official_path(ctx["runs"], "specter", "method")
     path.write_text('{"5052952": [["123", 1.0],')
     return _evaluate(ctx["runs"]), [str(path), "malformed JSON"]
 
 
 def _unknown_seed(ctx):
     _edit_official(ctx["runs"], "background", lambda b: b.update({"999999": [["388", 1.0]]}))
-    return _evaluate(ctx["runs"]), [str(ctx["runs"]), "unknown seed/facet 999999_background"]
+    return _evaluate(ctx["runs"]), [str(ctx["runs"]), "unknown query 999999_background"]
 
 
 def _outside_pool(ctx):
     pool = set(ctx["data"].queries["10014168_background"].pool)
     outsider = next(pid for pid in ctx["data"].papers if pid not in pool)
     _edit_official(ctx["runs"], "background", lambda b: b["10014168"].append([outsider, 0.0]))
-    return _evaluate(ctx["runs"]), [str(ctx["runs"]), f"candidate {outsider} for 10014168_background"]
+    return _evaluate(ctx["runs"]), [str(ctx["runs"]), f"document {outsider} for 10014168_background"]
 
 
 def _duplicate(ctx):
@@ -179,6 +309,16 @@ def _missing_runs_dir(ctx):
 
 def _unknown_name(ctx):
     return _evaluate(ctx["runs"], name="scincl"), [str(ctx["runs"]), "test-pid2pool-csfcube-scincl-FACET"]
+
+
+def _folder_without_name(ctx):
+    return _evaluate(ctx["runs"], name=None), [str(ctx["runs"]), "--name"]
+
+
+def _name_with_trec_file(ctx):
+    path = ctx["tmp"] / "run.trec"
+    path.write_text("10014168_background Q0 5133576 1 -42.1 x\n")
+    return _evaluate(path), [str(path), "drop --name"]
 
 
 def _missing_data_dir(ctx):
@@ -218,26 +358,110 @@ def _per_query_unwritable(ctx):
     return _evaluate(ctx["runs"], "--per-query", str(target)), [str(target), "cannot write"]
 
 
+def _per_query_is_the_run(ctx):
+    target = csfcube.official_path(ctx["runs"], "specter", "method")
+    return _evaluate(ctx["runs"], "--per-query", str(target)), [str(target), "input file"]
+
+
+def _per_query_is_a_data_file(ctx):
+    target = ctx["data"].root / "evaluation_splits.json"
+    return _evaluate(ctx["runs"], "--per-query", str(target)), [str(target), "input file"]
+
+
+def _per_query_is_a_folder(ctx):
+    return _evaluate(ctx["runs"], "--per-query", str(ctx["tmp"])), [str(ctx["tmp"]), "is a folder"]
+
+
 def _zero_cut_off(ctx):
     return _evaluate(ctx["runs"], "--k", "0"), ["k=0"]
 
 
+def _unknown_measure(ctx):
+    return _evaluate(ctx["runs"], "--measures", "nDCG@20,MAP"), ["'MAP'"]
+
+
+def _no_measures(ctx):
+    return _evaluate(ctx["runs"], "--measures", " , "), ["names no measure"]
+
+
+def _repeated_measure(ctx):
+    return _evaluate(ctx["runs"], "--measures", "AP,AP"), ["AP twice"]
+
+
+def _measures_with_k(ctx):
+    return _evaluate(ctx["runs"], "--measures", "AP", "--k", "10"), ["--k", "--measures"]
+
+
+def _measure_without_cut_off(ctx):
+    return _evaluate(ctx["runs"], "--measures", "P"), ["'P'", "cut-off"]
+
+
 def _unknown_dataset(ctx):
-    return ["evaluate", "--dataset", "msmarco", "--runs", str(ctx["runs"]), "--name", "specter"], ["'msmarco'"]
+    return ["evaluate", "--dataset", "msmarco", "--runs", str(ctx["runs"]), "--name", "specter"], ["`msmarco`"]
+
+
+def _beir_folder_missing(ctx):
+    missing = ctx["tmp"] / "no-beir"
+    return _evaluate(ctx["runs"], dataset=f"beir:{missing}"), [f"beir:{missing}", "folder not found"]
+
+
+def _beir_discount(ctx):
+    spec = f"beir:{write_beir(ctx['tmp'] / 'beir')}"
+    return _evaluate(ctx["trec"], "--discount", "trec", name=None, dataset=spec), ["--discount", "--measures"]
+
+
+def _beir_pmrr(ctx):
+    spec = f"beir:{write_beir(ctx['tmp'] / 'beir')}"
+    return _evaluate(ctx["trec"], "--measures", "p-MRR", name=None, dataset=spec), ["p-MRR", "no"]
+
+
+def _csfcube_run_on_beir(ctx):
+    spec = f"beir:{write_beir(ctx['tmp'] / 'beir')}"
+    return _evaluate(ctx["trec"], name=None, dataset=spec), ["unknown query 10014168_background"]
+
+
+def _store_on_the_wrong_dataset(ctx):
+    folder = _store(ctx)
+    return _evaluate(folder, name=None), [str(folder), "made on 'scifix'"]
+
+
+def _store_tampered(ctx):
+    folder = _store(ctx)
+    with open(folder / "run.trec", "a") as fh:
+        fh.write("q1 Q0 d9 99 -1.0 bm25\n")
+    return _evaluate(folder, name=None, dataset=ctx["store_spec"]), [str(folder), "sidecar.json"]
+
+
+def _store(ctx) -> Path:
+    """A copy of the BEIR fixture run's folder (the data sha256 matches the fixture folder)."""
+    spec, folder, _ = ctx["request"].getfixturevalue("beir_run")
+    ctx["store_spec"] = spec
+    copy = ctx["tmp"] / "store" / "bm25"
+    shutil.copytree(folder, copy)
+    return copy
 
 
 BAD_INPUTS = [
     _malformed, _unknown_seed, _outside_pool, _duplicate, _non_numeric, _nan_distance, _missing_runs_dir,
-    _unknown_name, _missing_data_dir, _checksum_mismatch, _trec_wrong_columns, _trec_binary, _empty_trec,
-    _per_query_unwritable, _zero_cut_off, _unknown_dataset,
+    _unknown_name, _folder_without_name, _name_with_trec_file, _missing_data_dir, _checksum_mismatch,
+    _trec_wrong_columns, _trec_binary, _empty_trec, _per_query_unwritable, _per_query_is_the_run,
+    _per_query_is_a_data_file, _per_query_is_a_folder, _zero_cut_off, _unknown_measure, _no_measures,
+    _repeated_measure, _measures_with_k, _measure_without_cut_off, _unknown_dataset, _beir_folder_missing,
+    _beir_discount, _beir_pmrr, _csfcube_run_on_beir, _store_on_the_wrong_dataset, _store_tampered,
 ]
 
 
 @pytest.fixture
-def ctx(data, sample_copy, tmp_path, monkeypatch, request):
-    context = {"data": data, "runs": sample_copy, "tmp": tmp_path, "monkeypatch": monkeypatch}
-    if request.node.callspec.params.get("case") is _checksum_mismatch:
+def ctx(data, sample_copy, specter, tmp_path, monkeypatch, request):
+    trec = tmp_path / "specter.trec"
+    runs.write_trec(trec, specter, "specter")
+    context = {"data": data, "runs": sample_copy, "trec": trec, "tmp": tmp_path, "monkeypatch": monkeypatch,
+               "request": request}
+    case = request.node.callspec.params.get("case")
+    if case is _checksum_mismatch:
         context["data_copy"] = request.getfixturevalue("data_copy")
+    if case not in (_checksum_mismatch, _missing_data_dir):
+        request.getfixturevalue("cached_data")
     return context
 
 
@@ -247,12 +471,7 @@ def test_bad_input_exits_2_with_one_line(capsys, ctx, case):
     assert cli.main(argv + ["--json"]) == 2
     out, err = capsys.readouterr()
     assert out == ""
-    lines = err.splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith("evalkit: error: ")
-    for fragment in fragments:
-        assert fragment in lines[0]
-    assert "Traceback" not in err
+    _assert_one_line_error(err, fragments)
 
 
 @pytest.mark.parametrize("case", [_malformed, _missing_data_dir], ids=lambda f: f.__name__.strip("_"))
@@ -261,7 +480,115 @@ def test_installed_command_bad_input_has_no_traceback(ctx, case):
     done = _subprocess(argv)  # inherits the environment, CSFCUBE_DIR included, as monkeypatch set it
     assert done.returncode == 2
     assert done.stdout == ""
-    assert len(done.stderr.splitlines()) == 1, done.stderr
-    assert done.stderr.startswith("evalkit: error: ")
-    assert all(fragment in done.stderr for fragment in fragments)
-    assert "Traceback" not in done.stderr
+    _assert_one_line_error(done.stderr, fragments)
+
+
+# --- run: every argument checked before anything is scored ----------------------------------------
+
+
+def _run(ctx, *extra, dataset=None):
+    return ["run", "--dataset", dataset or ctx["beir"], "--model", "bm25", "--runs-dir", str(ctx["runs_dir"]),
+            *extra]
+
+
+BAD_RUNS = {
+    "zero_depth": (lambda c: _run(c, "--protocol", "pooled", "--depth", "0"), ["--depth 0", "positive"]),
+    "negative_depth": (lambda c: _run(c, "--protocol", "pooled", "--depth=-3"), ["--depth -3"]),
+    "depth_with_pool": (lambda c: _run(c, "--depth", "5"), ["--depth", "pooled"]),
+    "empty_queries": (lambda c: _run(c, "--queries", " ,, "), ["--queries", "names no ids"]),
+    "empty_seeds": (lambda c: _run(c, "--seeds", ","), ["--seeds", "names no ids"]),
+    "unknown_query": (lambda c: _run(c, "--queries", "q1,q9"), ["no query q9"]),
+    "seeds_without_seed_papers": (lambda c: _run(c, "--seeds", "1"), ["--seeds", "--queries"]),
+    "unknown_csfcube_seed": (lambda c: _run(c, "--seeds", "999", dataset="csfcube"), ["seed paper 999"]),
+    "runs_dir_is_a_file": (lambda c: _run(c, "--runs-dir", str(c["file"])), ["a-file", "is a file"]),
+    "runs_dir_under_a_file": (lambda c: _run(c, "--runs-dir", str(c["file"] / "x")), ["a-file/x", "is a file"]),
+    "unknown_model": (lambda c: _run(c, "--model", "nope"), ["unknown model 'nope'"]),
+    "unknown_profile": (lambda c: _run(c, "--profile", "nope"), ["unknown profile 'nope'"]),
+    "unknown_first_stage": (lambda c: _run(c, "--protocol", "pooled", "--first-stage", "nope"), ["'nope'"]),
+    "unknown_variant": (lambda c: _run(c, "--variant", "generic"), ["variant 'generic'"]),
+    "full_without_corpus": (lambda c: _run(c, "--protocol", "full"), ["--corpus"]),
+    "corpus_with_pool": (lambda c: _run(c, "--corpus", str(c["file"])), ["--corpus", "full"]),
+    "missing_corpus": (lambda c: _run(c, "--protocol", "full", "--corpus", "/no/corpus.zip"), ["/no/corpus.zip"]),
+    "empty_prompt": (lambda c: _run(c, "--prompt", " "), ["--prompt"]),
+    "aspect_model_on_beir": (lambda c: _run(c, "--model", "minilm-aspire-ot"), ["minilm-aspire-ot", "sentences"]),
+    "unknown_dataset_scheme": (lambda c: _run(c, dataset="trec:x"), ["unknown dataset scheme 'trec'"]),
+}
+
+
+@pytest.fixture
+def run_ctx(tmp_path, monkeypatch):
+    def no_scoring(*args, **kwargs):
+        raise AssertionError("a bad argument reached scoring")
+
+    monkeypatch.setattr("evalkit.runner.execute", no_scoring)
+    monkeypatch.setattr("evalkit.runner.prepare", no_scoring)
+    (tmp_path / "a-file").write_text("x")
+    return {"beir": f"beir:{write_beir(tmp_path / 'beir')}", "runs_dir": tmp_path / "runs",
+            "file": tmp_path / "a-file", "tmp": tmp_path}
+
+
+@pytest.mark.parametrize("case", list(BAD_RUNS))
+def test_bad_run_exits_2_before_scoring(capsys, run_ctx, case):
+    make_argv, fragments = BAD_RUNS[case]
+    assert cli.main(make_argv(run_ctx)) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    _assert_one_line_error(err, fragments)
+    assert not run_ctx["runs_dir"].exists()
+
+
+def test_unwritable_runs_dir_is_refused(capsys, run_ctx, monkeypatch):
+    monkeypatch.setattr(cli.os, "access", lambda path, mode: False)  # root may write anywhere
+    assert cli.main(_run(run_ctx)) == 2
+    _assert_one_line_error(capsys.readouterr().err, [str(run_ctx["tmp"]), "not writable"])
+
+
+# --- argparse errors: one line too ------------------------------------------------------------------
+
+
+ARGPARSE_ERRORS = {
+    "no_command": ([], "required: command"),
+    "unknown_command": (["frobnicate"], "invalid choice: 'frobnicate'"),
+    "missing_dataset": (["evaluate", "--runs", "x"], "required: --dataset"),
+    "missing_runs_dir": (["run", "--dataset", "csfcube", "--model", "bm25"], "required: --runs-dir"),
+    "bad_choice": (["evaluate", "--dataset", "csfcube", "--runs", "x", "--aggregate", "median"], "'median'"),
+    "bad_int": (["run", "--dataset", "csfcube", "--model", "m", "--runs-dir", "r", "--depth", "many"], "'many'"),
+    "queries_and_seeds": (["run", "--dataset", "csfcube", "--model", "m", "--runs-dir", "r", "--queries", "a",
+                           "--seeds", "b"], "not allowed with"),
+    "unknown_option": (["human", "--frob"], "unrecognized arguments: --frob"),
+}
+
+
+@pytest.mark.parametrize("case", list(ARGPARSE_ERRORS))
+def test_argparse_errors_are_one_line(capsys, case):
+    argv, fragment = ARGPARSE_ERRORS[case]
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(argv)
+    assert exit_info.value.code == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    _assert_one_line_error(err, [fragment])
+
+
+def test_installed_command_argparse_error_is_one_line():
+    done = _subprocess(["evaluate", "--dataset", "csfcube"])
+    assert done.returncode == 2 and done.stdout == ""
+    _assert_one_line_error(done.stderr, ["required: --runs"])
+
+
+# --- other commands' bad input ------------------------------------------------------------------------
+
+
+def test_human_refuses_other_datasets(capsys):
+    assert cli.main(["human", "--dataset", "beir:x"]) == 2
+    _assert_one_line_error(capsys.readouterr().err, ["only for csfcube"])
+
+
+def test_report_refuses_a_missing_notebook(capsys, tmp_path):
+    assert cli.main(["report", str(tmp_path / "nb.ipynb"), "--out", str(tmp_path / "r.html")]) == 2
+    _assert_one_line_error(capsys.readouterr().err, ["nb.ipynb", "no such notebook"])
+
+
+def test_models_refuses_an_unknown_profile(capsys):
+    assert cli.main(["models", "--profile", "nope"]) == 2
+    _assert_one_line_error(capsys.readouterr().err, ["unknown profile 'nope'"])

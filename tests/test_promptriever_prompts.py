@@ -1,14 +1,16 @@
-"""Prompt selection (none / Best / Selected), fold-wise selection, generic prompts, published figures."""
+"""Generic prompts, prompt selection on a collection's folds, published figures."""
 
 import pandas as pd
 import pytest
 
-import evalkit.promptriever.prompts as prompts_module
+from evalkit import runner
+from evalkit.collection import Collection, Fold, Query
 from evalkit.errors import KitError
-from evalkit.promptriever import load_prompts, load_published, select_by_folds, select_prompt, with_prompt
+from evalkit.promptriever import load_prompts, load_published, select_prompt, with_prompt
 
 
-def test_with_prompt_appends_after_one_space():
+def test_with_prompt_is_the_runners_and_appends_after_one_space():
+    assert with_prompt is runner.with_prompt
     assert with_prompt("what is umami", "Be precise.") == "what is umami Be precise."
     assert with_prompt("what is umami", None) == "what is umami"
 
@@ -24,90 +26,47 @@ def test_malformed_prompt_file(tmp_path):
     path.write_text("prompts: just one string\n")
     with pytest.raises(KitError, match="list of non-empty strings"):
         load_prompts(path)
+    path.write_text("prompts: [a, a]\n")
+    with pytest.raises(KitError, match="listed twice"):
+        load_prompts(path)
     with pytest.raises(KitError, match="not found"):
         load_prompts(tmp_path / "absent.yaml")
 
 
-TOY = {
-    (None, "test"): 0.50,
-    ("p1", "dev"): 0.80, ("p1", "test"): 0.60,
-    ("p2", "dev"): 0.65, ("p2", "test"): 0.70,
-    ("p3", "dev"): 0.80, ("p3", "test"): 0.55,
-}  # fmt: skip
+# Two folds swapping halves, as CSFCube's: fold1 dev a, b / test c, d; fold2 the reverse.
+COLLECTION = Collection(
+    name="toy", documents={}, queries={q: Query(q, q) for q in "abcd"}, qrels={},
+    folds={"fold1": Fold(dev=("a", "b"), test=("c", "d")), "fold2": Fold(dev=("c", "d"), test=("a", "b"))})
+VALUES = {None: [0.1, 0.3, 0.2, 0.4], "p1": [0.9, 0.7, 0.1, 0.3], "p2": [0.2, 0.4, 0.9, 0.6]}
+
+
+def tables(values=VALUES):
+    """Per-query tables as `evaluation.per_query` gives them (stratum, fold, measure)."""
+    return {p: pd.DataFrame({"stratum": "all", "fold": ["fold2", "fold2", "fold1", "fold1"], "nDCG@10": v},
+                            index=pd.Index(list("abcd"), name="qid")) for p, v in values.items()}
 
 
 def test_select_prompt_none_best_selected():
-    calls = []
-
-    def evaluate(prompt, split):
-        calls.append((prompt, split))
-        return TOY[(prompt, split)]
-
-    result = select_prompt(evaluate, ["p1", "p2", "p3"])
-    assert result.none == 0.50
-    assert (result.best_prompt, result.best) == ("p2", 0.70)  # oracle on test
-    # dev tie p1 = p3 = 0.80: the first listed wins; reported on test
-    assert (result.selected_prompts, result.selected) == ({"dev": "p1"}, 0.60)
-    assert (None, "dev") not in calls  # "none" is never a candidate
-
-
-def test_select_prompt_accepts_per_query_values():
-    def evaluate(prompt, split):
-        mean = TOY[(prompt, split)]
-        return {"q1": mean - 0.1, "q2": mean + 0.1}
-
-    result = select_prompt(evaluate, ["p1", "p2", "p3"])
-    assert result.none == pytest.approx(0.50) and result.selected == pytest.approx(0.60)
-
-
-# CSFCube-style folds: fold2 swaps fold1's halves, as in evaluation_splits.json.
-FOLDS = {"fold1_dev": ["a", "b"], "fold1_test": ["c", "d"], "fold2_dev": ["c", "d"], "fold2_test": ["a", "b"]}
-VALUES = pd.DataFrame(
-    {"none": [0.1, 0.3, 0.2, 0.4], "p1": [0.9, 0.7, 0.1, 0.3], "p2": [0.2, 0.4, 0.9, 0.6]},
-    index=["a", "b", "c", "d"],
-)
-
-
-def test_select_by_folds_values():
-    result = select_by_folds(VALUES, FOLDS)
-    # fold1: dev a,b: p1 0.8 > p2 0.3 -> p1; test c,d: p1 = 0.2  (test alone would pick p2: 0.75)
+    result = select_prompt(COLLECTION, tables(), "nDCG@10")
+    # fold1: dev a,b: p1 0.8 > p2 0.3 -> p1; test c,d: p1 = 0.2  (its test half alone would pick p2)
     # fold2: dev c,d: p2 0.75 > p1 0.2 -> p2; test a,b: p2 = 0.3
     assert result.selected_prompts == {"fold1": "p1", "fold2": "p2"}
     assert result.selected == pytest.approx((0.2 + 0.3) / 2)
-    # none: (mean c,d 0.3 + mean a,b 0.2) / 2 = 0.25
-    assert result.none == pytest.approx(0.25)
-    # Best (oracle, official aggregate): p1 (0.2 + 0.8) / 2 = 0.5; p2 (0.75 + 0.3) / 2 = 0.525
+    assert result.none == pytest.approx((0.3 + 0.2) / 2)  # fold mean of the test halves
+    # Best (oracle on the test halves): p1 (0.2 + 0.8) / 2 = 0.5; p2 (0.75 + 0.3) / 2 = 0.525
     assert (result.best_prompt, result.best) == ("p2", pytest.approx(0.525))
 
 
-def test_fold_choice_never_sees_test_values(monkeypatch):
-    seen = []
-    choose = prompts_module.choose_prompt
-
-    def spy(dev_values):
-        seen.append(list(dev_values.index))
-        return choose(dev_values)
-
-    monkeypatch.setattr(prompts_module, "choose_prompt", spy)
-    select_by_folds(VALUES, FOLDS)
-    assert seen == [FOLDS["fold1_dev"], FOLDS["fold2_dev"]]
+def test_selection_never_sees_its_test_half():
+    skewed = {**VALUES, "p1": [0.9, 0.7, -100.0, -100.0], "p2": [0.2, 0.4, 100.0, 100.0]}
+    assert select_prompt(COLLECTION, tables(skewed), "nDCG@10").selected_prompts["fold1"] == "p1"
 
 
-def test_fold_choice_ignores_its_test_half():
-    # Make fold1's test half (c, d) favour p2 overwhelmingly: fold1 still chooses p1 from its dev half.
-    skewed = VALUES.copy()
-    skewed.loc[["c", "d"], "p2"] = 100.0
-    skewed.loc[["c", "d"], "p1"] = -100.0
-    assert select_by_folds(skewed, FOLDS).selected_prompts["fold1"] == "p1"
-
-
-def test_fold_errors():
-    with pytest.raises(KitError, match="folds lack fold2_test"):
-        select_by_folds(VALUES, {k: v for k, v in FOLDS.items() if k != "fold2_test"})
-    with pytest.raises(KitError, match="query d of fold2_dev has no values"):
-        select_by_folds(VALUES.drop(index="d"), FOLDS)
-    with pytest.raises(KitError, match="lack the 'none' column"):
-        select_by_folds(VALUES.drop(columns="none"), FOLDS)
+def test_selection_errors():
+    with pytest.raises(KitError, match="run without a prompt"):
+        select_prompt(COLLECTION, {p: t for p, t in tables().items() if p}, "nDCG@10")
+    with pytest.raises(KitError, match="no prompts to select from"):
+        select_prompt(COLLECTION, {None: tables()[None]}, "nDCG@10")
 
 
 def test_published_figures():

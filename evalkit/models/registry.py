@@ -88,7 +88,7 @@ def _build_multivector(settings: dict, profile: str, collection: Collection) -> 
 
 
 def _build_bm25(settings: dict, profile: str, collection: Collection) -> Scorer:
-    return BM25(settings.get("k1", 1.5), settings.get("b", 0.75))
+    return BM25(**settings)
 
 
 def _build_llm(settings: dict, profile: str, collection: Collection) -> Scorer:

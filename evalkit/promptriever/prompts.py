@@ -1,41 +1,47 @@
 """Generic prompts and prompt selection, as in Promptriever (Weller et al., 2024, arXiv 2409.11136).
 
-A prompt is appended to the query after one space: ``f"{query} {prompt}"`` (`with_prompt`),
-the same rule FollowIR and Promptriever use to append an instruction.
+A prompt is appended to the query text after one space (`evalkit.runner.with_prompt`, the
+rule FollowIR and Promptriever use for instructions); each prompt is a run of its own
+(``RunSettings(prompt=...)``).
 
-Selection (model-agnostic; "none" is never a candidate, as in the paper's tables):
+Selection, on any collection with dev/test folds ("none" is never a candidate, as in the
+paper's tables):
 
-- ``none``: the test value with no prompt;
-- ``Best``: the oracle, the prompt with the highest test value;
-- ``Selected``: the prompt with the highest dev value, reported on test.
+- ``none``: the value with no prompt;
+- ``Best``: the oracle, the prompt with the highest value on the test halves;
+- ``Selected``: per fold, the prompt with the highest dev mean (`evalkit.selection`, the kit's
+  one dev/test selector), reported on that fold's test half.
 
-Ties go to the prompt listed first. `select_by_folds` does the same on CSFCube's
-official folds: it chooses on each fold's dev half, reports on its test half and
-averages the two test-fold means (the official aggregate); the chooser only ever
-receives the dev half.
+Values are the collection's aggregate (`evaluation.summarize`: the fold mean of the test
+halves). Ties go to the prompt listed first.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 import yaml
 
+from evalkit.collection import Collection
 from evalkit.errors import KitError
+from evalkit.evaluation import summarize
+from evalkit.selection import best_mean, cross_validate
 
 GENERIC_PROMPTS = Path(__file__).resolve().parents[1] / "config" / "generic_prompts.yaml"
-NONE = "none"  # the column / label of the run without a prompt
-FOLDS = ("fold1", "fold2")
-
-Value = float | Mapping[str, float] | pd.Series  # a mean, or per-query values to average
+NONE = "none"  # the label of the run without a prompt
 
 
-def with_prompt(query: str, prompt: str | None) -> str:
-    """The query with the prompt appended after one space; the query alone when there is no prompt."""
-    return f"{query} {prompt}" if prompt else query
+def check_prompts(prompts: Sequence[str], source: str = "prompts") -> list[str]:
+    """The prompts as a list: non-empty, distinct strings."""
+    prompts = list(prompts)
+    if not (prompts and all(isinstance(p, str) and p.strip() for p in prompts)):
+        raise KitError(f"{source}: expected a non-empty list of non-empty strings")
+    if len(set(prompts)) != len(prompts):
+        raise KitError(f"{source}: a prompt is listed twice; list each prompt once")
+    return prompts
 
 
 def load_prompts(path: Path | None = None) -> list[str]:
@@ -48,11 +54,9 @@ def load_prompts(path: Path | None = None) -> list[str]:
     except yaml.YAMLError as exc:
         raise KitError(f"{path}: malformed YAML ({exc}); write 'prompts:' and a list of strings") from None
     prompts = data.get("prompts") if isinstance(data, dict) else None
-    if not (isinstance(prompts, list) and prompts and all(isinstance(p, str) and p.strip() for p in prompts)):
+    if not isinstance(prompts, list):
         raise KitError(f"{path}: expected 'prompts:' followed by a list of non-empty strings")
-    if len(set(prompts)) != len(prompts):
-        raise KitError(f"{path}: a prompt is listed twice; list each prompt once")
-    return prompts
+    return check_prompts(prompts, f"{path}: 'prompts:'")
 
 
 @dataclass(frozen=True)
@@ -61,61 +65,30 @@ class Selection:
     best: float
     best_prompt: str
     selected: float
-    selected_prompts: dict[str, str]  # split or fold -> the prompt chosen on its dev data
+    selected_prompts: dict[str, str]  # fold -> the prompt chosen on its dev half
 
 
-def _mean(value: Value) -> float:
-    if isinstance(value, Mapping):
-        value = pd.Series(value, dtype=float)
-    return float(value.mean()) if isinstance(value, pd.Series) else float(value)
+def _first_max(values: Mapping[str, float], what: str) -> str:
+    series = pd.Series(values, dtype=float)
+    if series.isna().all():
+        raise KitError(f"no values of {what} to choose a prompt from; check the test queries' judgments")
+    return str(series.idxmax())  # NaN skipped; the first listed among equals
 
 
-def _argmax(values: Mapping[str, float]) -> str:
-    """The key with the highest value (NaN skipped); the first listed among equals."""
-    return str(pd.Series(values, dtype=float).idxmax())
-
-
-def select_prompt(
-    evaluate: Callable[[str | None, str], Value], prompts: Sequence[str], dev: str = "dev", test: str = "test"
-) -> Selection:
-    """none / Best / Selected from ``evaluate(prompt or None, split)`` (a mean or per-query values)."""
-    if not prompts:
+def select_prompt(collection: Collection, tables: Mapping[str | None, pd.DataFrame], measure: str,
+                  stratum: str = "all") -> Selection:
+    """none / Best / Selected from per-query tables (`evaluation.per_query`) keyed by prompt,
+    None for the run without one; `measure` as summarized for `stratum`."""
+    if None not in tables:
+        raise KitError("prompt selection needs the run without a prompt (key None); add it")
+    candidates = {p: t for p, t in tables.items() if p is not None}
+    if not candidates:
         raise KitError("no prompts to select from; give at least one")
-    on_test = {p: _mean(evaluate(p, test)) for p in prompts}
-    on_dev = {p: _mean(evaluate(p, dev)) for p in prompts}
-    best, chosen = _argmax(on_test), _argmax(on_dev)
-    return Selection(_mean(evaluate(None, test)), on_test[best], best, on_test[chosen], {dev: chosen})
 
+    def value(table: pd.DataFrame) -> float:
+        return summarize(collection, table)[measure][stratum]
 
-def choose_prompt(dev_values: pd.DataFrame) -> str:
-    """The prompt column (not ``none``) with the highest mean over the dev queries given."""
-    means = dev_values.drop(columns=[NONE], errors="ignore").mean()
-    if means.empty:
-        raise KitError("no prompt columns to choose from; add one column per prompt")
-    return _argmax(means.to_dict())
-
-
-def _rows(values: pd.DataFrame, qids: Sequence[str], fold: str) -> pd.DataFrame:
-    missing = [q for q in qids if q not in values.index]
-    if missing:
-        raise KitError(f"query {missing[0]} of {fold} has no values; evaluate every query of the folds")
-    return values.loc[list(qids)]
-
-
-def select_by_folds(values: pd.DataFrame, folds: Mapping[str, Sequence[str]]) -> Selection:
-    """Fold-wise none / Best / Selected: per-query `values` (index qid, one column per prompt and ``none``).
-
-    `folds` maps fold1_dev, fold1_test, fold2_dev, fold2_test to query ids. Each value
-    reported is the mean of the two test-fold means.
-    """
-    for name in (f"{fold}_{half}" for fold in FOLDS for half in ("dev", "test")):
-        if name not in folds:
-            raise KitError(f"folds lack {name}; give fold1_dev, fold1_test, fold2_dev and fold2_test")
-    if NONE not in values.columns:
-        raise KitError(f"per-query values lack the {NONE!r} column (the run without a prompt); add it")
-    chosen = {fold: choose_prompt(_rows(values, folds[f"{fold}_dev"], f"{fold}_dev")) for fold in FOLDS}
-    tests = {fold: _rows(values, folds[f"{fold}_test"], f"{fold}_test").mean() for fold in FOLDS}
-    official = (tests["fold1"] + tests["fold2"]) / 2  # per column: mean of the two test-fold means
-    best = _argmax(official.drop(NONE).to_dict())
-    selected = sum(tests[fold][chosen[fold]] for fold in FOLDS) / len(FOLDS)
-    return Selection(float(official[NONE]), float(official[best]), best, float(selected), chosen)
+    on_test = {p: value(t) for p, t in candidates.items()}
+    best = _first_max(on_test, measure)
+    reported, chosen = cross_validate(candidates, collection.folds, best_mean(measure))
+    return Selection(value(tables[None]), on_test[best], best, value(reported), dict(chosen))

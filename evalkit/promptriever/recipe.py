@@ -1,74 +1,197 @@
-"""Run the recipe: a kit embedding model on each dataset given, with and without prompts.
+"""The Promptriever evaluation recipe: any registry model on BEIR / MS MARCO, FollowIR and InstructIR.
 
-One row per (dataset, model): the dataset's metrics (`DATASET_METRICS`) with no prompt,
-and for BEIR-format folders that have a ``dev`` split, "Best" (oracle best prompt on
-test) and "Selected" (best on dev, reported on test) nDCG@10. Values x100.
+Every (model, dataset) pair is one real run through `evalkit.runner.ensure_run` (stored with its
+sidecar under `runs_dir`, reused when complete and matching), evaluated with
+`evaluation.per_query` / `summarize` on the collection's own measures, x100:
+
+- BEIR folders and ``irds:`` ids: nDCG@10 (MS MARCO dev: RR@10), ranking the whole corpus;
+  with dev/test folds also "Best" (oracle best prompt on test) and "Selected" (best on each
+  fold's dev half, reported on its test half; `prompts.select_prompt`), each prompt a run;
+- FollowIR: reranking its candidate lists (protocol ``pool``); AP@1000 (News21: nDCG@5) on the
+  "original" stratum, and p-MRR;
+- InstructIR: nDCG@10 and robustness@10 (the mean over query groups of the minimum nDCG@10).
+
+Failing early, losing nothing: every dataset is loaded and checked (`Collection.check`: qrels
+naming absent documents are an error) and every (model, dataset) pair passes
+`runner.check_settings` before any model runs; a model that cannot serve a collection (the
+multi-vector and facet-hybrid models need CSFCube's sentences) is refused in one line. With
+`out`, the table so far is rewritten to that CSV after every finished row, so a later failure
+keeps the earlier rows, and a rerun reuses the stored runs.
 """
 
 from __future__ import annotations
 
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
 
+from evalkit.collection import Collection
+from evalkit.datasets import SCHEMES, load_dataset
 from evalkit.errors import KitError
+from evalkit.evaluation import PMRR, ROBUSTNESS, per_query, ranking_measures, robustness_of, summarize
 from evalkit.models import registry
-from evalkit.models.dense import BiEncoder
-from evalkit.promptriever.beir import load_collection
-from evalkit.promptriever.followir import collection_name, fetch_followir, load_followir
-from evalkit.promptriever.instructir import load_instructir
-from evalkit.promptriever.metrics import per_query, score
-from evalkit.promptriever.prompts import load_prompts, select_prompt
-from evalkit.promptriever.retrieval import rerank, retrieve
+from evalkit.promptriever.prompts import check_prompts, load_prompts, select_prompt
+from evalkit.runner import RunSettings, check_settings, ensure_run
+
+RUNS = Path("runs")
+PROTOCOL = "pool"  # FollowIR's candidate lists; the whole corpus where a collection has none
+ORIGINAL = "original"  # FollowIR's stratum whose ranking measures the tables report
+IRDS_SHORT = ("msmarco-dev", "dl19", "dl20")  # bare names taken as irds ids (evalkit.datasets.irds)
 
 
-def embedding_model(name: str, profile: str) -> BiEncoder:
-    model = registry.build(registry.spec(name, profile))
-    if not isinstance(model, BiEncoder):
-        raise KitError(f"the Promptriever recipe runs embedding models (family dense); {name} is not one")
-    return model
+@dataclass(frozen=True)
+class Dataset:
+    kind: str  # beir, irds, followir or instructir
+    source: str  # as given
+    collection: Collection
 
 
-def _beir_row(model: BiEncoder, source: str) -> dict:
-    corpus, queries, qrels = load_collection(source, "test")
-    row = {f"{m} (none)": 100 * v for m, v in score("beir", qrels, retrieve(model, corpus, queries)).items()}
-    if Path(source).is_dir() and (Path(source) / "qrels" / "dev.tsv").is_file():
-        splits = {split: load_collection(source, split) for split in ("dev", "test")}
+def dataset_spec(kind: str, source: str) -> str:
+    """The `load_dataset` spec of one entry of the `beir`, `followir` or `instructir` list.
 
-        def evaluate(prompt, split):
-            corpus, queries, qrels = splits[split]
-            return per_query(qrels, retrieve(model, corpus, queries, prompt), ["ndcg@10"])["ndcg@10"]
+    An entry with a scheme (``beir:``, ``irds:``...) is taken as is. A bare `beir` entry is a
+    folder, or one of `IRDS_SHORT`; anything else is reported as a folder not found.
+    """
+    scheme, colon, _ = source.partition(":")
+    if colon and scheme in SCHEMES:
+        return source
+    if kind != "beir":
+        return f"{kind}:{source}"
+    if source in IRDS_SHORT:
+        return f"irds:{source}"
+    if not Path(source).expanduser().is_dir():
+        raise KitError(f"beir entry `{source}`: folder not found; give a BEIR folder (corpus.jsonl, "
+                       f"queries.jsonl, qrels/test.tsv), or irds:ID for an ir_datasets id (e.g. irds:dl19)")
+    return f"beir:{source}"
 
-        chosen = select_prompt(evaluate, load_prompts())
-        row.update({"ndcg@10 (Best)": 100 * chosen.best, "ndcg@10 (Selected)": 100 * chosen.selected,
-                    "best prompt": chosen.best_prompt, "selected prompt": chosen.selected_prompts.get("dev", "")})
+
+def load_datasets(beir: Sequence[str], followir: Sequence[str], instructir: Sequence[str]) -> list[Dataset]:
+    """Every dataset loaded and checked, in the order given; two with one name are an error."""
+    datasets = []
+    for kind, sources in (("beir", beir), ("followir", followir), ("instructir", instructir)):
+        for source in sources:
+            spec = dataset_spec(kind, str(source))
+            datasets.append(Dataset(spec.partition(":")[0], str(source), load_dataset(spec)))
+    if not datasets:
+        raise KitError("no datasets given; name at least one BEIR, FollowIR or InstructIR folder")
+    seen: dict[str, str] = {}
+    for dataset in datasets:
+        name = dataset.collection.name
+        if name in seen:
+            raise KitError(f"`{seen[name]}` and `{dataset.source}` are both named {name}; their runs would share "
+                           "a folder, so rename one folder")
+        seen[name] = dataset.source
+    return datasets
+
+
+def plan_runs(profile: str, models: Sequence[str], datasets: Sequence[Dataset]) -> list[tuple[RunSettings, Dataset]]:
+    """Every (model, dataset) pair as run settings, each checked (`runner.check_settings`)."""
+    if not models:
+        raise KitError("no models given; name at least one model of the profile (see `evalkit models`)")
+    plan = []
+    for model in models:
+        for dataset in datasets:
+            settings = RunSettings(model, dataset.collection.name, profile, PROTOCOL)
+            check_settings(settings, dataset.collection)
+            plan.append((settings, dataset))
+    return plan
+
+
+def measure_names(collection: Collection) -> list[str]:
+    """The per-query measures a row needs: the collection's, and nDCG@k for robustness@k."""
+    names = ranking_measures(collection)
+    for name in collection.measures:
+        if name.startswith(ROBUSTNESS) and f"nDCG@{name.removeprefix(ROBUSTNESS)}" not in names:
+            names.append(f"nDCG@{name.removeprefix(ROBUSTNESS)}")
+    return names
+
+
+def reported_stratum(collection: Collection) -> str:
+    """FollowIR reports ranking measures on its original instructions; other collections on all queries."""
+    return ORIGINAL if ORIGINAL in set(collection.strata.values()) else "all"
+
+
+def _value(collection: Collection, table: pd.DataFrame, name: str) -> float:
+    if name == PMRR:
+        return summarize(collection, table)[PMRR]["all"]
+    if name.startswith(ROBUSTNESS):
+        return robustness_of(collection, table, f"nDCG@{name.removeprefix(ROBUSTNESS)}")
+    return summarize(collection, table)[name][reported_stratum(collection)]
+
+
+def recipe_row(settings: RunSettings, dataset: Dataset, runs_dir: Path, prompts: Sequence[str]) -> dict:
+    """One table row: the collection's measures with no prompt and, where it has folds, Best and
+    Selected of its first ranking measure over `prompts`."""
+    collection, names = dataset.collection, measure_names(dataset.collection)
+    spec = registry.spec(settings.model, settings.profile)
+
+    def table(prompt: str | None) -> pd.DataFrame:
+        return per_query(collection, ensure_run(replace(settings, prompt=prompt), collection, runs_dir), names)
+
+    none = table(None)
+    row = {"model": settings.model, "label": spec.label, "role": spec.role, "dataset": collection.name,
+           "kind": dataset.kind, **{f"{m} (none)": 100 * _value(collection, none, m) for m in collection.measures}}
+    if collection.folds and prompts:
+        headline = ranking_measures(collection)[0]
+        chosen = select_prompt(collection, {None: none, **{p: table(p) for p in prompts}}, headline,
+                               reported_stratum(collection))
+        row.update({f"{headline} (Best)": 100 * chosen.best, f"{headline} (Selected)": 100 * chosen.selected,
+                    "best prompt": chosen.best_prompt,
+                    "selected prompt": _selected(chosen.selected_prompts)})
     return row
 
 
-def _followir_row(model: BiEncoder, source: str) -> dict:
-    """A FollowIR folder named after its collection, or a collection name fetched from the hub."""
-    name = collection_name(source)
-    data = load_followir(Path(source) if Path(source).is_dir() else fetch_followir(name))
-    queries = {qid: data.text(qid) for qid in data.queries}
-    run = rerank(model, data.corpus, queries, data.candidates)
-    return {m: 100 * v for m, v in score(name, data.qrels, run, pairs=data.pairs).items()}
+def _selected(chosen: dict[str, str]) -> str:
+    """The prompt chosen on the dev half; with several folds, "fold: prompt" for each."""
+    if len(chosen) == 1:
+        return next(iter(chosen.values()))
+    return "; ".join(f"{fold}: {prompt}" for fold, prompt in chosen.items())
 
 
-def _instructir_row(model: BiEncoder, folder: str) -> dict:
-    data = load_instructir(Path(folder))
-    run = retrieve(model, data.corpus, {qid: data.text(qid) for qid in data.queries})
-    return {m: 100 * v for m, v in score("instructir", data.qrels, run, groups=data.groups).items()}
+def _write_csv(path: Path, rows: list[dict]) -> None:
+    """The rows so far, written to a sibling temporary file and renamed over `path`."""
+    handle, staging = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    os.close(handle)
+    try:
+        pd.DataFrame(rows).to_csv(staging, index=False)
+        os.replace(staging, path)
+    finally:
+        Path(staging).unlink(missing_ok=True)
 
 
-def recipe_table(profile: str, models: list[str], beir: list[str], followir: list[str],
-                 instructir: list[str]) -> pd.DataFrame:
-    """Rows for every model on every dataset given (folders or ir_datasets ids for `beir`)."""
-    rows = []
-    for name in models:
-        model = embedding_model(name, profile)
-        for kind, sources, build in (("beir", beir, _beir_row), ("followir", followir, _followir_row),
-                                     ("instructir", instructir, _instructir_row)):
-            for source in sources:
-                rows.append({"model": name, "dataset": Path(source).name or source, "kind": kind,
-                             **build(model, source)})
+def _check_out(out: Path | None) -> Path | None:
+    if out is None:
+        return None
+    out = Path(out)
+    if out.is_dir():
+        raise KitError(f"out {out}: a folder; give a CSV file path")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def recipe_table(profile: str, models: list[str], beir: list[str], followir: list[str], instructir: list[str],
+                 runs_dir: Path = RUNS, out: Path | None = None, prompts: Sequence[str] | None = None) -> pd.DataFrame:
+    """One row per (model, dataset), model by model (module docstring).
+
+    `beir` holds BEIR folders or ``irds:`` ids (msmarco-dev, dl19, dl20 also bare), `followir`
+    FollowIR folders or robust04 / news21 / core17, `instructir` InstructIR folders. `prompts`
+    defaults to the kit's generic prompts. With `out`, finished rows are kept in that CSV.
+    """
+    prompts = check_prompts(prompts, "prompts") if prompts is not None else load_prompts()
+    out = _check_out(out)
+    plan = plan_runs(profile, models, load_datasets(beir, followir, instructir))
+    rows: list[dict] = []
+    for settings, dataset in plan:
+        try:
+            rows.append(recipe_row(settings, dataset, Path(runs_dir), prompts))
+        except KitError as exc:
+            if out is not None and rows:
+                raise KitError(f"{exc} ({len(rows)} finished rows kept in {out}; a rerun reuses their runs)") from None
+            raise
+        if out is not None:
+            _write_csv(out, rows)
     return pd.DataFrame(rows)
