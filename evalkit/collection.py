@@ -180,7 +180,9 @@ class Collection:
                 if missing is not None:
                     raise KitError(f"{self.name}: {source} of query {qid} name document {missing}, absent "
                                    "from the corpus; fix the corpus or the file")
-        for a, b in self.pairs.items():
-            for qid in (a, b):
-                if qid not in self.queries:
-                    raise KitError(f"{self.name}: instruction pair names unknown query {qid}; fix the pairs")
+        named = [("instruction pair", q) for pair in self.pairs.items() for q in pair]
+        named += [(f"fold {name}", q) for name, fold in self.folds.items() for q in fold.dev + fold.test]
+        named += [(f"group {name}", q) for name, qids in self.groups.items() for q in qids]
+        unknown = next(((where, q) for where, q in named if q not in self.queries), None)
+        if unknown is not None:
+            raise KitError(f"{self.name}: {unknown[0]} names unknown query {unknown[1]}; fix the file that lists it")

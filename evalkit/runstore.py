@@ -69,7 +69,11 @@ def write_run(folder: Path, run: Run, sidecar: dict, accounting: dict | None = N
         if folder.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{folder.name}.old.", dir=folder.parent))
             os.replace(folder, old / "run")
-            os.replace(staging, folder)
+            try:
+                os.replace(staging, folder)
+            except OSError:
+                os.replace(old / "run", folder)  # keep the previous complete run
+                raise
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(staging, folder)
@@ -97,7 +101,7 @@ def load_verified(folder: Path, expected: dict) -> Run | None:
         return None
     for name, recorded in files.items():
         path = Path(folder) / name
-        if not path.is_file() or _sha256(path) != recorded.get("sha256"):
+        if not isinstance(recorded, dict) or not path.is_file() or _sha256(path) != recorded.get("sha256"):
             return None
     run = read_trec(Path(folder) / RANKING)
     return run if len(run) == files[RANKING].get("queries") else None

@@ -1,4 +1,5 @@
-"""CSFCube loader: pinned counts, first/last records, folds, bad data, and the offline fetch path."""
+"""CSFCube adapter: pinned counts, first/last records, folds, the Collection it makes, bad data, and the
+offline fetch path."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections import Counter
 
 import pytest
 
-from evalkit import csfcube
+from evalkit.datasets import csfcube
 from evalkit.errors import KitError
 
 # --- counts -------------------------------------------------------------------------------
@@ -82,26 +83,24 @@ def test_last_query_in_release_order(data):
 
 def test_first_paper_by_pid(data):
     pid, paper = next(iter(data.papers.items()))
-    assert pid == paper.pid == "388"
-    assert paper.year == 2004
+    assert pid == paper.doc_id == "388"
     assert paper.title == (
         "A Sentimental Education: Sentiment Analysis Using Subjectivity Summarization Based on Minimum Cuts"
     )
-    assert [s.facet for s in paper.sentences] == ["background", "method", "method"]
+    assert [s.label for s in paper.sentences] == ["background", "method", "method"]
     assert paper.sentences[0].text.startswith("Sentiment analysis seeks to identify the viewpoint(s)")
-    assert paper.text == paper.title + " " + paper.abstract
-    assert paper.abstract == " ".join(s.text for s in paper.sentences)
-    assert len(paper.facet_sentences("method")) == 2
-    assert paper.facet_sentences("result") == ()
+    assert paper.full_text == paper.title + " " + paper.text
+    assert paper.text == " ".join(s.text for s in paper.sentences)
+    assert len(paper.labelled("method")) == 2
+    assert paper.labelled("result") == ()
 
 
 def test_last_paper_by_pid(data):
     pid, paper = list(data.papers.items())[-1]
     assert pid == "202676751"
-    assert paper.year == 2019
     assert paper.title == "Low Diameter Graph Decompositions by Approximate Distance Computation"
     assert len(paper.sentences) == 12
-    assert Counter(s.facet for s in paper.sentences) == {"background": 7, "method": 3, "result": 2}
+    assert Counter(s.label for s in paper.sentences) == {"background": 7, "method": 3, "result": 2}
     # pids are ordered as numbers, not strings ("388" < "202676751" although "3" > "2")
     assert list(map(int, data.papers)) == sorted(map(int, data.papers))
 
@@ -109,16 +108,16 @@ def test_last_paper_by_pid(data):
 def test_objective_label_counts_as_background(data):
     paper = data.papers["154639895"]
     # raw labels: background, background, objective, method, result
-    assert [s.facet for s in paper.sentences] == ["background", "background", "background", "method", "result"]
-    assert paper.facet_sentences("background")[2].startswith("We evaluate whether a MP")
-    assert {s.facet for p in data.papers.values() for s in p.sentences} == {
+    assert [s.label for s in paper.sentences] == ["background", "background", "background", "method", "result"]
+    assert paper.labelled("background")[2].startswith("We evaluate whether a MP")
+    assert {s.label for p in data.papers.values() for s in p.sentences} == {
         "background", "method", "result", "other"
     }
 
 
-def test_papers_without_year(data):
-    missing = sorted(pid for pid, p in data.papers.items() if p.year is None)
-    assert missing == ["199460105", "52952241"]
+def test_papers_whose_year_is_none_still_load(data):
+    # their header reads "YEAR: None"; the year itself is no longer kept
+    assert {"199460105", "52952241"} <= set(data.papers)
     assert data.papers["52952241"].title == "Learning with Structured Representations for Negation Scope Extraction"
     assert data.papers["199460105"].title == "Detecting Online Hate Speech Using Context Aware Models"
 
@@ -158,6 +157,65 @@ def test_qrels_is_a_copy(data):
     assert data.queries["10014168_background"].grades["13926706"] == 0
 
 
+# --- the Collection ------------------------------------------------------------------------
+
+
+def test_collection_mirrors_the_release(data, collection):
+    assert collection.name == "csfcube" and collection.relevance_level == csfcube.RELEVANT_GRADE == 2
+    assert list(collection.queries) == list(data.queries)  # release order kept
+    assert collection.documents is data.papers and len(collection.documents) == 4205
+    assert collection.qrels == data.qrels()
+    assert {qid: len(r) for qid, r in collection.relevant.items()} == {qid: len(q.relevant)
+                                                                       for qid, q in data.queries.items()}
+    assert collection.checksum == csfcube.checksum() and len(collection.checksum) == 64
+    assert collection.measures == ("nDCG_csfcube@20", "p-MRR")
+    assert collection.strata == {qid: q.facet for qid, q in data.queries.items()}
+    collection.check()  # every judged and pooled document is in the corpus
+
+
+def test_collection_queries_carry_seed_facet_and_base_instruction(data, collection):
+    query = collection.queries["929877_method"]
+    seed = data.papers["929877"]
+    assert (query.qid, query.seed, query.facet, query.text) == ("929877_method", seed, "method", seed.full_text)
+    assert query.instruction == "Retrieve scientific papers that use a similar method to this paper."
+    assert collection.query("929877_method") == query
+    subset = collection.query("929877_method", "aspect-subset")
+    assert subset.text == " ".join(seed.labelled("method")) and subset.instruction != query.instruction
+    assert collection.query("929877_method", "definition").text == seed.full_text
+
+
+def test_pairs_link_the_two_facets_of_a_seed_both_ways(data, collection):
+    assert len(collection.pairs) == 2 * len(data.paired_seeds) == 32
+    assert collection.pairs["929877_background"] == "929877_method"
+    assert collection.pairs["929877_method"] == "929877_background"
+    assert all(collection.pairs[b] == a for a, b in collection.pairs.items())
+
+
+def test_candidates_are_the_pool_without_the_seed(data, collection):
+    assert collection.candidates == {qid: q.pool for qid, q in data.queries.items()}
+    assert collection.exclude == {qid: q.seed for qid, q in data.queries.items()}
+    # the release lists seed 8781666 in its own pools (adjudicated grade 3): never a candidate
+    assert "8781666" in data.queries["8781666_result"].pool
+    for qid, query in data.queries.items():
+        ids = [d.doc_id for d in collection.candidates_of(qid)]
+        assert ids == [c for c in query.pool if c != query.seed]
+    assert len(collection.candidates_of("8781666_result")) == 100
+
+
+def test_collection_folds_are_the_official_splits(data, collection):
+    assert set(collection.folds) == {"fold1", "fold2"}
+    for name, fold in collection.folds.items():
+        assert fold.dev == data.folds["all"][f"{name}_dev"] and fold.test == data.folds["all"][f"{name}_test"]
+    assert (len(collection.folds["fold1"].test), len(collection.folds["fold2"].test)) == (26, 24)
+    assert all(collection.test_fold_of(qid) == data.fold_of(qid).removesuffix("_test") for qid in data.queries)
+    assert collection.test_fold_of("1_background") is None
+
+
+def test_load_collection_reads_the_verified_copy(data_copy, collection):
+    copy = csfcube.load_collection(data_copy)
+    assert copy.queries == collection.queries and copy.qrels == collection.qrels
+
+
 # --- locating the data ---------------------------------------------------------------------
 
 
@@ -165,11 +223,23 @@ def test_csfcube_dir_selects_the_copy(data, monkeypatch, tmp_path):
     monkeypatch.setenv("CSFCUBE_DIR", str(tmp_path))
     assert csfcube.locate() == tmp_path
     monkeypatch.delenv("CSFCUBE_DIR")
-    monkeypatch.setattr(csfcube, "SHARED_COPY", tmp_path)
+    monkeypatch.setattr(csfcube, "NEARBY_COPY", tmp_path)  # absolute: found from any parent folder
     assert csfcube.locate() == tmp_path
-    monkeypatch.setattr(csfcube, "SHARED_COPY", tmp_path / "absent")
+    monkeypatch.setattr(csfcube, "NEARBY_COPY", tmp_path / "absent")
     monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "cache"))
     assert csfcube.locate() == tmp_path / "cache" / f"csfcube-{csfcube.COMMIT[:12]}"
+
+
+def test_a_shared_copy_beside_the_checkout_or_a_parent_is_found(monkeypatch, tmp_path):
+    monkeypatch.delenv("CSFCUBE_DIR", raising=False)
+    checkout = tmp_path / "work" / "main"
+    monkeypatch.setattr(csfcube, "__file__", str(checkout / "evalkit" / "datasets" / "csfcube.py"))
+    beside_parent = tmp_path / "shared" / "data" / "csfcube"
+    beside_parent.mkdir(parents=True)
+    assert csfcube.locate() == beside_parent
+    beside = tmp_path / "work" / "shared" / "data" / "csfcube"
+    beside.mkdir(parents=True)
+    assert csfcube.locate() == beside  # the nearest wins
 
 
 def test_missing_data_dir_from_env(monkeypatch, tmp_path):
@@ -235,7 +305,7 @@ def offline_cache(data, monkeypatch, tmp_path):
     """No CSFCUBE_DIR, no shared copy, cache in tmp; urlopen serves the local release by URL."""
     monkeypatch.delenv("CSFCUBE_DIR", raising=False)
     monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(csfcube, "SHARED_COPY", tmp_path / "no-shared-copy")
+    monkeypatch.setattr(csfcube, "NEARBY_COPY", tmp_path / "no-shared-copy")
     by_url = {csfcube.UPSTREAM + upstream: data.root / rel for _, rel, upstream in csfcube._read_manifest()}
     calls: list[str] = []
     state = {"body": None}  # None: serve the real bytes; else serve these bytes

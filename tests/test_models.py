@@ -6,16 +6,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tiny_models import build_sentence_transformer
 
 from evalkit import embeddings
-from evalkit.csfcube import Paper, Sentence
+from evalkit.collection import Document, Query, Sentence
+from evalkit.datasets.csfcube_variants import VARIANTS, make_variant
 from evalkit.embeddings import Encoder
 from evalkit.errors import KitError
-from evalkit.instructions import VARIANTS, make_request
 from evalkit.models import registry
 from evalkit.models.bm25 import BM25
 from evalkit.models.dense import BiEncoder, MultiVector
-from tiny_models import build_sentence_transformer
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +25,13 @@ def tiny_st(tmp_path_factory):
 
 def paper(pid, *sentences):
     facets = ("background", "method", "result")
-    return Paper(pid, 2020, f"title {pid}", tuple(Sentence(t, facets[i % 3]) for i, t in enumerate(sentences)))
+    labelled = tuple(Sentence(t, facets[i % 3]) for i, t in enumerate(sentences))
+    return Document(pid, f"title {pid}", " ".join(sentences), labelled)
+
+
+def make_request(seed: Document, facet: str, variant: str) -> Query:
+    """The CSFCube query of a seed and a facet under an instruction variant."""
+    return make_variant(Query(f"{seed.doc_id}_{facet}", seed.full_text, "", seed, facet), variant)
 
 
 SEED = paper("1", "graph neural network background", "we propose a novel method", "results show improvements")
@@ -53,7 +59,7 @@ def test_instructed_template_changes_the_query(tiny_st, tmp_path):
     model = BiEncoder(Encoder(str(tiny_st), cache_dir=tmp_path), "{instruction} {query}")
     assert model.reads_instruction
     request = make_request(SEED, "method", "base")
-    assert model.query_string(request) == f"{request.instruction} {SEED.text}"
+    assert model.query_string(request) == f"{request.instruction} {SEED.full_text}"
     assert model.score(request, DOCS) != model.score(make_request(SEED, "result", "base"), DOCS)
 
 
@@ -67,9 +73,9 @@ def test_cosine_scores_match_sentence_transformers(tiny_st, tmp_path):
 
     scores = BiEncoder(Encoder(str(tiny_st), cache_dir=tmp_path)).score(make_request(SEED, "method", "base"), DOCS)
     st = SentenceTransformer(str(tiny_st), device="cpu")
-    q = st.encode([SEED.text], normalize_embeddings=True)[0]
-    d = st.encode([p.text for p in DOCS], normalize_embeddings=True)
-    np.testing.assert_allclose([scores[p.pid] for p in DOCS], d @ q, rtol=1e-5, atol=1e-6)
+    q = st.encode([SEED.full_text], normalize_embeddings=True)[0]
+    d = st.encode([p.full_text for p in DOCS], normalize_embeddings=True)
+    np.testing.assert_allclose([scores[p.doc_id] for p in DOCS], d @ q, rtol=1e-5, atol=1e-6)
 
 
 def test_each_unique_text_is_encoded_once_and_the_cache_persists(tiny_st, tmp_path):
@@ -185,3 +191,17 @@ def test_files_digest_matches_the_bytes_and_follows_changes(tmp_path):
     path.write_bytes(b"abcd")  # new size: the cached digest is not reused
     assert files_sha256([path]) == file_sha256(path)
     assert files_sha256([path], ["a"]) != files_sha256([path], ["b"])
+
+
+def test_needs_say_what_a_model_requires_of_a_collection():
+    def needs(name):
+        return registry.needs(registry.spec(name, "offline"))
+
+    assert needs("bm25") == needs("minilm") == needs("minilm-probe") == set()
+    assert needs("minilm-aspire-ot") == needs("minilm-aspire-maxsim") == {"sentences"}
+    assert needs("oracle-prp") == {"qrels"}  # over an embedding first stage, which needs nothing
+    hybrid = registry.ModelSpec("h", "offline", "dense", "h", "aspect", {"model": "x", "hybrid_alpha": 0.5})
+    assert registry.needs(hybrid) == {"sentences", "facets"}
+    over_multivector = registry.ModelSpec("o", "offline", "oracle", "o", "oracle",
+                                          {"first_stage": "minilm-aspire-ot"})
+    assert registry.needs(over_multivector) == {"sentences", "qrels"}

@@ -1,4 +1,4 @@
-"""Runs: the one tie rule, round trips through both file formats, and bad run files."""
+"""Runs: the one tie rule, round trips through TREC files and CSFCube's official format, and bad run files."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from evalkit import runs
+from evalkit.datasets import csfcube
 from evalkit.errors import KitError
 
 # --- tie rule ------------------------------------------------------------------------------
@@ -59,8 +60,8 @@ def _awkward_run() -> runs.Run:
 def test_official_round_trip_is_exact(tmp_path):
     run = _awkward_run()
     for facet in ("background", "method", "result"):
-        runs.write_official(runs.official_path(tmp_path, "mine", facet), run, facet)
-    back = runs.load_run(tmp_path, "mine")
+        csfcube.write_official(csfcube.official_path(tmp_path, "mine", facet), run, facet)
+    back = csfcube.load_official_run(tmp_path, "mine")
     assert back == run
     for qid, scores in run.items():
         for doc, score in scores.items():
@@ -70,19 +71,21 @@ def test_official_round_trip_is_exact(tmp_path):
 
 def test_official_file_lists_best_first_with_distance_minus_score(tmp_path):
     path = tmp_path / "x.json"
-    runs.write_official(path, {"5_method": {"b": 1.0, "a": 1.0, "c": 3.0}, "6_result": {"z": 1.0}}, "method")
+    csfcube.write_official(path, {"5_method": {"b": 1.0, "a": 1.0, "c": 3.0}, "6_result": {"z": 1.0}}, "method")
     # only the method query is written; distance = -score; tie a/b by id
     assert json.loads(path.read_text()) == {"5": [["c", -3.0], ["a", -1.0], ["b", -1.0]]}
-    assert runs.read_official(path, "method") == {"5_method": {"c": 3.0, "a": 1.0, "b": 1.0}}
+    assert csfcube.read_official(path, "method") == {"5_method": {"c": 3.0, "a": 1.0, "b": 1.0}}
 
 
 def test_trec_round_trip_is_exact(tmp_path):
     run = _awkward_run()
-    path = runs.trec_path(tmp_path, "mine")
+    path = tmp_path / "mine.trec"
     runs.write_trec(path, run, "mine")
-    assert runs.read_trec(path) == run
-    assert runs.load_run(path, None) == run  # a file path is read as TREC
-    assert runs.load_run(tmp_path, "mine") == run  # a folder without official files falls back to the TREC file
+    back = runs.read_trec(path)
+    assert back == run
+    for qid, scores in run.items():
+        for doc, score in scores.items():
+            assert back[qid][doc].hex() == float(score).hex() or score == 0.0  # bit-exact (0.0 == -0.0)
     first = path.read_text().splitlines()[0].split()
     assert first[:4] == ["111_background", "Q0", "1115", "1"] and first[5] == "mine"  # 1115 holds 1e300
 
@@ -93,8 +96,8 @@ def test_trec_writes_numpy_scores_as_plain_numbers(tmp_path):
     runs.write_trec(tmp_path / "np.trec", run, "t")
     assert "np." not in (tmp_path / "np.trec").read_text()
     assert runs.read_trec(tmp_path / "np.trec") == {"1_method": {"a": 0.5, "b": 0.25}}
-    runs.write_official(tmp_path / "np.json", run, "method")
-    assert runs.read_official(tmp_path / "np.json", "method") == {"1_method": {"a": 0.5, "b": 0.25}}
+    csfcube.write_official(tmp_path / "np.json", run, "method")
+    assert csfcube.read_official(tmp_path / "np.json", "method") == {"1_method": {"a": 0.5, "b": 0.25}}
 
 
 def test_sample_specter_run_loads(specter):
@@ -133,17 +136,17 @@ def _official(tmp_path, text: str):
 def test_bad_official_file(tmp_path, text, message):
     path = _official(tmp_path, text)
     with pytest.raises(KitError, match=message) as err:
-        runs.read_official(path, "method")
+        csfcube.read_official(path, "method")
     assert str(path) in str(err.value)
-    with pytest.raises(KitError, match=message):  # the same through load_run on the folder
-        runs.load_run(tmp_path, "bad")
+    with pytest.raises(KitError, match=message):  # the same through load_official_run on the folder
+        csfcube.load_official_run(tmp_path, "bad")
 
 
 def test_official_file_not_utf8(tmp_path):
     path = tmp_path / "x.json"
     path.write_bytes(b'{"1": [["\xff", 1.0]]}')
     with pytest.raises(KitError, match="malformed JSON") as err:
-        runs.read_official(path, "method")
+        csfcube.read_official(path, "method")
     assert str(path) in str(err.value)
 
 
@@ -174,19 +177,29 @@ def test_trec_file_not_utf8(tmp_path):
 
 
 def test_missing_run_inputs(tmp_path):
-    with pytest.raises(KitError, match="no such run file or directory") as err:
-        runs.load_run(tmp_path / "absent", "x")
-    assert str(tmp_path / "absent") in str(err.value)
-    with pytest.raises(KitError, match="give --name"):
-        runs.load_run(tmp_path, None)
-    with pytest.raises(KitError, match="no test-pid2pool-csfcube-x-FACET-ranked.json nor csfcube-x.trec"):
-        runs.load_run(tmp_path, "x")
+    with pytest.raises(KitError, match="no test-pid2pool-csfcube-x-FACET-ranked.json") as err:
+        csfcube.load_official_run(tmp_path, "x")
+    assert str(tmp_path) in str(err.value)
     with pytest.raises(KitError, match="run file not found"):
-        runs.read_official(tmp_path / "absent.json", "method")
+        csfcube.read_official(tmp_path / "absent.json", "method")
     with pytest.raises(KitError, match="run file not found"):
         runs.read_trec(tmp_path / "absent.trec")
 
 
-def test_load_run_reads_only_the_facets_present(tmp_path):
-    runs.write_official(runs.official_path(tmp_path, "r", "result"), {"7_result": {"a": 1.0}}, "result")
-    assert runs.load_run(tmp_path, "r") == {"7_result": {"a": 1.0}}
+def test_load_official_run_reads_only_the_facets_present(tmp_path):
+    csfcube.write_official(csfcube.official_path(tmp_path, "r", "result"), {"7_result": {"a": 1.0}}, "result")
+    assert csfcube.load_official_run(tmp_path, "r") == {"7_result": {"a": 1.0}}
+
+
+def test_write_atomic_replaces_whole_files_and_leaves_no_temporary_file(tmp_path):
+    path = tmp_path / "sub" / "run.trec"
+    runs.write_atomic(path, "old\n")
+    runs.write_atomic(path, "new\n")
+    assert path.read_text() == "new\n"
+    assert [p.name for p in path.parent.iterdir()] == ["run.trec"]
+
+
+def test_has_ties():
+    assert runs.has_ties({"a": 1.0, "b": 1.0, "c": 2.0})
+    assert not runs.has_ties({"a": 1.0, "b": 2.0})
+    assert not runs.has_ties({})

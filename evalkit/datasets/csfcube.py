@@ -259,7 +259,9 @@ def to_collection(data: CSFCube) -> Collection:
 
 def load_collection(root: Path | None = None) -> Collection:
     """Load, verify and adapt CSFCube (`locate()` finds the folder unless `root` is given)."""
-    return to_collection(load(root))
+    collection = to_collection(load(root))
+    collection.check()
+    return collection
 
 
 def official_path(directory: Path, name: str, facet: str) -> Path:

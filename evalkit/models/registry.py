@@ -124,11 +124,17 @@ FAMILIES: dict[str, Callable[[dict, str, Collection], Scorer]] = {
 
 
 def _config() -> dict:
-    return _read_config(Path(os.environ.get("EVALKIT_MODELS") or MODELS_FILE))
+    path = Path(os.environ.get("EVALKIT_MODELS") or MODELS_FILE)
+    try:
+        changed = path.stat().st_mtime_ns
+    except OSError:
+        changed = None
+    return _read_config(path, changed)
 
 
 @cache
-def _read_config(path: Path) -> dict:
+def _read_config(path: Path, changed: int | None) -> dict:
+    """The registry file, read again whenever its modification time changes (`changed`)."""
     try:
         return yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
