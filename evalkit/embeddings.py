@@ -13,7 +13,6 @@ import atexit
 import hashlib
 import json
 import os
-import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from tqdm.auto import tqdm
 
 from evalkit.errors import KitError
 from evalkit.hashing import files_sha256
+from evalkit.vector_cache import EmbeddingCache
 
 CACHE_VERSION = 1
 CHUNK = 512
@@ -36,35 +36,6 @@ def folder_revision(folder: Path) -> str:
     """Content hash of a local model folder (file names and bytes)."""
     paths = sorted(p for p in Path(folder).rglob("*") if p.is_file())
     return files_sha256(paths, [str(p.relative_to(folder)) for p in paths])[:16]
-
-
-class EmbeddingCache:
-    """SQLite store of float32 vectors by (fingerprint, text)."""
-
-    def __init__(self, path: Path, fingerprint: str):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.fingerprint = fingerprint
-        self.db = sqlite3.connect(path)
-        self.db.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vector BLOB)")
-
-    def key(self, text: str) -> str:
-        return hashlib.sha256(f"{self.fingerprint}\0{text}".encode()).hexdigest()
-
-    def get(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
-        found = {}
-        for start in range(0, len(keys), 900):  # SQLite's bound on query parameters
-            part = keys[start:start + 900]
-            marks = ",".join("?" * len(part))
-            for key, blob in self.db.execute(f"SELECT key, vector FROM vectors WHERE key IN ({marks})", part):
-                found[key] = np.frombuffer(blob, dtype=np.float32)
-        return found
-
-    def put(self, items: dict[str, np.ndarray]) -> None:
-        with self.db:
-            self.db.executemany(
-                "INSERT OR REPLACE INTO vectors VALUES (?, ?)",
-                [(k, np.asarray(v, dtype=np.float32).tobytes()) for k, v in items.items()],
-            )
 
 
 class Encoder:
