@@ -62,10 +62,13 @@ def _check_runs_dir(path: Path) -> None:
 
 
 def _check_output_file(path: Path, option: str) -> None:
+    """An output file: not a folder, in an existing folder this user may write (checked before any work)."""
     if path.is_dir():
         raise KitError(f"{option} {path}: is a folder; give a file name")
     if not path.parent.is_dir():
         raise KitError(f"{option} {path}: cannot write the file (folder {path.parent} does not exist)")
+    if not os.access(path.parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise KitError(f"{option} {path}: cannot write the file (not writable); give a path you can write")
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -122,10 +125,15 @@ def _parse_measure_list(text: str) -> list[str]:
     return names
 
 
+MAX_K = 1_000_000  # no collection ranks more candidates per query; beyond it numpy's integers overflow
+
+
 def _check_measure_options(args: argparse.Namespace) -> None:
     """Before loading: --k and --discount shape only the default CSFCube table."""
     if args.k is not None and args.k < 1:
         raise KitError(f"--k {args.k}: cut-off k={args.k} must be a positive integer")
+    if args.k is not None and args.k > MAX_K:
+        raise KitError(f"--k {str(args.k)[:20]}: cut-off is absurdly large; give at most {MAX_K:,}")
     if args.measures is not None:
         if args.k is not None or args.discount is not None:
             option = "--k" if args.k is not None else "--discount"
@@ -207,7 +215,8 @@ def summary_of(collection, table, names: Sequence[str], aggregate_by: str, setti
 
 
 def _null_nan(value):
-    if isinstance(value, float) and math.isnan(value):
+    """NaN (and any other non-finite float) as JSON null."""
+    if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
         return {k: _null_nan(v) for k, v in value.items()}
@@ -273,8 +282,9 @@ def load_any_run(runs: Path, name: str | None, collection) -> tuple[dict, str | 
         if name:
             raise KitError(f"--name picks official CSFCube files; {runs} is a run-store folder (drop --name)")
         sidecar = read_sidecar(runs)
-        if sidecar is None:
-            return read_trec(runs / RANKING), None
+        if sidecar is None:  # a run-store folder is never written without one: damaged or edited by hand
+            raise KitError(f"{runs}: sidecar.json is missing or damaged, so {RANKING} cannot be verified; run it "
+                           f"again (or give {runs / RANKING} itself to evaluate the file unverified)")
         if sidecar.get("dataset") != collection.name:
             raise KitError(f"{runs}: the run was made on {sidecar.get('dataset')!r}, not {collection.name!r}; "
                            "give the --dataset it was made on")
@@ -360,6 +370,7 @@ def _seed_queries(seeds: tuple[str, ...], collection) -> tuple[str, ...]:
 def cmd_run(args: argparse.Namespace) -> None:
     from evalkit.models import registry
     from evalkit.runner import RunSettings, check_settings, execute
+    from evalkit.runstore import run_folder
 
     if args.depth is not None and args.depth < 1:
         raise KitError(f"--depth {args.depth}: the first-stage depth must be a positive integer")
@@ -390,6 +401,7 @@ def cmd_run(args: argparse.Namespace) -> None:
     check_settings(settings, collection)
     if args.first_stage:
         registry.spec(args.first_stage, args.profile)
+    run_folder(runs_dir, settings, collection.name)  # the run name must round-trip through a TREC file
     print(execute(settings, collection, runs_dir))
 
 
@@ -405,21 +417,21 @@ def cmd_models(args: argparse.Namespace) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> None:
+    from evalkit.report import html_report, read_notebook
+
     notebooks = [Path(p) for p in args.notebooks]
-    missing = next((p for p in notebooks if not p.is_file()), None)
-    if missing is not None:
-        raise KitError(f"{missing}: no such notebook; give executed .ipynb files")
+    for path in notebooks:
+        if path.is_dir():
+            raise KitError(f"{path}: is a folder, not a notebook; give executed .ipynb files")
+        if not path.is_file():
+            raise KitError(f"{path}: no such notebook; give executed .ipynb files")
     out = Path(args.out)
     _check_output_file(out, "--out")
     if any(_same_file(out, p) for p in notebooks):
         raise KitError(f"--out {out}: is one of the notebooks; write the report elsewhere")
-    from evalkit.report import html_report
-
-    try:
-        print(html_report(notebooks, out))
-    except ValueError as exc:  # nbformat's NotJSONError and validation errors
-        raise KitError(f"cannot read the notebooks as .ipynb ({str(exc).splitlines()[0] if str(exc) else exc!r})") \
-            from None
+    for path in notebooks:
+        read_notebook(path)
+    print(html_report(notebooks, out, smoke=args.smoke))
 
 
 def cmd_data(args: argparse.Namespace) -> None:
@@ -502,6 +514,8 @@ def build_parser() -> ArgumentParser:
     report = command("report", "merge executed notebooks into one HTML report")
     report.add_argument("notebooks", nargs="+", help="executed notebooks, in order")
     report.add_argument("--out", required=True, help="HTML file to write")
+    report.add_argument("--smoke", action="store_true",
+                        help="allow smoke notebooks (executed with SEEDS); refused otherwise")
     report.set_defaults(func=cmd_report)
 
     data = command("data", "fetch (if needed) and verify the CSFCube files")
@@ -522,6 +536,17 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:  # e.g. a disk that fills or a folder that vanishes while writing
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"evalkit: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except RecursionError:  # an input nested deeper than any reader follows
+        print("evalkit: error: an input file is nested too deeply to read; check the files given", file=sys.stderr)
+        return 2
+    except Exception as exc:  # sqlite (a cache file read-only, full or damaged) and other storage errors
+        import sqlite3
+
+        if not isinstance(exc, sqlite3.Error):
+            raise
+        print(f"evalkit: error: a cache file failed ({' '.join(str(exc).splitlines())}); free disk space, make "
+              "the cache writable, or delete the damaged file under EVALKIT_CACHE", file=sys.stderr)
         return 2
     return 0
 

@@ -1,120 +1,71 @@
-"""Save tables (CSV, Markdown, LaTeX) and figures (PNG, SVG) deterministically."""
+"""The HTML report: the executed study notebooks merged into one page (`evalkit report`).
+
+Every notebook is read and checked before anything is written; a smoke notebook (one
+executed with SEEDS, or named ``*-smoke-*``) goes into a report only when asked
+(``evalkit report --smoke``), so a smoke result never passes for the full study.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
-
-from evalkit.runs import write_atomic  # noqa: E402
-
-FACET_COLUMNS = {"background": "Background", "method": "Method", "result": "Result", "all": "Agg."}
+from evalkit.errors import KitError
+from evalkit.runs import write_atomic
 
 
-def save_table(table: pd.DataFrame, name: str, out_dir: Path, digits: int = 2) -> list[Path]:
-    """Write `name`.csv (full precision), .md and .tex (rounded) under out_dir."""
-    out_dir = Path(out_dir)
-    rounded = table.round(digits)
-    paths = [out_dir / f"{name}.csv", out_dir / f"{name}.md", out_dir / f"{name}.tex"]
-    write_atomic(paths[0], table.to_csv(index=False, float_format="%.6f"))
-    write_atomic(paths[1], rounded.to_markdown(index=False, floatfmt=f".{digits}f") + "\n")
-    write_atomic(paths[2], rounded.to_latex(index=False, float_format=f"%.{digits}f", na_rep="--"))
-    return paths
+def read_notebook(path: Path):
+    """An executed notebook, or a one-line KitError for a missing, folder, garbage or non-notebook file."""
+    import nbformat
+
+    path = Path(path)
+    if path.is_dir():
+        raise KitError(f"{path}: is a folder, not a notebook; give executed .ipynb files")
+    if not path.is_file():
+        raise KitError(f"{path}: no such notebook; give executed .ipynb files")
+    try:
+        notebook = nbformat.read(str(path), as_version=4)
+    except (ValueError, RecursionError, UnicodeDecodeError, KeyError, TypeError, AttributeError) as exc:
+        first = str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise KitError(f"{path}: not a readable .ipynb notebook ({first[:200]}); give executed notebooks") from None
+    if not isinstance(getattr(notebook, "cells", None), list):
+        raise KitError(f"{path}: not a notebook (no cells); give executed .ipynb files")
+    return notebook
 
 
-def save_figure(fig: plt.Figure, name: str, fig_dir: Path) -> list[Path]:
-    """Write `name`.png and `name`.svg (no timestamps, fixed SVG ids) and close the figure."""
-    fig_dir = Path(fig_dir)
-    fig_dir.mkdir(parents=True, exist_ok=True)
-    paths = [fig_dir / f"{name}.png", fig_dir / f"{name}.svg"]
-    with plt.rc_context({"svg.hashsalt": "evalkit"}):
-        fig.savefig(paths[0], dpi=150, bbox_inches="tight", metadata={"Software": None})
-        fig.savefig(paths[1], bbox_inches="tight", metadata={"Date": None, "Creator": None})
-    plt.close(fig)
-    return paths
+def smoke_seeds(path: Path, notebook) -> str | None:
+    """The SEEDS a notebook was executed with (papermill parameters), or the file's smoke tag; None
+    for a full-study notebook."""
+    parameters = (notebook.metadata.get("papermill") or {}).get("parameters") or {}
+    seeds = parameters.get("SEEDS") if isinstance(parameters, dict) else None
+    if isinstance(seeds, str) and any(part.strip() for part in seeds.split(",")):
+        return seeds
+    if "-smoke-" in Path(path).name:
+        return Path(path).name
+    return None
 
 
-def facet_bars(table: pd.DataFrame, metric: str) -> plt.Figure:
-    """Grouped bars: one group per facet (and Agg.), one bar per row label."""
-    long = table.melt(id_vars="label", value_vars=list(FACET_COLUMNS), var_name="facet", value_name=metric)
-    long["facet"] = long.facet.map(FACET_COLUMNS)
-    fig, ax = plt.subplots(figsize=(9, 4.5))
-    sns.barplot(data=long, x="facet", y=metric, hue="label", ax=ax)
-    ax.set_xlabel("")
-    ax.set_ylabel(f"{metric} (x100)")
-    ax.axhline(0, color="black", linewidth=0.8)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    return fig
-
-
-def sensitivity_plot(table: pd.DataFrame) -> plt.Figure:
-    """NDCG@20 and p-MRR per instruction variant, one line per model."""
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for ax, metric in zip(axes, ["ndcg@20", "p-mrr"]):
-        sns.pointplot(data=table, x="variant", y=metric, hue="label", ax=ax)
-        ax.set_xlabel("")
-        ax.set_ylabel(f"{metric} (x100)")
-        ax.tick_params(axis="x", labelrotation=20, labelsize=8)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    return fig
-
-
-def write_lines(lines: list[str], path: Path) -> Path:
-    """A plain-text record (e.g. the findings), one statement per line."""
-    write_atomic(Path(path), "\n".join(lines) + "\n")
-    return Path(path)
-
-
-def html_report(notebooks: list[Path], out: Path) -> Path:
+def html_report(notebooks: list[Path], out: Path, smoke: bool = False) -> Path:
     """One HTML page holding the executed notebooks, in order, without input prompts."""
     import nbformat
     from nbconvert import HTMLExporter
 
+    read = [(Path(p), read_notebook(p)) for p in notebooks]
+    if not smoke:
+        found = next(((p, s) for p, nb in read if (s := smoke_seeds(p, nb)) is not None), None)
+        if found is not None:
+            raise KitError(f"{found[0]}: a smoke notebook (SEEDS={found[1]}); a report of smoke runs needs "
+                           "--smoke, or give the full-study notebooks")
     merged = nbformat.v4.new_notebook()
-    for path in notebooks:
-        notebook = nbformat.read(str(path), as_version=4)
-        merged.cells.append(nbformat.v4.new_markdown_cell(f"---\n*Executed notebook: `{Path(path).name}`*"))
+    for path, notebook in read:
+        merged.cells.append(nbformat.v4.new_markdown_cell(f"---\n*Executed notebook: `{path.name}`*"))
         merged.cells.extend(notebook.cells)
         merged.metadata = merged.metadata or notebook.metadata
     exporter = HTMLExporter(exclude_input_prompt=True, exclude_output_prompt=True)
-    body, _ = exporter.from_notebook_node(merged)
+    try:
+        body, _ = exporter.from_notebook_node(merged)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:  # cells nbformat read but cannot render
+        first = str(exc).splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        raise KitError(f"cannot render the notebooks ({first}); give notebooks executed by papermill") from None
     write_atomic(Path(out), body)
+    Path(out).chmod(0o644)  # readable by others (the temporary file was 0600)
     return Path(out)
-
-
-def tradeoff_plot(points: pd.DataFrame) -> plt.Figure:
-    """NDCG@20 against p-MRR: kit models and variants, Human, the paper's points, the hybrid curve."""
-    fig, ax = plt.subplots(figsize=(10, 6.5))
-    curve = points[points.kind == "hybrid"]
-    ax.plot(curve["ndcg@20"], curve["p-mrr"], "-o", color="tab:green", markersize=3, label="facet hybrid, a = 0..1")
-    for _, r in curve.iloc[[0, -1]].iterrows():
-        ax.annotate(r.variant, (r["ndcg@20"], r["p-mrr"]), fontsize=7, xytext=(3, 3), textcoords="offset points")
-    styles = {"kit": ("o", "tab:blue"), "human": ("*", "black"), "paper": ("s", "tab:gray"),
-              "hybrid-cv": ("D", "tab:red")}
-    for kind, (marker, color) in styles.items():
-        rows = points[points.kind == kind]
-        ax.scatter(rows["ndcg@20"], rows["p-mrr"], marker=marker, color=color, s=40 if kind != "human" else 120,
-                   label={"kit": "kit models x variants", "human": "Human", "paper": "paper (full corpus)",
-                          "hybrid-cv": "hybrid, a chosen on dev"}[kind])
-        for _, r in rows.iterrows():
-            variant = kind == "kit" and r.variant != "Base"  # variants: the variant name only, in grey
-            ax.annotate(r.variant if variant else r.label[:40], (r["ndcg@20"], r["p-mrr"]), fontsize=6,
-                        color="grey" if variant else "black", xytext=(3, -8), textcoords="offset points")
-    ax.axhline(0, color="black", linewidth=0.6)
-    ax.set_xlabel("NDCG@20 (x100)")
-    ax.set_ylabel("p-MRR (x100)")
-    ax.legend(fontsize=7, loc="best")
-    return fig
-
-
-def image(path: Path):
-    """A saved PNG for display in a notebook (and so in the HTML report)."""
-    from IPython.display import Image
-
-    return Image(filename=str(path))

@@ -2,42 +2,125 @@
 
 One file per model fingerprint under ``$EVALKIT_CACHE/embeddings``; every `put` commits,
 so a killed encoding resumes with only the missing texts.
+
+Vectors are checked on write (one dimension for the whole file, recorded in its ``meta``
+table; finite values only) and on read: a stored vector of another length or with NaN/inf
+values counts as missing, so it is encoded again and replaced, and the result is the one a
+fresh cache gives. A file SQLite cannot read (truncated, overwritten, not a database), a
+read-only file or a full disk is a one-line `KitError` naming the file and the fix: delete
+the file to rebuild it (its texts are encoded again), or point ``EVALKIT_CACHE`` elsewhere.
 """
 
 from __future__ import annotations
 
 import hashlib
 import sqlite3
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
+from evalkit.errors import KitError
+
+
+def cache_error(path: Path, exc: BaseException, what: str = "embedding cache") -> KitError:
+    """One line naming the cache file, what went wrong and what the user does about it."""
+    text = str(exc) or type(exc).__name__
+    low = text.lower()
+    if "readonly" in low or "read-only" in low or "permission" in low:
+        fix = f"the {what} is read-only; make it writable or set EVALKIT_CACHE to a writable folder"
+    elif "full" in low or "no space" in low:
+        fix = f"no space left for the {what}; free disk space or set EVALKIT_CACHE to another disk"
+    elif "unable to open" in low or "cannot open" in low:
+        fix = f"cannot open the {what}; check the folder exists and is writable, or set EVALKIT_CACHE"
+    else:
+        fix = f"the {what} is damaged; delete {Path(path).name} to rebuild it (its texts are encoded again)"
+    return KitError(f"{path}: {fix} (sqlite: {text})")
+
 
 class EmbeddingCache:
-    """SQLite store of float32 vectors by (fingerprint, text)."""
+    """SQLite store of float32 vectors by (fingerprint, text), checked on read and on write."""
 
     def __init__(self, path: Path, fingerprint: str):
-        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = Path(path)
         self.fingerprint = fingerprint
-        self.db = sqlite3.connect(path)
-        self.db.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vector BLOB)")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise cache_error(self.path, exc) from None
+        try:
+            self.db = sqlite3.connect(self.path)
+            self.db.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vector BLOB)")
+            self.dim = self._stored_dim()
+        except sqlite3.Error as exc:
+            raise cache_error(self.path, exc) from None
+
+    def _stored_dim(self) -> int | None:
+        try:
+            self.db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT)")
+            row = self.db.execute("SELECT value FROM meta WHERE name = 'dim'").fetchone()
+        except sqlite3.OperationalError:  # a read-only file of an older kit: no meta table yet
+            row = None
+        if row is not None:
+            return int(row[0])
+        row = self.db.execute("SELECT length(vector) FROM vectors LIMIT 1").fetchone()  # an older file
+        return row[0] // 4 if row and row[0] and row[0] % 4 == 0 else None
 
     def key(self, text: str) -> str:
         return hashlib.sha256(f"{self.fingerprint}\0{text}".encode()).hexdigest()
 
     def get(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
-        found = {}
-        for start in range(0, len(keys), 900):  # SQLite's bound on query parameters
-            part = keys[start:start + 900]
-            marks = ",".join("?" * len(part))
-            for key, blob in self.db.execute(f"SELECT key, vector FROM vectors WHERE key IN ({marks})", part):
-                found[key] = np.frombuffer(blob, dtype=np.float32)
+        """The stored vectors of `keys`; damaged vectors (wrong length, NaN/inf) are left out,
+        so the caller encodes them again."""
+        found, damaged = {}, 0
+        try:
+            for start in range(0, len(keys), 900):  # SQLite's bound on query parameters
+                part = list(keys[start:start + 900])
+                marks = ",".join("?" * len(part))
+                for key, blob in self.db.execute(f"SELECT key, vector FROM vectors WHERE key IN ({marks})", part):
+                    vector = self._decode(blob)
+                    if vector is None:
+                        damaged += 1
+                    else:
+                        found[key] = vector
+        except sqlite3.Error as exc:
+            raise cache_error(self.path, exc) from None
+        if damaged:
+            print(f"evalkit: note: {self.path}: {damaged} damaged vectors (wrong length or NaN/inf) are "
+                  "encoded again", file=sys.stderr)
         return found
 
+    def _decode(self, blob) -> np.ndarray | None:
+        if not isinstance(blob, bytes) or not blob or len(blob) % 4:
+            return None
+        vector = np.frombuffer(blob, dtype=np.float32)
+        if self.dim is not None and vector.shape[0] != self.dim:
+            return None
+        return vector if np.isfinite(vector).all() else None
+
     def put(self, items: dict[str, np.ndarray]) -> None:
-        with self.db:
-            self.db.executemany(
-                "INSERT OR REPLACE INTO vectors VALUES (?, ?)",
-                [(k, np.asarray(v, dtype=np.float32).tobytes()) for k, v in items.items()],
-            )
+        """Store vectors (all of the file's one dimension, all finite); nothing is stored otherwise."""
+        if not items:
+            return
+        rows = []
+        for key, value in items.items():
+            vector = np.asarray(value, dtype=np.float32)
+            if vector.ndim != 1 or vector.shape[0] == 0:
+                raise KitError(f"{self.path}: the model gave a vector of shape {vector.shape}; "
+                               "expected one non-empty vector per text")
+            if not np.isfinite(vector).all():
+                raise KitError(f"{self.path}: the model gave NaN or infinite vector values; nothing was cached "
+                               "(check the model's weights and dtype)")
+            if self.dim is None:
+                self.dim = vector.shape[0]
+            if vector.shape[0] != self.dim:
+                raise KitError(f"{self.path}: the model gave {vector.shape[0]}-dimensional vectors where the "
+                               f"cache holds {self.dim}; delete {self.path.name} to rebuild it")
+            rows.append((key, vector.tobytes()))
+        try:
+            with self.db:
+                self.db.execute("INSERT OR REPLACE INTO meta VALUES ('dim', ?)", (str(self.dim),))
+                self.db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?)", rows)
+        except sqlite3.Error as exc:
+            raise cache_error(self.path, exc) from None

@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import math
 import os
 import re
 import tempfile
@@ -115,15 +116,24 @@ def locate() -> Path:
 
 
 def verify(root: Path) -> None:
-    """Check every manifest file under root: present and with the pinned sha256."""
+    """Check every manifest file under root (present, with the pinned sha256) and every folder the
+    kit reads by listing (readable_annotations/): a file there that the manifest does not list is an
+    error, not a silent change of the paper texts."""
     if not root.is_dir():
         raise KitError(f"CSFCube data directory {root} does not exist; run `evalkit data` (or `make data`)")
-    for digest, rel, _ in _read_manifest():
+    manifest = _read_manifest()
+    for digest, rel, _ in manifest:
         path = root / rel
         if not path.is_file():
             raise KitError(f"{path}: missing CSFCube file; run `evalkit data` or fix CSFCUBE_DIR")
         if file_sha256(path) != digest:
             raise KitError(f"{path}: sha256 mismatch with the pinned release; replace the file (`evalkit data`)")
+    listed = {rel for _, rel, _ in manifest}
+    for folder in sorted({str(Path(rel).parent) for rel in listed} - {"."}):
+        extra = sorted(p for p in (root / folder).iterdir() if f"{folder}/{p.name}" not in listed)
+        if extra:
+            raise KitError(f"{extra[0]}: not a file of the pinned CSFCube release ({len(extra)} unlisted in "
+                           f"{root / folder}); remove it or use a clean copy (`evalkit data`)")
 
 
 def fetch(root: Path | None = None) -> Path:
@@ -203,8 +213,10 @@ def _parse_readable(path: Path) -> list[Document]:
 
 
 def _load_papers(root: Path) -> dict[str, Document]:
+    """Papers of the manifest's readable_annotations files (never of other files in the folder)."""
     papers: dict[str, Document] = {}
-    for path in sorted((root / "readable_annotations").glob("*.txt")):
+    listed = sorted(rel for _, rel, _ in _read_manifest() if rel.startswith("readable_annotations/"))
+    for path in (root / rel for rel in listed):
         for paper in _parse_readable(path):
             papers.setdefault(paper.doc_id, paper)
     return dict(sorted(papers.items(), key=lambda kv: int(kv[0])))
@@ -271,11 +283,15 @@ def official_path(directory: Path, name: str, facet: str) -> Path:
 def read_official(path: Path, facet: str) -> Run:
     """One facet's ranking in the official format ``{seed: [[candidate, distance], ...]}``
     (smaller distance first); score = -distance. A seed listed twice is an error."""
+    number = _finite_number(path)
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"), object_pairs_hook=_unique_keys(path))
+        data = json.loads(Path(path).read_text(encoding="utf-8"), object_pairs_hook=_unique_keys(path),
+                          parse_float=number, parse_int=number, parse_constant=_constant(path))
     except FileNotFoundError:
         raise KitError(f"{path}: run file not found; check --runs and --name") from None
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+    except IsADirectoryError:
+        raise KitError(f"{path}: is a folder, not a ranking file; remove it or check --name") from None
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, absurd nesting
         raise KitError(f"{path}: malformed JSON ({type(exc).__name__}); "
                        "write {seed: [[candidate, distance], ...]}") from None
     if not isinstance(data, dict):
@@ -292,6 +308,30 @@ def read_official(path: Path, facet: str) -> Run:
             distance = check_score(path, f"seed {seed} candidate {pair[0]}", pair[1])
             add_score(run, path, qid, pair[0], -distance)
     return run
+
+
+def _finite_number(path: Path):
+    """JSON numbers as floats; one too large for a float is an error (not inf, not an OverflowError)."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except (ValueError, OverflowError):
+            value = math.inf
+        if not math.isfinite(value):
+            shown = text if len(text) <= 24 else f"{text[:20]}... ({len(text)} characters)"
+            raise KitError(f"{path}: number {shown} is too large for a float; write distances as plain numbers")
+        return value
+
+    return parse
+
+
+def _constant(path: Path):
+    def parse(name: str) -> float:
+        if name == "NaN":
+            return math.nan  # reported with its seed and candidate by check_score
+        raise KitError(f"{path}: {name} is not a finite number; write distances as plain numbers")
+
+    return parse
 
 
 def _unique_keys(path: Path):
@@ -326,3 +366,4 @@ def write_official(path: Path, run: Run, facet: str) -> None:
         if qid.endswith(suffix)
     }
     write_atomic(Path(path), json.dumps(data, indent=1) + "\n")
+    Path(path).chmod(0o644)  # readable by others, as any output (the temporary file was 0600)

@@ -35,23 +35,32 @@ BATCH = 4096  # papers per encoding step of the streaming pass
 
 
 @contextmanager
-def _lines(path: Path) -> Iterator[Iterable[str]]:
+def _lines(path: Path) -> Iterator[Iterable[bytes]]:
     path = Path(path)
     if not path.is_file():
         raise KitError(f"{path}: corpus file not found; download abstracts-preds.zip (figshare 14796339)")
     if path.suffix == ".zip":
-        with zipfile.ZipFile(path) as archive:
+        try:
+            archive = zipfile.ZipFile(path)
+        except (zipfile.BadZipFile, OSError) as exc:
+            raise KitError(f"{path}: not a readable zip file ({exc}); download abstracts-preds.zip again") from None
+        with archive:
             members = [n for n in archive.namelist() if n.endswith(".jsonl")]
             if len(members) != 1:
                 raise KitError(f"{path}: expected one .jsonl file inside the zip, found {len(members)}")
             with archive.open(members[0]) as raw:
-                yield io.TextIOWrapper(raw, encoding="utf-8")
+                yield io.BufferedReader(raw)
     else:
-        with open(path, encoding="utf-8") as fh:
+        with open(path, "rb") as fh:  # bytes: each line decoded alone, so a bad byte is located exactly
             yield fh
 
 
 def _paper(record: dict) -> Document:
+    if not isinstance(record, dict):
+        raise ValueError(f"a JSON {type(record).__name__}, not an object")
+    if not isinstance(record.get("paper_id"), (str, int)) or isinstance(record.get("paper_id"), bool) \
+            or len(str(record["paper_id"]).split()) != 1:
+        raise ValueError(f"paper_id {record.get('paper_id')!r} is not an id")
     abstract = record.get("abstract") or []
     sentences = [abstract] if isinstance(abstract, str) else list(abstract)
     labels = record.get("pred_labels") or ["other_label"] * len(sentences)
@@ -63,16 +72,35 @@ def _paper(record: dict) -> Document:
 
 
 def iter_corpus(path: Path) -> Iterator[Document]:
-    """Papers of the corpus file, in file order."""
+    """Papers of the corpus file, in file order; a paper_id listed twice is an error."""
+    seen: set[str] = set()
     with _lines(path) as lines:
-        for number, line in enumerate(lines, start=1):
+        numbered = enumerate(lines, start=1)
+        number = 0
+        while True:
+            try:
+                number, raw = next(numbered)
+            except StopIteration:
+                return
+            except (zipfile.BadZipFile, EOFError, OSError) as exc:  # a damaged zip member
+                raise KitError(f"{path}: cannot read the corpus ({exc}); download it again") from None
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise KitError(f"{path}:{number}: not UTF-8 text ({exc.reason} at byte {exc.start}); "
+                               "the corpus must be UTF-8 JSON lines") from None
             if not line.strip():
                 continue
             try:
-                yield _paper(json.loads(line))
-            except (ValueError, KeyError, TypeError) as exc:  # JSONDecodeError is a ValueError
-                raise KitError(f"{path}:{number}: malformed corpus record ({exc}); "
-                               "expected paper_id, title, abstract") from None
+                paper = _paper(json.loads(line))
+            except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+                raise KitError(f"{path}:{number}: malformed corpus record ({type(exc).__name__}: {exc}); "
+                               "expected an object with paper_id, title, abstract") from None
+            if paper.doc_id in seen:
+                raise KitError(f"{path}:{number}: paper_id {paper.doc_id} appears twice; each paper must be "
+                               "listed once (use the release file unchanged)")
+            seen.add(paper.doc_id)
+            yield paper
 
 
 class CorpusIndex:
