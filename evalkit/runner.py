@@ -19,6 +19,7 @@ A query's excluded document (CSFCube's seed) is never a candidate.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
+from functools import cache
 from pathlib import Path
 
 from tqdm.auto import tqdm
@@ -163,8 +164,10 @@ def execute(settings: RunSettings, collection: Collection, runs_dir: Path) -> Pa
     """Run one model over the selected queries and store the run; returns its folder."""
     scorer, queries, candidates, protocol = prepare(settings, collection)
     run: Run = {}
+    score_many = getattr(scorer, "score_many", None)  # scorers that rank many queries at once (LLM rerankers)
+    together = iter(score_many(queries, [candidates[q.qid] for q in queries])) if score_many else None
     for query in tqdm(queries, desc=f"scoring {settings.run_name}", unit="query"):
-        scores = scorer.score(query, candidates[query.qid])
+        scores = next(together) if together else scorer.score(query, candidates[query.qid])
         run[query.qid] = scores if collection.candidates is not None or settings.protocol != "pool" \
             else {d: scores[d] for d in ranked(scores)[:KEEP]}
     accounting = getattr(scorer, "accounting", None)
@@ -189,7 +192,24 @@ def sidecar_key(settings: RunSettings, collection: Collection) -> dict:
 
     model_spec = registry.spec(settings.model, settings.profile)
     return {"run": settings.run_name, "dataset": collection.name, "data_sha256": collection.checksum,
-            "run_settings": asdict(settings), "model_entry": asdict(model_spec), "kit_version": __version__}
+            "run_settings": asdict(settings), "model_entry": asdict(model_spec), "kit_version": __version__,
+            "scoring_code_sha256": scoring_code_digest()}
+
+
+SCORING_CODE = ("collection.py", "datasets", "runner.py", "hybrid.py", "embeddings.py", "vector_cache.py", "models",
+                "encoders", "llm", "config/instructions.yaml", "config/llm_templates.yaml")
+
+
+@cache
+def scoring_code_digest() -> str:
+    """sha256 of the code and configuration that turn a query into scores: a run made by other
+    scoring code is never reused (embeddings and LLM judgments stay cached, so a rerun is cheap)."""
+    from evalkit.hashing import files_sha256
+
+    root = Path(__file__).parent
+    files = sorted(p for name in SCORING_CODE for p in ([root / name] if (root / name).is_file()
+                   else (root / name).rglob("*")) if p.is_file() and p.suffix in (".py", ".yaml", ".csv"))
+    return files_sha256(files, [str(p.relative_to(root)) for p in files])
 
 
 def ensure_run(settings: RunSettings, collection: Collection, runs_dir: Path) -> Run:

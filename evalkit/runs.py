@@ -82,9 +82,11 @@ def read_trec(path: Path) -> Run:
 
 
 def write_atomic(path: Path, text: str) -> None:
+    """Write `text` to `path` through a temporary file and a rename (readers never see half a file)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, encoding="utf-8") as tmp:
         tmp.write(text)
+    os.chmod(tmp.name, 0o644)  # readable by others, as any output (temporary files are 0600)
     os.replace(tmp.name, path)
 
 

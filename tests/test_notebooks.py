@@ -1,90 +1,157 @@
-"""Each study notebook runs under papermill with smoke parameters (two seeds, tiny models)."""
+"""The study notebooks under papermill: a smoke run (four seeds covering both folds' dev and
+test halves, the offline profile's fast models), the parameter contract, the check cell,
+byte-identical tables on rerun, and the summary reading the built tables."""
 
 from __future__ import annotations
 
 import json
+import re
+import subprocess
 from pathlib import Path
 
+import nbformat
 import pandas as pd
 import papermill
 import pytest
 
-from evalkit import csfcube
 from evalkit.evaluation import summarize
 from evalkit.human import human_per_query
-from tiny_models import build_sentence_transformer
+from evalkit.study import findings, params
+from evalkit.study.prompt_selection import load_prompts
 
 ROOT = Path(__file__).resolve().parents[1]
-SEEDS = "929877,3264891"
+SEEDS = "929877,3264891,1936997,11844559"
+TAG = params.build_tag("offline", "pool", SEEDS)
+MODELS = {"relevance": "bm25,minilm,minilm-probe", "instruction_following": "bm25,minilm,minilm-probe",
+          "sensitivity": "minilm-probe", "hybrid": "minilm", "promptriever": "minilm"}
+CONTRACT = {"PROFILE", "PROTOCOL", "CORPUS", "MODELS", "REFERENCE_MODEL", "DISCOUNT", "SEEDS", "OUTPUT_DIR",
+            "FIGURES_DIR", "RUNS_DIR"}
+STUDY = ("relevance", "instruction_following", "sensitivity", "hybrid", "summary")
+
+
+def parameters(name: str) -> list[str]:
+    notebook = nbformat.read(ROOT / "notebooks" / f"{name}.ipynb", as_version=4)
+    cell = next(c for c in notebook.cells if "parameters" in c.metadata.get("tags", []))
+    return re.findall(r"^([A-Z_]+) =", cell.source, flags=re.M)
+
+
+def execute(name: str, workspace: Path, out: str | None = None, **overrides) -> Path:
+    declared = parameters(name)
+    given = {"PROFILE": "offline", "PROTOCOL": "pool", "SEEDS": SEEDS, "MODELS": MODELS.get(name, ""),
+             "OUTPUT_DIR": str(workspace / "build"), "FIGURES_DIR": str(workspace / "figures"),
+             "RUNS_DIR": str(workspace / "runs"), **overrides}
+    path = workspace / f"{out or name}.ipynb"
+    papermill.execute_notebook(str(ROOT / "notebooks" / f"{name}.ipynb"), str(path), progress_bar=False,
+                               parameters={k: v for k, v in given.items() if k in declared}, cwd=str(ROOT))
+    return path
 
 
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory):
     folder = tmp_path_factory.mktemp("study")
-    tiny = str(build_sentence_transformer(folder))
-    registry = {"profiles": {"smoke": {
-        "first_stage": "tiny", "depth": 30,
-        "study": {"reference": "tiny", "relevance": ["bm25", "tiny", "tiny-probe"],
-                  "sensitivity": ["tiny-probe"], "hybrid": "tiny", "promptriever": ["tiny"]},
-        "models": {"bm25": {"family": "bm25", "label": "BM25"},
-                   "tiny": {"family": "dense", "model": tiny, "label": "tiny"},
-                   "tiny-probe": {"family": "dense", "model": tiny, "query_template": "{instruction} {query}",
-                                  "label": "tiny probe", "role": "probe"}}}}}
-    (folder / "models.yaml").write_text(json.dumps(registry))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("EVALKIT_MODELS", raising=False)
+        for name in STUDY:
+            execute(name, folder)
     return folder
 
 
-@pytest.fixture(autouse=True)
-def env(workspace, monkeypatch):
-    monkeypatch.setenv("EVALKIT_MODELS", str(workspace / "models.yaml"))
-    monkeypatch.setenv("EVALKIT_CACHE", str(workspace / "cache"))
+def table(workspace: Path, name: str) -> pd.DataFrame:
+    return pd.read_csv(workspace / "build" / "tables" / f"{name}-{TAG}.csv")
 
 
-def execute(name: str, workspace: Path, **overrides) -> Path:
-    out = workspace / f"{name}.ipynb"
-    params = {"PROFILE": "smoke", "SEEDS": SEEDS, "OUTPUT_DIR": str(workspace / "build"),
-              "FIGURES_DIR": str(workspace / "figures"), "RUNS_DIR": str(workspace / "runs"), **overrides}
-    papermill.execute_notebook(str(ROOT / "notebooks" / f"{name}.ipynb"), str(out), parameters=params,
-                               progress_bar=False, cwd=str(ROOT))
-    return out
+@pytest.mark.parametrize("name", [*STUDY, "promptriever"])
+def test_notebooks_declare_only_contract_parameters_and_use_each(name):
+    notebook = nbformat.read(ROOT / "notebooks" / f"{name}.ipynb", as_version=4)
+    declared = parameters(name)
+    extra = {"BEIR", "FOLLOWIR", "INSTRUCTIR"} if name == "promptriever" else set()
+    assert set(declared) <= CONTRACT | extra and {"PROFILE", "PROTOCOL", "SEEDS", "OUTPUT_DIR"} <= set(declared)
+    later = "\n".join(c.source for c in notebook.cells if c.cell_type == "code"
+                      and "parameters" not in c.metadata.get("tags", []))
+    assert all(re.search(rf"\b{p}\b", later) for p in declared)
+    assert all(not c.outputs for c in notebook.cells if c.cell_type == "code")
+    assert "def " not in later
 
 
-def test_relevance_notebook_records_the_table_and_findings(workspace):
-    execute("relevance", workspace)
-    table = pd.read_csv(workspace / "build" / "tables" / "relevance-smoke-pool.csv")
-    kit = table[table.source == "kit"].set_index("model")
-    assert list(kit.index) == ["bm25", "tiny", "tiny-probe", "human"]
-    data = csfcube.load()
-    human = human_per_query(data)
-    expected = 100 * summarize(human[human.seed.isin(SEEDS.split(","))])["ndcg@20"]["all"]
+def test_relevance_table_has_models_human_significance_and_the_papers_rows(workspace, data, collection):
+    relevance = table(workspace, "relevance")
+    kit = relevance[relevance.source == "kit"].set_index("model")
+    assert list(kit.index) == ["bm25", "minilm", "minilm-probe", "human"]
+    qids = params.Study("offline", "pool", TAG, seeds=tuple(SEEDS.split(","))).queries(collection)
+    human = human_per_query(data, ["nDCG_csfcube@20"], collection).loc[list(qids)]
+    expected = 100 * summarize(collection, human)["nDCG_csfcube@20"]["all"]
     assert kit.loc["human", "all"] == pytest.approx(expected, abs=1e-6)
-    assert kit.loc["tiny", "same_as_reference"] == "reference"
-    assert kit.loc["bm25", "same_as_reference"] in ("yes", "no")
-    assert (table.source != "kit").sum() == 7  # the paper's published rows
-    findings = (workspace / "build" / "tables" / "findings-smoke-pool.txt").read_text().splitlines()
-    assert findings[0].startswith("(a)") and any(line.startswith("(c)") for line in findings)
-    assert (workspace / "figures" / "relevance-smoke-pool.svg").is_file()
+    assert kit.loc["minilm", "same_as_reference"] == "reference"
+    assert kit.loc["bm25", "same_as_reference"] in ("yes", "no") and 0 <= kit.loc["bm25", "p_holm"] <= 1
+    assert set(kit.measure) == {"nDCG_csfcube@20"}
+    assert (relevance.source != "kit").sum() == 7  # the paper's published rows
+    assert (workspace / "figures" / f"relevance-{TAG}.svg").is_file()
 
 
-def test_instruction_following_notebook_records_p_mrr_and_the_hybrid(workspace):
-    execute("instruction_following", workspace)
-    table = pd.read_csv(workspace / "build" / "tables" / "instruction_following-smoke-pool.csv")
-    kit = table[table.source == "kit"].set_index("model")
-    assert kit.loc["tiny", "all"] == 0.0 and kit.loc["tiny", "kendall_tau"] == 1.0
-    hybrid = pd.read_csv(workspace / "build" / "tables" / "hybrid-smoke-pool.csv")
+def test_instruction_following_table_has_p_mrr_and_ranking_movement(workspace):
+    kit = table(workspace, "instruction_following").set_index("model")
+    assert kit.loc["minilm", "all"] == 0.0 and kit.loc["minilm", "kendall_tau"] == 1.0
+    assert kit.loc["minilm-probe", "kendall_tau"] < 1.0 and kit.loc["human", "all"] > 0
+
+
+def test_sensitivity_table_has_every_variant_group(workspace):
+    sensitivity = table(workspace, "sensitivity")
+    assert list(sensitivity.variant) == ["Base", "Generic", "Definition", "Paraphrases (mean of 3)", "Aspect subset"]
+    assert {"nDCG_csfcube@20", "p-MRR"} <= set(sensitivity.columns)
+
+
+def test_hybrid_table_has_the_cross_validated_row_and_the_curve(workspace):
+    hybrid = table(workspace, "hybrid")
     assert hybrid.setting.iloc[0].startswith("hybrid") and len(hybrid) == 12
-    assert (workspace / "figures" / "tradeoff-smoke-pool.png").is_file()
+    assert hybrid.setting.iloc[-1] == "a=1.0" and hybrid["p-MRR"].iloc[-1] == 0.0
+    verdict = (workspace / "build" / "tables" / f"hybrid-verdict-{TAG}.txt").read_text()
+    assert verdict.startswith("all-MiniLM-L6-v2: cross-validated facet hybrid")
 
 
-def test_sensitivity_notebook_records_every_variant_group(workspace):
-    execute("sensitivity", workspace)
-    table = pd.read_csv(workspace / "build" / "tables" / "sensitivity-smoke-pool.csv")
-    assert list(table.variant) == ["Base", "Generic", "Definition", "Paraphrases (mean of 3)", "Aspect subset"]
+def test_summary_states_the_findings_from_the_built_tables(workspace, tmp_path):
+    tables = workspace / "build" / "tables"
+    stated = (tables / f"findings-{TAG}.txt").read_text().splitlines()
+    assert [line[:3] for line in stated] == ["(a)", "(b)", "(c)"]
+    assert (workspace / "figures" / f"tradeoff-{TAG}.png").is_file()
+    # Read from the CSV files: a changed table changes the findings, nothing is recomputed.
+    for name in findings.TABLES:
+        (tmp_path / f"{name}-{TAG}.csv").write_bytes((tables / f"{name}-{TAG}.csv").read_bytes())
+    relevance = pd.read_csv(tmp_path / f"relevance-{TAG}.csv")
+    relevance.loc[relevance.model == "minilm-probe", "all"] = 1.0
+    relevance.to_csv(tmp_path / f"relevance-{TAG}.csv", index=False)
+    built = findings.read_tables(tmp_path, TAG)
+    changed = findings.findings(built["relevance"], built["instruction_following"], built["sensitivity"])
+    assert "NDCG@20 1.00) does not beat" in changed[0] and changed[1:] == stated[1:] and changed[0] != stated[0]
 
 
-def test_bad_parameter_fails_with_a_clear_message(workspace):
-    with pytest.raises(papermill.PapermillExecutionError, match="unknown protocol 'nope'"):
-        execute("sensitivity", workspace, PROTOCOL="nope")
+def test_summary_names_a_missing_table(tmp_path):
+    with pytest.raises(Exception, match=r"sensitivity-offline-pool\.csv is missing; build it first"):
+        findings.read_tables(tmp_path, "offline-pool", ("sensitivity",))
+
+
+def test_tables_and_figures_are_byte_identical_on_rerun(workspace):
+    tables, figures = workspace / "build" / "tables", workspace / "figures"
+    outputs = [tables / f"{n}-{TAG}.{ext}" for n in ("relevance", "tradeoff") for ext in ("csv", "md", "tex")]
+    outputs += [figures / f"{n}-{TAG}.{ext}" for n in ("relevance", "tradeoff") for ext in ("png", "svg")]
+    before = {p: p.read_bytes() for p in outputs}
+    execute("relevance", workspace, out="relevance-again")
+    execute("summary", workspace, out="summary-again")
+    assert all(p.read_bytes() == before[p] for p in outputs)
+
+
+def test_check_cell_rejects_a_bad_value_with_one_line(workspace):
+    with pytest.raises(papermill.PapermillExecutionError) as raised:
+        execute("sensitivity", workspace, out="bad", PROTOCOL="nope")
+    assert raised.value.ename == "KitError" and "\n" not in raised.value.evalue
+    assert raised.value.evalue.startswith("unknown protocol 'nope'; choose one of pool, pooled, full")
+    assert "params.check(" in raised.value.source  # the check cell, before any model is built
+
+
+def test_smoke_runs_get_their_own_tag_in_make_and_in_the_notebooks():
+    assert TAG.startswith("offline-pool-smoke-") and params.build_tag("offline", "pool") == "offline-pool"
+    shown = subprocess.run(["make", "-n", "relevance", f"SEEDS={SEEDS}", "BUILD=/nonexistent"], cwd=ROOT,
+                           capture_output=True, text=True).stdout
+    assert f"relevance-{TAG}.ipynb" in shown
 
 
 def write_beir(folder: Path) -> Path:
@@ -100,17 +167,15 @@ def write_beir(folder: Path) -> Path:
     return folder
 
 
-def test_promptriever_notebook_selects_prompts_on_csfcube_and_a_beir_folder(workspace):
+def test_promptriever_notebook_selects_prompts_with_real_runs(workspace):
     beir = write_beir(workspace / "scifact-mini")
-    execute("promptriever", workspace, SEEDS="929877,3264891,1936997,11844559", BEIR=str(beir))
+    execute("promptriever", workspace, BEIR=str(beir))
+    row = table(workspace, "promptriever-csfcube").iloc[0]
+    assert row.model == "minilm" and row["best prompt"] in load_prompts()
+    assert all(0 <= row[c] <= 100 for c in ("none", "Best", "Selected")) and row.Best >= row.Selected
+    prompt_runs = list((workspace / "runs" / "offline" / "csfcube" / "pool").glob("minilm--prompt-*"))
+    assert len(prompt_runs) == len(load_prompts()) and all((p / "sidecar.json").is_file() for p in prompt_runs)
     tables = workspace / "build" / "tables"
-    selection = pd.read_csv(tables / "promptriever-csfcube-smoke-pool.csv")
-    row = selection.iloc[0]
-    from evalkit.promptriever import load_prompts
-
-    assert row.model == "tiny" and row["best prompt"] in load_prompts()
-    assert all(0 <= row[c] <= 100 for c in ("none", "Best", "Selected"))
-    datasets = pd.read_csv(tables / "promptriever-datasets-smoke.csv")
+    datasets = pd.read_csv(tables / "promptriever-datasets-offline.csv")
     assert datasets.dataset.tolist() == ["scifact-mini"]
-    assert {"ndcg@10 (none)", "ndcg@10 (Best)", "ndcg@10 (Selected)"} <= set(datasets.columns)
     assert (tables / "promptriever-published.csv").is_file()

@@ -366,4 +366,3 @@ def write_official(path: Path, run: Run, facet: str) -> None:
         if qid.endswith(suffix)
     }
     write_atomic(Path(path), json.dumps(data, indent=1) + "\n")
-    Path(path).chmod(0o644)  # readable by others, as any output (the temporary file was 0600)

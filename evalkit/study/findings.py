@@ -1,0 +1,69 @@
+"""The paper's three findings, stated from the BUILT tables (CSV files under OUTPUT_DIR/tables),
+so the summary computes nothing new:
+
+(a) instruction-aware models do not beat instruction-agnostic ones on relevance;
+(b) instruction-aware models barely follow instructions (p-MRR near 0 or negative);
+(c) the Aspect-subset query raises p-MRR and lowers relevance.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from evalkit.errors import KitError
+from evalkit.evaluation import PMRR
+from evalkit.study.hybrid_study import measure_of
+
+TABLES = ("relevance", "instruction_following", "sensitivity", "hybrid")
+AWARE = ("instructed", "probe", "reranker", "aspect")
+FOLLOWS = 5.0  # x100 p-MRR below which a model is read as not following instructions
+
+
+def read_tables(tables_dir: Path, tag: str, names: tuple[str, ...] = TABLES) -> dict[str, pd.DataFrame]:
+    """The built tables NAME-TAG.csv; a one-line error names the notebook to run first."""
+    found = {}
+    for name in names:
+        path = Path(tables_dir) / f"{name}-{tag}.csv"
+        if not path.is_file():
+            raise KitError(f"{path} is missing; build it first (make {name}) with the same PROFILE, PROTOCOL, SEEDS")
+        found[name] = pd.read_csv(path)
+    measures = {measure_of(found[n]) for n in ("sensitivity", "hybrid") if n in found}
+    if "relevance" in found:
+        measures |= set(found["relevance"].loc[found["relevance"].source == "kit", "measure"])
+    if len(measures) > 1:
+        raise KitError(f"the tables of {tag} were built with different DISCOUNTs ({', '.join(sorted(measures))}); "
+                       "rebuild them with one")
+    return found
+
+
+def findings(relevance: pd.DataFrame, following: pd.DataFrame, sensitivity: pd.DataFrame) -> list[str]:
+    """The three findings, from the computed rows of the built tables."""
+    kit = relevance[(relevance.source == "kit") & (relevance.model != "human")]
+    aware = kit[kit.role.isin(AWARE)]
+    agnostic = kit[kit.role == "agnostic"]
+    lines = []
+    if len(aware) and len(agnostic):
+        best_aware, best_agnostic = aware.loc[aware["all"].idxmax()], agnostic.loc[agnostic["all"].idxmax()]
+        verdict = "beats" if best_aware["all"] > best_agnostic["all"] else "does not beat"
+        lines.append(f"(a) The best instruction-aware model ({best_aware.label}, NDCG@20 {best_aware['all']:.2f}) "
+                     f"{verdict} the best instruction-agnostic model ({best_agnostic.label}, "
+                     f"{best_agnostic['all']:.2f}).")
+    follow = following[(following.source == "kit") & following.role.isin(AWARE)]
+    if len(follow):
+        values = ", ".join(f"{r.label} {r.all:+.2f}" for r in follow.itertuples())
+        holds = all(v < FOLLOWS for v in follow["all"])
+        lines.append(f"(b) p-MRR of the instruction-aware models: {values}; "
+                     f"{'all below +5, i.e. near 0 or negative: holds' if holds else 'not all below +5: fails'}.")
+    measure = measure_of(sensitivity)
+    for _, rows in sensitivity.groupby("model", sort=False):
+        base = rows[rows.variant == "Base"].iloc[0]
+        subset = rows[rows.variant == "Aspect subset"].iloc[0]
+        lines.append(
+            f"(c) {base.label}: Aspect subset {'raises' if subset[PMRR] > base[PMRR] else 'does not raise'} "
+            f"p-MRR ({base[PMRR]:+.2f} -> {subset[PMRR]:+.2f}) and "
+            f"{'lowers' if subset[measure] < base[measure] else 'does not lower'} NDCG@20 "
+            f"({base[measure]:.2f} -> {subset[measure]:.2f})."
+        )
+    return lines

@@ -1,0 +1,82 @@
+"""The facet-hybrid experiment (beyond the paper): for an embedding model, the curve of
+a * sim(whole seed) + (1 - a) * sim(seed's facet sentences) over the grid of a, and the
+weight chosen on each official fold's dev half reported on its test half (the kit's one
+dev/test selector, `evalkit.selection.cross_validate`, with `hybrid.alpha_chooser`), with
+paired t-tests (hybrid vs whole abstract on the relevance measure, hybrid vs Aspect subset
+on p-MRR) and bootstrap intervals. Values x100.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from evalkit import hybrid
+from evalkit.collection import Collection
+from evalkit.errors import KitError
+from evalkit.evaluation import PMRR, summarize
+from evalkit.models import registry
+from evalkit.models.dense import BiEncoder
+from evalkit.runner import prepare
+from evalkit.selection import cross_validate
+from evalkit.stats import bootstrap_ci, paired_ttest
+from evalkit.study.params import BOOTSTRAP_SEED, Study
+
+CV_SETTING = "hybrid (a chosen on dev, per fold)"
+AIM_PMRR_GAIN = 8.0  # x100 p-MRR over the whole abstract, with no loss of the relevance measure
+
+
+def hybrid_table(study: Study, collection: Collection, candidate_facet: bool = False) -> pd.DataFrame:
+    """For each study model: the cross-validated row first, then one row per weight of the grid."""
+    return pd.concat([_model_rows(study, collection, m, candidate_facet) for m in study.models], ignore_index=True)
+
+
+def _model_rows(study: Study, collection: Collection, model: str, candidate_facet: bool) -> pd.DataFrame:
+    measure = study.measure
+    scorer, _, candidates, _ = prepare(study.settings(model, collection), collection)
+    if not isinstance(scorer, BiEncoder):
+        raise KitError(f"the facet hybrid needs an embedding model (family dense, no hybrid_alpha); {model} is not one")
+    whole, facet = hybrid.components(hybrid.FacetHybrid(scorer, 1.0, candidate_facet), collection, candidates)
+    tables = hybrid.curve(collection, whole, facet, measure)
+    chosen_table, chosen = cross_validate(tables, collection.folds, hybrid.alpha_chooser(measure))
+    label = registry.spec(model, study.profile).label
+    cv = _row(collection, model, label, CV_SETTING, chosen_table, measure)
+    cv["chosen_a"] = ", ".join(f"{fold}: {a:.1f}" for fold, a in chosen.items())
+    cv["p_vs_whole"] = paired_ttest(chosen_table[measure], tables[1.0][measure]).pvalue
+    cv["p_pmrr_vs_aspect_subset"] = paired_ttest(chosen_table[PMRR], tables[0.0][PMRR]).pvalue
+    rows = [_row(collection, model, label, f"a={a:.1f}", t, measure) for a, t in tables.items()]
+    return pd.DataFrame([cv] + rows)
+
+
+def _row(collection: Collection, model: str, label: str, setting: str, table: pd.DataFrame, measure: str) -> dict:
+    summary = summarize(collection, table)
+    low, high = bootstrap_ci(table[measure], seed=BOOTSTRAP_SEED)
+    pmrr_low, pmrr_high = bootstrap_ci(table[PMRR], seed=BOOTSTRAP_SEED)
+    return {"model": model, "label": label, "setting": setting, measure: 100 * summary[measure]["all"],
+            "ci": f"[{100 * low:.2f}, {100 * high:.2f}]", PMRR: 100 * summary[PMRR]["all"],
+            "pmrr_ci": f"[{100 * pmrr_low:.2f}, {100 * pmrr_high:.2f}]"}
+
+
+def verdicts(table: pd.DataFrame) -> list[str]:
+    """One sentence per model: does the cross-validated hybrid get relevance and instruction following?"""
+    measure = measure_of(table)
+    lines = []
+    for _, rows in table.groupby("model", sort=False):
+        cv = rows[rows.setting == CV_SETTING].iloc[0]
+        whole = rows[rows.setting == "a=1.0"].iloc[0]
+        subset = rows[rows.setting == "a=0.0"].iloc[0]
+        met = cv[measure] >= whole[measure] and cv[PMRR] - whole[PMRR] >= AIM_PMRR_GAIN
+        lines.append(
+            f"{cv.label}: cross-validated facet hybrid ({cv.chosen_a}): {measure} {cv[measure]:.2f} vs whole "
+            f"abstract {whole[measure]:.2f} ({cv[measure] - whole[measure]:+.2f}, paired t-test p = "
+            f"{cv.p_vs_whole:.3f}); p-MRR {cv[PMRR]:+.2f} vs Aspect subset {subset[PMRR]:+.2f} "
+            f"(p = {cv.p_pmrr_vs_aspect_subset:.3f}) and whole abstract {whole[PMRR]:+.2f}. Aim (no {measure} "
+            f"loss and at least +{AIM_PMRR_GAIN:.0f} p-MRR over the whole abstract): {'met' if met else 'not met'}.")
+    return lines
+
+
+def measure_of(table: pd.DataFrame) -> str:
+    """The relevance measure column of a hybrid or sensitivity table."""
+    found = [c for c in table.columns if c.startswith("nDCG")]
+    if len(found) != 1:
+        raise KitError(f"table has relevance columns {found}; rebuild it with one DISCOUNT")
+    return found[0]

@@ -1,0 +1,75 @@
+"""Promptriever-style prompt selection on CSFCube (Weller et al., 2024, arXiv 2409.11136).
+
+Each generic prompt of `evalkit/config/generic_prompts.yaml` is appended to every query
+text (`RunSettings(prompt=...)`: a real run with its files and sidecar, like any other).
+With the kit's one dev/test selector (`evalkit.selection.cross_validate`, `best_mean`) on
+CSFCube's official folds:
+
+- ``none``: no prompt (never a candidate, as in the paper's tables);
+- ``Best``: the oracle, the prompt with the highest test value;
+- ``Selected``: the prompt chosen on each fold's dev half, reported on its test half.
+
+Each value is the official aggregate (mean of the two test-fold means) of the relevance
+measure, x100.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from evalkit.collection import Collection
+from evalkit.errors import KitError
+from evalkit.evaluation import per_query as evaluate
+from evalkit.evaluation import summarize
+from evalkit.models import registry
+from evalkit.runner import ensure_run
+from evalkit.selection import best_mean, cross_validate
+from evalkit.study.params import Study
+
+GENERIC_PROMPTS = Path(__file__).resolve().parents[1] / "config" / "generic_prompts.yaml"
+
+
+def load_prompts(path: Path = GENERIC_PROMPTS) -> list[str]:
+    """The prompt list of a YAML file (``prompts: [...]``); the kit's ten generic prompts by default."""
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise KitError(f"{path}: cannot read prompts ({type(exc).__name__}); write 'prompts:' and a list") from None
+    prompts = data.get("prompts") if isinstance(data, dict) else None
+    if not (isinstance(prompts, list) and prompts and all(isinstance(p, str) and p.strip() for p in prompts)):
+        raise KitError(f"{path}: expected 'prompts:' followed by a list of non-empty strings")
+    if len(set(prompts)) != len(prompts):
+        raise KitError(f"{path}: a prompt is listed twice; list each prompt once")
+    return prompts
+
+
+def _aggregate(collection: Collection, table: pd.DataFrame, measure: str) -> float:
+    return 100 * summarize(collection, table[[measure, "fold"]])[measure]["all"]
+
+
+def _values(study: Study, collection: Collection, model: str, prompt: str | None) -> pd.DataFrame:
+    """Per-query values of the model's run with `prompt` appended (made once, then reused)."""
+    run = ensure_run(study.settings(model, collection, prompt=prompt), collection, study.runs_dir)
+    return evaluate(collection, run, [study.measure])
+
+
+def prompt_selection_table(study: Study, collection: Collection, prompts: list[str] | None = None) -> pd.DataFrame:
+    """One row per study model: none, Best, Selected, the best prompt and each fold's choice."""
+    prompts = prompts if prompts is not None else load_prompts()
+    measure = study.measure
+    rows = []
+    for model in study.models:
+        tables = {p: _values(study, collection, model, p) for p in prompts}
+        selected, chosen = cross_validate(tables, collection.folds, best_mean(measure))
+        on_test = {p: _aggregate(collection, t, measure) for p, t in tables.items()}
+        best = max(on_test, key=lambda p: (on_test[p], -prompts.index(p)))
+        spec = registry.spec(model, study.profile)
+        none = _aggregate(collection, _values(study, collection, model, None), measure)
+        rows.append({"model": model, "label": spec.label, "role": spec.role, "measure": measure,
+                     "none": none, "Best": on_test[best],
+                     "Selected": _aggregate(collection, selected, measure), "best prompt": best,
+                     **{f"selected on {fold} dev": p for fold, p in chosen.items()}})
+    return pd.DataFrame(rows)
