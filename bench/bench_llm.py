@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from evalkit import csfcube
+from evalkit.datasets import csfcube
 from evalkit.llm import LLMReranker
 from evalkit.llm.cache import JudgmentCache
 from evalkit.llm.oracle import oracle

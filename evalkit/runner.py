@@ -149,7 +149,10 @@ def _full_candidates(settings: RunSettings, collection: Collection, first: Score
                     "corpus_sha256": files_sha256([Path(settings.corpus)]), "corpus_size": len(index.pids)}
 
 
-def prepare(settings: RunSettings, collection: Collection) -> tuple[Scorer, list[Query], dict[str, list[Document]], dict]:
+Candidates = dict[str, list[Document]]
+
+
+def prepare(settings: RunSettings, collection: Collection) -> tuple[Scorer, list[Query], Candidates, dict]:
     """The model, the selected queries, each query's candidates under the protocol and the
     protocol's description; every candidate prepared (e.g. encoded) once."""
     check_settings(settings, collection)

@@ -67,12 +67,26 @@ def test_prp_output_puts_the_top_k_first_and_keeps_first_stage_order_below(tmp_p
 
 
 def test_a_win_needs_both_orders(tmp_path):
-    judge = reranker(tmp_path, FakeBackend(lambda a, b: 0.9)).judge  # always "A": pure position bias
+    judge = reranker(tmp_path, FakeBackend(lambda a, b: 0.9), disagreement="half").judge  # always "A"
     _, _, candidates, _ = query()
-    compare = judge.for_query("i", "s", dict(candidates)).compare
+    compare = judge.for_query("i", "s", dict(candidates), sorting=False).compare
     assert compare([("00", "01"), ("01", "00")]) == [0.5, 0.5]
     stats = judge.tally.as_dict()
     assert stats["disagreement_share"] == 1.0 and stats["a_win_share"] == 1.0
+    assert stats["disagreement_wins"]["tie"] == 2
+
+
+def test_disagreement_incumbent_keeps_the_document_in_place(tmp_path):
+    """llm-rankers: x > y only when both orders agree; the challenger (first of a sort's pair) loses."""
+    judge = reranker(tmp_path, FakeBackend(lambda a, b: 0.9)).judge  # default rule, always "A"
+    compare = judge.for_query("i", "s", dict(query()[2])).compare
+    assert compare([("00", "01"), ("05", "02")]) == [0.0, 0.0]
+    stats = judge.tally.as_dict()
+    # the incumbent won each time, decided by the order showing it as passage A
+    assert stats["disagreement_wins"] == {"winner_first": 2, "winner_second": 0, "neither": 0, "tie": 0}
+    assert stats["disagreements_first_stage_kept"] == 1  # 00 ahead of 01 in the first stage, 02 ahead of 05
+    allpairs = reranker(tmp_path, FakeBackend(lambda a, b: 0.9)).judge
+    assert allpairs.for_query("i", "s", dict(query()[2]), sorting=False).compare([("00", "01")]) == [0.5]
 
 
 def test_agreeing_orders_give_a_full_win(tmp_path):

@@ -97,7 +97,7 @@ def server():
 
 def backend(server, **settings):
     options = {"base_url": f"http://127.0.0.1:{server.server_port}/v1", "model": "test-model",
-               "timeout_s": 0.3, "max_retries": 4, "backoff_s": 0.01, "concurrency": 1} | settings
+               "timeout_s": 0.3, "max_retries": 4, "backoff_s": 0.01, "max_in_flight": 1} | settings
     return OpenAIBackend(**options)
 
 
@@ -150,11 +150,14 @@ def test_without_logprobs_the_answer_text_decides(server):
     assert api.first_label_probs(yes_no) == [1.0, 0.0]
 
 
-def test_an_answer_naming_no_label_scores_half(server):
+def test_an_answer_naming_no_label_is_retried_then_fails(server):
     server.fallback = "nolabel"
-    api = backend(server)
-    assert api.first_label_probs(pair_prompts([(1, 2)])) == [0.5]
-    assert api.usage.unparsed == 1
+    api = backend(server, max_retries=2)
+    with pytest.raises(KitError, match=r"3 attempts.*unparsed answer: no label"):
+        api.first_label_probs(pair_prompts([(1, 2)]))
+    assert api.usage.unparsed == 3 and len(server.requests) == 3
+    server.script, server.fallback = ["nolabel"], "ok"
+    assert api.first_label_probs(pair_prompts([(1, 2)])) == [pytest.approx(P_WIN)]
 
 
 def test_api_key_comes_from_the_named_variable(server, monkeypatch):
@@ -175,7 +178,7 @@ def test_whitespace_truncation():
 def test_reranker_over_the_api_with_concurrency(server, tmp_path):
     server.script = ["429", "500"]
     settings = {"backend": "openai", "base_url": f"http://127.0.0.1:{server.server_port}/v1", "model": "test-model",
-                "backoff_s": 0.01, "concurrency": 4, "k": 3, "depth": 8, "cache": tmp_path / "j.sqlite"}
+                "backoff_s": 0.01, "max_in_flight": 4, "k": 3, "depth": 8, "cache": tmp_path / "j.sqlite"}
     docs = [f"{n:02d}" for n in (9, 4, 7, 1, 8, 3, 6, 2, 5)]
     candidates = [(d, f"doc{d} text") for d in docs]
     first_stage = {d: -i for i, d in enumerate(docs)}

@@ -3,15 +3,23 @@
 A judgment is keyed by model, revision, template digest, seed text hash, instruction
 text hash, the document ids in prompt order (second empty for pointwise) and a hash
 of the candidate texts as prompted; it stores P(first label). Every `put` commits.
+
+Only a finite probability in [0, 1] is stored; a stored row that is not one (written by an
+older kit) counts as missing and is asked again. A file that is not a sound SQLite database,
+or a folder that cannot be written (read-only, disk full), stops the run with one line
+naming the file and the fix.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
+
+from evalkit.errors import KitError
 
 
 def text_hash(text: str) -> str:
@@ -33,28 +41,68 @@ class Key(NamedTuple):
         return hashlib.sha256("\0".join(self).encode()).hexdigest()
 
 
+def valid_prob(p) -> bool:
+    """A probability fit to be cached: a finite real number in [0, 1]."""
+    return isinstance(p, (float, int)) and not isinstance(p, bool) and math.isfinite(p) and 0.0 <= p <= 1.0
+
+
 class JudgmentCache:
     def __init__(self, path: Path):
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(path)
-        self.db.execute("PRAGMA journal_mode=WAL")  # commits survive a killed process without a sync each
-        self.db.execute("PRAGMA synchronous=NORMAL")
-        columns = ", ".join(f"{name} TEXT" for name in Key._fields)
-        self.db.execute(f"CREATE TABLE IF NOT EXISTS judgments (key TEXT PRIMARY KEY, {columns}, p REAL)")
+        self.path = path = Path(path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.db = sqlite3.connect(path, check_same_thread=False)
+            self.db.execute("PRAGMA journal_mode=WAL")  # commits survive a killed process without a sync each
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            columns = ", ".join(f"{name} TEXT" for name in Key._fields)
+            self.db.execute(f"CREATE TABLE IF NOT EXISTS judgments (key TEXT PRIMARY KEY, {columns}, p REAL)")
+            self.db.commit()
+            check = self.db.execute("PRAGMA quick_check").fetchone()[0]
+            if check != "ok":
+                raise sqlite3.DatabaseError(check)
+            self.db.execute("SELECT key, p FROM judgments LIMIT 1").fetchall()
+        except (sqlite3.Error, OSError) as exc:
+            raise self._error(exc) from None
+
+    def _error(self, exc: Exception) -> KitError:
+        text = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
+        lowered = text.lower()
+        if "readonly" in lowered or "read-only" in lowered or "permission" in lowered or "unable to open" in lowered:
+            fix = "make the folder writable or point the model's `cache` setting (or $EVALKIT_CACHE) elsewhere"
+        elif "full" in lowered or "no space" in lowered:
+            fix = "free disk space or point the model's `cache` setting (or $EVALKIT_CACHE) elsewhere"
+        else:
+            fix = (f"delete it (with {self.path.name}-wal and {self.path.name}-shm) to rebuild it; "
+                   "the judgments are then asked again")
+        return KitError(f"{self.path}: judgment cache unusable ({text}); {fix}")
 
     def get(self, keys: Iterable[Key]) -> dict[Key, float]:
         by_digest = {k.digest: k for k in keys}
         digests = list(by_digest)
         found = {}
-        for start in range(0, len(digests), 900):  # SQLite's bound on query parameters
-            part = digests[start:start + 900]
-            rows = self.db.execute(f"SELECT key, p FROM judgments WHERE key IN ({','.join('?' * len(part))})", part)
-            found.update({by_digest[digest]: p for digest, p in rows})
+        try:
+            for start in range(0, len(digests), 900):  # SQLite's bound on query parameters
+                part = digests[start:start + 900]
+                rows = self.db.execute(f"SELECT key, p FROM judgments WHERE key IN ({','.join('?' * len(part))})",
+                                       part).fetchall()
+                found.update({by_digest[digest]: p for digest, p in rows if valid_prob(p)})
+        except sqlite3.Error as exc:
+            raise self._error(exc) from None
         return found
 
     def put(self, judgments: dict[Key, float]) -> None:
+        bad = [p for p in judgments.values() if not valid_prob(p)]
+        if bad:
+            raise KitError(f"{self.path}: refusing to cache the probability {bad[0]!r}; the model's answer is invalid")
+        if not judgments:
+            return
         marks = ",".join("?" * (len(Key._fields) + 2))
-        with self.db:
-            self.db.executemany(f"INSERT OR REPLACE INTO judgments VALUES ({marks})",
-                                [(k.digest, *k, p) for k, p in judgments.items()])
+        try:
+            with self.db:
+                self.db.executemany(f"INSERT OR REPLACE INTO judgments VALUES ({marks})",
+                                    [(k.digest, *k, float(p)) for k, p in judgments.items()])
+        except sqlite3.Error as exc:
+            raise self._error(exc) from None
+
+    def close(self) -> None:
+        self.db.close()

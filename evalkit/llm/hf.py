@@ -8,12 +8,19 @@ feed the model the same token ids (prefix and suffix tokenized apart), left-padd
 with explicit position ids, so they give the same probabilities. Reuse needs a KV
 cache that can be copied and repeated along the batch (transformers' DynamicCache);
 for models without one, set ``prefix_reuse: false``.
+
+`first_label_probs_many` scores the prompts of several queries (different prefixes)
+together: every forward pass takes up to `batch_size` prompts whatever their query. With
+prefix reuse the KV caches of the prefixes in a pass (the last `prefix_cache` prefixes are
+kept) are left-padded to one length and stacked, and the attention mask hides the padding;
+the probabilities equal those of one query at a time up to float rounding (about 1e-6).
 """
 
 from __future__ import annotations
 
 import copy
 import inspect
+from collections import OrderedDict
 
 import torch
 
@@ -25,7 +32,7 @@ from evalkit.llm.loading import resolve
 class TransformersBackend:
     def __init__(self, model: str, gguf_file: str | None = None, revision: str | None = None,
                  batch_size: int = 8, prefix_reuse: bool = True, device: str | None = None,
-                 dtype: str = "float32"):
+                 dtype: str = "float32", prefix_cache: int = 32):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         if not isinstance(getattr(torch, dtype, None), torch.dtype):
@@ -42,7 +49,8 @@ class TransformersBackend:
         self.chat = bool(getattr(self.tokenizer, "chat_template", None))
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else (self.tokenizer.eos_token_id or 0)
-        self._prefix_cache: tuple[tuple[int, ...], object] | None = None
+        self._prefixes: OrderedDict[tuple[int, ...], object] = OrderedDict()  # head ids -> KV cache
+        self.prefix_cache = max(1, prefix_cache)
         # transformers 5 renamed `past_key_values` to `cache`
         self._cache_name = "cache" if "cache" in inspect.signature(self.lm.forward).parameters else "past_key_values"
 
@@ -83,11 +91,45 @@ class TransformersBackend:
 
     @torch.no_grad()
     def _prefix_kv(self, head: list[int]):
-        if self._prefix_cache is None or self._prefix_cache[0] != tuple(head):
+        key = tuple(head)
+        if key in self._prefixes:
+            self._prefixes.move_to_end(key)
+        else:
             ids = torch.tensor([head], device=self.device)
             out = self.lm(input_ids=ids, use_cache=True)
-            self._prefix_cache = (tuple(head), getattr(out, self._cache_name))
-        return self._prefix_cache[1]
+            self._prefixes[key] = getattr(out, self._cache_name)
+            while len(self._prefixes) > self.prefix_cache:
+                self._prefixes.popitem(last=False)
+        return self._prefixes[key]
+
+    @torch.no_grad()
+    def _mixed_logits(self, heads: list[list[int]], rows: list[list[int]]) -> torch.Tensor:
+        """Logits of the token after heads[i] + rows[i], the heads' KV caches padded and stacked."""
+        from transformers import DynamicCache
+
+        span, width = max(len(h) for h in heads), max(len(r) for r in rows)
+        caches = [self._prefix_kv(h) for h in heads]
+        layers = []
+        for layer in range(len(caches[0].layers)):
+            stacked = []
+            for part in ("keys", "values"):
+                tensors = [getattr(c.layers[layer], part) for c in caches]
+                stacked.append(torch.cat([torch.nn.functional.pad(t, (0, 0, span - t.shape[2], 0)) for t in tensors]))
+            layers.append(tuple(stacked))
+        cache = DynamicCache(ddp_cache_data=layers)
+        n = len(rows)
+        ids = torch.full((n, width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((n, span + width), dtype=torch.long)
+        positions = torch.zeros((n, width), dtype=torch.long)
+        for i, (head, row) in enumerate(zip(heads, rows)):
+            ids[i, width - len(row):] = torch.tensor(row)
+            mask[i, span - len(head):span] = 1
+            mask[i, span + width - len(row):] = 1
+            positions[i, width - len(row):] = torch.arange(len(head), len(head) + len(row))
+        out = self.lm(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
+                      position_ids=positions.to(self.device), logits_to_keep=1, use_cache=True,
+                      **{self._cache_name: cache})
+        return out.logits[:, -1, :].float()
 
     @torch.no_grad()
     def _next_logits(self, head: list[int], rows: list[list[int]]) -> torch.Tensor:
@@ -112,9 +154,8 @@ class TransformersBackend:
                       position_ids=positions.to(self.device), logits_to_keep=1, **kwargs)
         return out.logits[:, -1, :].float()
 
-    def first_label_probs(self, prompts: Prompts) -> list[float]:
-        if not prompts.suffixes:
-            return []
+    def _encode(self, prompts: Prompts) -> tuple[list[int], list[list[int]], torch.Tensor]:
+        """Head ids, each prompt's remaining ids and its two label ids."""
         head_text, rests = self._split(prompts)
         head = self._ids(head_text, special=not self.chat)
         rows = [self._ids(r) for r in rests]
@@ -123,6 +164,12 @@ class TransformersBackend:
         if (labels[:, 0] == labels[:, 1]).any():
             raise KitError(f"labels {list(prompts.labels)} start with the same token for {self.model}; "
                            "change them in the template")
+        return head, rows, labels
+
+    def first_label_probs(self, prompts: Prompts) -> list[float]:
+        if not prompts.suffixes:
+            return []
+        head, rows, labels = self._encode(prompts)
         probs: list[float] = []
         for start in range(0, len(rows), self.batch_size):
             part = slice(start, start + self.batch_size)
@@ -132,3 +179,30 @@ class TransformersBackend:
         self.usage.prompts += len(rows)
         self.usage.prompt_tokens += sum(len(head) + len(r) for r in rows)
         return probs
+
+    def first_label_probs_many(self, groups: list[Prompts]) -> list[list[float]]:
+        """`first_label_probs` of every group, prompts of different groups sharing forward passes."""
+        groups = [g for g in groups]
+        if len(groups) == 1:
+            return [self.first_label_probs(groups[0])]
+        flat = []  # (group, head, row, label ids)
+        for index, prompts in enumerate(groups):
+            if prompts.suffixes:
+                head, rows, labels = self._encode(prompts)
+                flat += [(index, head, row, labels[i]) for i, row in enumerate(rows)]
+        out: list[list[float]] = [[] for _ in groups]
+        for start in range(0, len(flat), self.batch_size):
+            part = flat[start:start + self.batch_size]
+            heads, rows = [h for _, h, _, _ in part], [r for _, _, r, _ in part]
+            if all(h == heads[0] for h in heads):
+                logits = self._next_logits(heads[0], rows)
+            elif self.prefix_reuse:
+                logits = self._mixed_logits(heads, rows)
+            else:
+                logits = self._next_logits([], [h + r for h, r in zip(heads, rows)])
+            pair = logits.cpu().gather(1, torch.stack([labels for _, _, _, labels in part]))
+            for (index, _, _, _), p in zip(part, torch.softmax(pair, dim=1)[:, 0].tolist()):
+                out[index].append(p)
+        self.usage.prompts += len(flat)
+        self.usage.prompt_tokens += sum(len(h) + len(r) for _, h, r, _ in flat)
+        return out

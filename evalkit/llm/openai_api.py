@@ -4,14 +4,22 @@ Each prompt is one request (temperature 0) asking for `logprobs` and `top_logpro
 The first generated token that is one of the labels (stripped of spaces) gives
 P(label 1) from the top log-probabilities of both labels; a label missing from the
 top list is given the most it can have (the smallest listed probability, or the
-mass left unlisted if smaller). Without log-probabilities the
-first label named in the text wins outright (1.0 / 0.0); text naming neither scores
-0.5 and counts as unparsed.
+mass left unlisted if smaller). Without log-probabilities the first label named in
+the text wins outright (1.0 / 0.0).
+
+An answer that yields no valid probability (no label, a log-probability that is
+NaN, null, missing, positive or not a number, fields of the wrong type) is unparsed:
+it is counted, never cached, and asked again like a transient failure.
 
 Transient failures (HTTP 429 and 5xx, timeouts, connection errors, bodies that are
-not a chat completion) are retried with exponential backoff (``Retry-After``
-honoured up to `backoff_max_s`), at most `max_retries` times per prompt; then, or at
-once on any other HTTP error, a KitError names the endpoint and the last status.
+not a chat completion, unparsed answers) are retried with exponential backoff
+(``Retry-After`` honoured up to `backoff_max_s`), at most `max_retries` times per
+prompt; then, or at once on any other HTTP error, a KitError names the endpoint and
+the last problem. `timeout_s` bounds each whole request (connecting, headers and
+body), also against a server that trickles its answer.
+
+Up to `max_in_flight` requests run at once (a thread pool shared by every call;
+`submit` lets the scheduler keep it full across queries).
 
 Token budgets cut text into whitespace-separated words (an approximation: about
 1.3 tokens a word for English prose).
@@ -24,11 +32,11 @@ import json
 import math
 import os
 import re
+import socket
 import threading
 import time
-import urllib.error
-import urllib.request
-from concurrent.futures import ThreadPoolExecutor
+import urllib.parse
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from evalkit.errors import KitError
 from evalkit.llm.backend import Prompts, Usage
@@ -40,15 +48,39 @@ class _Transient(Exception):
     """A failure worth retrying; its text is the status reported if retries run out."""
 
 
+class _Unparsed(Exception):
+    """An answer without a valid label probability."""
+
+
+def _logprob(value) -> float:
+    """A log-probability as given by a server: a finite number <= 0 (tiny rounding above 0 allowed)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value > 1e-6:
+        raise _Unparsed(f"log-probability {value!r}")
+    return min(float(value), 0.0)
+
+
+def _token(step) -> str:
+    token = step.get("token") if isinstance(step, dict) else None
+    if not isinstance(token, str):
+        raise _Unparsed(f"token {token!r}")
+    return token
+
+
 def _label_prob(body: dict, labels: tuple[str, str]) -> float | None:
-    """P(labels[0]) from the log-probabilities of the first label token generated, if any."""
+    """P(labels[0]) from the log-probabilities of the first label token generated; None if no
+    label token was generated; _Unparsed if the log-probabilities are unusable."""
     names = [label.strip() for label in labels]
-    content = ((body["choices"][0].get("logprobs") or {}).get("content")) or []
-    for step in content:
-        if step.get("token", "").strip() not in names:
+    logprobs = body["choices"][0].get("logprobs")
+    content = logprobs.get("content") if isinstance(logprobs, dict) else None
+    if logprobs is not None and not isinstance(logprobs, dict) or content is not None and not isinstance(content, list):
+        raise _Unparsed("logprobs of the wrong type")
+    for step in content or []:
+        if _token(step).strip() not in names:
             continue
-        listed = step.get("top_logprobs") or [{"token": step["token"], "logprob": step["logprob"]}]
-        probs = [(alt["token"].strip(), math.exp(alt["logprob"])) for alt in listed]
+        listed = step.get("top_logprobs") or [{"token": step["token"], "logprob": step.get("logprob")}]
+        if not isinstance(listed, list):
+            raise _Unparsed("top_logprobs of the wrong type")
+        probs = [(_token(alt).strip(), math.exp(_logprob(alt.get("logprob")))) for alt in listed]
         unlisted = max(min(min(p for _, p in probs), 1.0 - sum(p for _, p in probs)), 1e-12)
         first, second = (sum(p for token, p in probs if token == name) or unlisted for name in names)
         return first / (first + second)
@@ -65,8 +97,12 @@ def _text_prob(text: str, labels: tuple[str, str], answer_prefix: str) -> float 
 class OpenAIBackend:
     def __init__(self, base_url: str, model: str, api_key_env: str | None = None, revision: str | None = None,
                  timeout_s: float = 60.0, max_retries: int = 5, backoff_s: float = 1.0, backoff_max_s: float = 30.0,
-                 concurrency: int = 4, top_logprobs: int = 5, max_tokens: int = 5, logprobs: bool = True):
+                 max_in_flight: int = 16, top_logprobs: int = 5, max_tokens: int = 5, logprobs: bool = True):
         self.url = base_url.rstrip("/") + "/chat/completions"
+        parts = urllib.parse.urlsplit(self.url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise KitError(f"base_url {base_url!r} is not an http(s) URL; e.g. http://localhost:8000/v1")
+        self._target = (parts.scheme, parts.hostname, parts.port, parts.path + (f"?{parts.query}" if parts.query else ""))
         self.model = model
         self.revision = revision or model
         self.headers = {"Content-Type": "application/json"}
@@ -75,34 +111,68 @@ class OpenAIBackend:
             if not key:
                 raise KitError(f"environment variable {api_key_env} is empty; export the API key for {self.url}")
             self.headers["Authorization"] = f"Bearer {key}"
+        if timeout_s <= 0 or max_retries < 0 or max_in_flight < 1:
+            raise KitError(f"timeout_s={timeout_s}, max_retries={max_retries}, max_in_flight={max_in_flight}: "
+                           "give a positive timeout, retries >= 0 and at least one request in flight")
         self.timeout_s, self.max_retries = timeout_s, max_retries
         self.backoff_s, self.backoff_max_s = backoff_s, backoff_max_s
-        self.concurrency = concurrency
+        self.max_in_flight = max_in_flight
         self.options = {"temperature": 0, "max_tokens": max_tokens}
         if logprobs:
             self.options |= {"logprobs": True, "top_logprobs": top_logprobs}
         self.usage = Usage()
         self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
 
     def truncate(self, text: str, tokens: int) -> str:
         words = text.split()
         return text if len(words) <= tokens else " ".join(words[:tokens])
 
+    @staticmethod
+    def _abort(sockets: list) -> None:
+        """Cut a request at its deadline: a blocked read returns at once."""
+        for sock in sockets:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
     def _post(self, payload: bytes) -> dict:
-        request = urllib.request.Request(self.url, data=payload, headers=self.headers, method="POST")
+        scheme, host, port, path = self._target
+        connection = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
+        conn = connection(host, port, timeout=self.timeout_s)
+        deadline = time.monotonic() + self.timeout_s
+        opened: list = []  # the socket, kept: http.client forgets it once a closing response starts
+        watchdog = threading.Timer(self.timeout_s, self._abort, (opened,))
+        watchdog.daemon = True
+        watchdog.start()
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                raw = response.read()
-        except urllib.error.HTTPError as exc:
-            if exc.code in RETRY_STATUS:
-                raise _Transient(f"HTTP {exc.code}", exc.headers.get("Retry-After")) from None
-            raise KitError(f"{self.url} answered HTTP {exc.code} ({exc.reason}); check base_url, model "
-                           "and the API key") from None
-        except (TimeoutError, ConnectionError, http.client.HTTPException, urllib.error.URLError) as exc:
-            raise _Transient(f"no answer ({getattr(exc, 'reason', exc)})", None) from None
+            conn.connect()
+            opened.append(conn.sock)
+            if time.monotonic() >= deadline:
+                raise TimeoutError
+            conn.request("POST", path, body=payload, headers=self.headers)
+            response = conn.getresponse()
+            raw = response.read()
+        except (OSError, http.client.HTTPException) as exc:
+            if time.monotonic() >= deadline:
+                raise _Transient(f"no answer within timeout_s={self.timeout_s:g} s", None) from None
+            raise _Transient(f"no answer ({exc.__class__.__name__}: {exc})", None) from None
+        finally:
+            watchdog.cancel()
+            conn.close()
+        if time.monotonic() >= deadline:
+            raise _Transient(f"no answer within timeout_s={self.timeout_s:g} s", None)
+        if response.status >= 400:
+            if response.status in RETRY_STATUS:
+                raise _Transient(f"HTTP {response.status}", response.getheader("Retry-After"))
+            raise KitError(f"{self.url} answered HTTP {response.status} ({response.reason}); check base_url, model "
+                           "and the API key")
         try:
             body = json.loads(raw)
-            body["choices"][0]["message"]["content"]
+            message = body["choices"][0]["message"]
+            if not isinstance(message, dict) or not isinstance(message.get("content"), (str, type(None))):
+                raise TypeError
         except (ValueError, KeyError, IndexError, TypeError):
             raise _Transient(f"malformed body {raw[:80]!r}", None) from None
         return body
@@ -113,36 +183,63 @@ class OpenAIBackend:
             delay = max(delay, float(retry_after))
         return min(delay, self.backoff_max_s)
 
-    def _complete(self, payload: bytes) -> dict:
+    @staticmethod
+    def _prob(body: dict, prompts: Prompts) -> float:
+        try:
+            prob = _label_prob(body, prompts.labels)
+            if prob is None:
+                prob = _text_prob(body["choices"][0]["message"]["content"] or "", prompts.labels,
+                                  prompts.answer_prefix)
+        except (KeyError, IndexError, TypeError, AttributeError):
+            raise _Unparsed("fields of the wrong type") from None
+        if prob is None or not math.isfinite(prob) or not 0.0 <= prob <= 1.0:
+            raise _Unparsed(f"no label in {str(body['choices'][0]['message']['content'])[:40]!r}")
+        return prob
+
+    def _complete(self, payload: bytes, prompts: Prompts) -> tuple[dict, float]:
         attempt = 0
         while True:
             try:
-                return self._post(payload)
+                body = self._post(payload)
+                return body, self._prob(body, prompts)
             except _Transient as failure:
                 status, retry_after = failure.args
-                if attempt == self.max_retries:
-                    raise KitError(f"{self.url}: no judgment after {attempt + 1} attempts (last: {status}); "
-                                   "check the server or raise max_retries") from None
+            except _Unparsed as failure:
+                status, retry_after = f"unparsed answer: {failure}", None
                 with self._lock:
-                    self.usage.retries += 1
-                time.sleep(self._delay(attempt, retry_after))
-                attempt += 1
+                    self.usage.unparsed += 1
+            if attempt == self.max_retries:
+                raise KitError(f"{self.url}: no judgment after {attempt + 1} attempts (last: {status}); "
+                               "check the server or raise max_retries") from None
+            with self._lock:
+                self.usage.retries += 1
+            time.sleep(self._delay(attempt, retry_after))
+            attempt += 1
 
     def _judge(self, prompts: Prompts, suffix: str) -> float:
         messages = ([{"role": "system", "content": prompts.system}] if prompts.system else []) + \
             [{"role": "user", "content": prompts.prefix + suffix}]
         payload = json.dumps({"model": self.model, "messages": messages, **self.options}).encode()
-        body = self._complete(payload)
-        prob = _label_prob(body, prompts.labels)
-        if prob is None:
-            prob = _text_prob(body["choices"][0]["message"]["content"] or "", prompts.labels, prompts.answer_prefix)
-        tokens = (body.get("usage") or {}).get("prompt_tokens") or len((prompts.prefix + suffix).split())
+        body, prob = self._complete(payload, prompts)
+        tokens = (body.get("usage") or {}).get("prompt_tokens") if isinstance(body.get("usage"), dict) else None
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+            tokens = len((prompts.prefix + suffix).split())
         with self._lock:
             self.usage.prompts += 1
             self.usage.prompt_tokens += tokens
-            self.usage.unparsed += prob is None
-        return 0.5 if prob is None else prob
+        return prob
+
+    def submit(self, prompts: Prompts) -> list[Future]:
+        """One future per prompt, run by the shared pool of `max_in_flight` threads."""
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.max_in_flight, thread_name_prefix="evalkit-api")
+        return [self._pool.submit(self._judge, prompts, suffix) for suffix in prompts.suffixes]
 
     def first_label_probs(self, prompts: Prompts) -> list[float]:
-        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
-            return list(pool.map(lambda suffix: self._judge(prompts, suffix), prompts.suffixes))
+        futures = self.submit(prompts)
+        try:
+            return [future.result() for future in futures]
+        finally:
+            for future in futures:
+                future.cancel()

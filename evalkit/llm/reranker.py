@@ -10,9 +10,13 @@ Settings (a dict, e.g. one model entry of the registry):
   many first-stage documents are reranked.
 - ``template``: a name in config/llm_templates.yaml (default ``prp`` or ``pointwise``);
   ``budgets``: token budgets overriding the template's.
-- ``disagreement``: ``half`` (default), ``keep`` or ``average``, see `evalkit.llm.judge`.
+- ``disagreement``: ``incumbent`` (default, llm-rankers' rule), ``half``, ``keep`` or ``average``,
+  see `evalkit.llm.judge`.
 - ``cache``: the judgment cache file (default ``$EVALKIT_CACHE/llm/judgments.sqlite``);
-  ``chunk``: judgments sent to the backend (and committed to the cache) at a time.
+  ``chunk`` (default 64): prompts per backend call (and cache commit) of a local model.
+- ``parallel_queries`` (default 64): queries reranked at once by `rerank_many` (the API
+  backend's ``max_in_flight`` bounds the requests in flight, the transformers backend's
+  ``batch_size`` the prompts per forward pass); results do not depend on it.
 
 Output order: PRP puts the variant's top k first and the other documents in
 first-stage order; pointwise orders the reranked documents by P(Yes) (ties in
@@ -32,7 +36,8 @@ from evalkit.errors import KitError
 from evalkit.llm.backend import Backend
 from evalkit.llm.cache import JudgmentCache
 from evalkit.llm.judge import Judge
-from evalkit.llm.prp import all_pairs, heapsort_top, sliding_window
+from evalkit.llm.prp import STEPS, all_pairs, heapsort_top, sliding_window
+from evalkit.llm.schedule import run_tasks
 from evalkit.llm.templates import load_template
 from evalkit.runs import ranked
 
@@ -94,31 +99,51 @@ class LLMReranker:
             raise KitError(f"template {template.name} does not suit method {self.method}; "
                            "use a pairwise template ({a}, {b}) for prp and a pointwise one ({candidate}) for pw")
         cache = JudgmentCache(Path(s.pop("cache", None) or cache_root() / "llm" / "judgments.sqlite"))
-        disagreement, chunk = s.pop("disagreement", "half"), int(s.pop("chunk", 16))
+        disagreement, chunk = s.pop("disagreement", "incumbent"), int(s.pop("chunk", 64))
+        self.parallel_queries = int(s.pop("parallel_queries", 64))
+        if self.parallel_queries < 1:
+            raise KitError(f"parallel_queries={self.parallel_queries} must be positive; fix the model settings")
         backend = backend or build_backend(kind, s)
         self.judge = Judge(backend, template, cache, disagreement, chunk)
 
     def rerank(self, instruction: str, seed_text: str, candidates: Sequence[tuple[str, str]],
                first_stage: dict[str, float]) -> dict[str, float]:
         """Scores for every first-stage document; `candidates` gives (doc_id, text) of at least the top `depth`."""
+        return self.rerank_many([(instruction, seed_text, candidates, first_stage)])[0]
+
+    def rerank_many(self, jobs: Sequence[tuple[str, str, Sequence[tuple[str, str]], dict[str, float]]]
+                    ) -> list[dict[str, float]]:
+        """`rerank` of many queries (instruction, seed_text, candidates, first_stage) at once, with the
+        results, judgments and cache contents of reranking them one after the other."""
         start = time.perf_counter()
-        order = ranked(first_stage)
-        texts = dict(candidates)
-        head = order[:self.depth]
-        missing = [doc for doc in head if doc not in texts]
-        if missing:
-            raise KitError(f"no text for candidate {missing[0]} ({len(missing)} missing); "
-                           "pass (doc_id, text) for every reranked document")
-        query = self.judge.for_query(instruction, seed_text, {doc: texts[doc] for doc in head})
-        if self.method == "pw":
-            probs = dict(zip(head, query.relevance(head)))
-            top = sorted(head, key=lambda doc: -probs[doc])
-        else:
-            top = VARIANTS[self.variant](head, query.compare, self.k)[:self.k]
-        chosen = set(top)
-        self.judge.tally.queries += 1
+        tasks, orders = [], []
+        for instruction, seed_text, candidates, first_stage in jobs:
+            order = ranked(first_stage)
+            texts = dict(candidates)
+            head = order[:self.depth]
+            missing = [doc for doc in head if doc not in texts]
+            if missing:
+                raise KitError(f"no text for candidate {missing[0]} ({len(missing)} missing); "
+                               "pass (doc_id, text) for every reranked document")
+            query = self.judge.for_query(instruction, seed_text, {doc: texts[doc] for doc in head},
+                                         sorting=self.variant != "allpairs")
+            steps = query.pointwise(head) if self.method == "pw" else \
+                query.pairwise(STEPS[self.variant](head, self.k))
+            tasks.append((query, steps))
+            orders.append((order, head))
+        outputs = run_tasks(self.judge, tasks, self.parallel_queries)
+        scores = []
+        for (order, head), out in zip(orders, outputs):
+            if self.method == "pw":
+                probs = dict(zip(head, out))
+                top = sorted(head, key=lambda doc: -probs[doc])
+            else:
+                top = out[:self.k]
+            chosen = set(top)
+            scores.append(order_scores(top + [doc for doc in order if doc not in chosen]))
+        self.judge.tally.queries += len(jobs)
         self.judge.tally.wall_time_s += time.perf_counter() - start
-        return order_scores(top + [doc for doc in order if doc not in chosen])
+        return scores
 
     def accounting(self) -> dict:
         """Counts since construction (see `evalkit.llm.tally.Tally`), for the run's JSON sidecar."""

@@ -3,9 +3,7 @@ top), and the PRP oracle built from a collection's grades, their upper bound."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from evalkit.collection import Document, Query
 from evalkit.errors import KitError
@@ -35,6 +33,14 @@ class LLMScorer:
         first = self.first_stage.score(query, candidates)
         texts = [(d.doc_id, d.full_text) for d in candidates]
         return self.reranker.rerank(query.instruction, query.text, texts, first)
+
+    def score_many(self, queries: Sequence[Query], candidates: Sequence[Sequence[Document]]) -> list[dict[str, float]]:
+        """`score` of every query, the LLM judging many queries at once (same results as one by one)."""
+        jobs = []
+        for query, docs in zip(queries, candidates):
+            first = self.first_stage.score(query, docs)
+            jobs.append((query.instruction, query.text, [(d.doc_id, d.full_text) for d in docs], first))
+        return self.reranker.rerank_many(jobs)
 
     def accounting(self) -> dict:
         return self.reranker.accounting()

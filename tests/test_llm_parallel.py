@@ -1,0 +1,191 @@
+"""Queries in parallel give what queries one by one give: judgments, rankings, cache contents;
+and PRP heapsort as llm-rankers runs it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import random
+import re
+import sqlite3
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from evalkit.errors import KitError
+from evalkit.llm import LLMReranker
+from evalkit.llm.prp import heapsort_top
+from test_llm_judge import FakeBackend
+
+
+def p_first(a: str, b: str) -> float:
+    """A deterministic, often position-biased and inconsistent P("A") for doc a shown first."""
+    noise = int(hashlib.sha256(f"{a}|{b}".encode()).hexdigest()[:8], 16) / 2 ** 32
+    return 1 / (1 + math.exp(-(int(b) - int(a)) / 7 - 3 * (noise - 0.3)))
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 128  # many connections at once
+
+    def __init__(self):
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.fail_after = None  # answer HTTP 400 from this request on
+        self.count = 0
+        self.lock = threading.Lock()
+
+
+class Handler(BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def do_POST(self):
+        payload = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        with self.server.lock:
+            self.server.count += 1
+            broken = self.server.fail_after is not None and self.server.count > self.server.fail_after
+        if broken:
+            body, status = b'{"error": "gone"}', 400
+        else:
+            a, b = re.findall(r"doc(\d+)", payload["messages"][-1]["content"])
+            p = p_first(a, b)
+            top = [{"token": " A", "logprob": math.log(p)}, {"token": " B", "logprob": math.log(1 - p)}]
+            body, status = json.dumps({"choices": [{"message": {"content": "Passage A" if p > 0.5 else "Passage B"},
+                                                    "logprobs": {"content": [
+                                                        {"token": top[p <= 0.5]["token"], "logprob": -0.1,
+                                                         "top_logprobs": top}]}}]}).encode(), 200
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture
+def server():
+    srv = Server()
+    threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True).start()
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+
+
+def jobs(n: int = 10, depth: int = 24):
+    out = []
+    for q in range(n):
+        docs = [f"{d:03d}" for d in random.Random(q).sample(range(200), depth + 3)]
+        out.append((f"instruction {q % 3}", f"seed {q}", [(d, f"doc{d} text") for d in docs],
+                   {d: -i for i, d in enumerate(docs)}))
+    return out
+
+
+def rows(path) -> list:
+    return sorted(sqlite3.connect(path).execute("SELECT * FROM judgments").fetchall())
+
+
+def same_tally(a: dict, b: dict) -> bool:
+    differ = {k: (a[k], b[k]) for k in a if k != "wall_time_s" and a[k] != b[k]}
+    assert not differ
+    return True
+
+
+@pytest.mark.parametrize("variant,rule", [("heapsort", "incumbent"), ("heapsort", "half"), ("sliding", "average"),
+                                          ("allpairs", "incumbent")])
+def test_api_queries_in_parallel_equal_queries_one_by_one(server, tmp_path, variant, rule):
+    base = {"backend": "openai", "base_url": f"http://127.0.0.1:{server.server_port}/v1", "model": "m",
+            "variant": variant, "disagreement": rule, "k": 5, "depth": 20 if variant != "allpairs" else 8}
+    work = jobs()
+    one = LLMReranker(base | {"max_in_flight": 1, "cache": tmp_path / "one.sqlite"})
+    sequential = [one.rerank(*job) for job in work]
+    many = LLMReranker(base | {"max_in_flight": 16, "parallel_queries": 7, "cache": tmp_path / "many.sqlite"})
+    assert many.rerank_many(work) == sequential
+    assert rows(tmp_path / "one.sqlite") == rows(tmp_path / "many.sqlite")
+    assert same_tally(one.accounting(), many.accounting())
+    assert one.accounting()["disagreements"] > 0
+
+
+@pytest.mark.parametrize("variant", ["heapsort", "sliding", "allpairs"])
+def test_batched_backend_queries_in_parallel_equal_queries_one_by_one(tmp_path, variant):
+    settings = {"variant": variant, "k": 4, "depth": 12, "chunk": 5}
+    one = LLMReranker(settings | {"cache": tmp_path / "one.sqlite"}, backend=FakeBackend(p_first))
+    sequential = [one.rerank(*job) for job in jobs(8, 12)]
+    fake = FakeBackend(p_first)
+    many = LLMReranker(settings | {"cache": tmp_path / "many.sqlite"}, backend=fake)
+    assert many.rerank_many(jobs(8, 12)) == sequential
+    assert rows(tmp_path / "one.sqlite") == rows(tmp_path / "many.sqlite")
+    assert same_tally(one.accounting(), many.accounting())
+
+
+def test_a_killed_parallel_run_resumes_from_the_cache(server, tmp_path):
+    base = {"backend": "openai", "base_url": f"http://127.0.0.1:{server.server_port}/v1", "model": "m",
+            "max_retries": 0, "max_in_flight": 8, "k": 5, "depth": 20}
+    clean = LLMReranker(base | {"cache": tmp_path / "clean.sqlite"}).rerank_many(jobs())
+    server.fail_after = server.count + 300
+    with pytest.raises(KitError, match="HTTP 400"):
+        LLMReranker(base | {"cache": tmp_path / "j.sqlite"}).rerank_many(jobs())
+    kept = len(rows(tmp_path / "j.sqlite"))
+    assert 250 <= kept <= 300
+    server.fail_after = None
+    resumed = LLMReranker(base | {"cache": tmp_path / "j.sqlite"})
+    assert resumed.rerank_many(jobs()) == clean
+    assert resumed.accounting()["prompts_sent"] == len(rows(tmp_path / "clean.sqlite")) - kept
+    assert rows(tmp_path / "j.sqlite") == rows(tmp_path / "clean.sqlite")
+
+
+def llm_rankers_heapsort(docs, greater, k):
+    """ielab/llm-rankers' PairwiseLlmRanker.heapSort/heapify, restated: top k of docs."""
+    arr = list(docs)
+
+    def heapify(n, i):
+        largest, left, right = i, 2 * i + 1, 2 * i + 2
+        if left < n and greater(arr[left], arr[i]):
+            largest = left
+        if right < n and greater(arr[right], arr[largest]):
+            largest = right
+        if largest != i:
+            arr[i], arr[largest] = arr[largest], arr[i]
+            heapify(n, largest)
+
+    n = len(arr)
+    for i in range(n // 2, -1, -1):
+        heapify(n, i)
+    ranked = 0
+    for i in range(n - 1, 0, -1):
+        arr[i], arr[0] = arr[0], arr[i]
+        ranked += 1
+        if ranked == k:
+            break
+        heapify(i, 0)
+    return list(reversed(arr))[:k]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_heapsort_with_the_incumbent_rule_is_llm_rankers_heapsort(tmp_path, seed):
+    docs = [f"{d:03d}" for d in random.Random(seed).sample(range(200), 60)]
+
+    def greater(x, y):  # llm-rankers' __gt__: both orders agree that x wins
+        return p_first(x, y) > 0.5 and p_first(y, x) < 0.5
+
+    rr = LLMReranker({"cache": tmp_path / "j.sqlite", "k": 10, "depth": 60}, backend=FakeBackend(p_first))
+    judge = rr.judge.for_query("i", "s", {d: f"doc{d}" for d in docs})
+    assert heapsort_top(docs, judge.compare, 10)[:10] == llm_rankers_heapsort(docs, greater, 10)
+    assert rr.judge.tally.disagreements > 0
+
+
+def test_transformers_backend_batches_queries_together(tmp_path):
+    from tiny_models import build_tiny_lm
+
+    folder = build_tiny_lm(tmp_path / "lm")
+    settings = {"model": str(folder), "k": 3, "depth": 6, "batch_size": 16,
+                "budgets": {"seed": 16, "candidate": 8}}
+    work = [(f"find the method {q}", "graph neural networks for text",
+             [(f"d{i}", f"a method for parsing {'graph ' * ((i * (q + 2)) % 7)}") for i in range(8)],
+             {f"d{i}": -i for i in range(8)}) for q in range(5)]
+    one = LLMReranker(settings | {"cache": tmp_path / "one.sqlite"})
+    sequential = [one.rerank(*job) for job in work]
+    many = LLMReranker(settings | {"cache": tmp_path / "many.sqlite"})
+    assert many.rerank_many(work) == sequential
+    a, b = rows(tmp_path / "one.sqlite"), rows(tmp_path / "many.sqlite")
+    assert [r[:-1] for r in a] == [r[:-1] for r in b]
+    assert max(abs(x[-1] - y[-1]) for x, y in zip(a, b)) < 1e-5
