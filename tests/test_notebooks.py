@@ -14,6 +14,7 @@ import pandas as pd
 import papermill
 import pytest
 
+from evalkit.errors import KitError
 from evalkit.evaluation import summarize
 from evalkit.human import human_per_query
 from evalkit.study import findings, params
@@ -84,7 +85,8 @@ def test_relevance_table_has_models_human_significance_and_the_papers_rows(works
     assert kit.loc["minilm", "same_as_reference"] == "reference"
     assert kit.loc["bm25", "same_as_reference"] in ("yes", "no") and 0 <= kit.loc["bm25", "p_holm"] <= 1
     assert set(kit.measure) == {"nDCG_csfcube@20"}
-    assert (relevance.source != "kit").sum() == 7  # the paper's published rows
+    assert (relevance.source != "kit").sum() == 12  # the paper's published rows (Table 1)
+    assert kit.loc["minilm", "not_significant"] == "reference" and not kit.not_significant.isna().iloc[:3].all()
     assert (workspace / "figures" / f"relevance-{TAG}.svg").is_file()
 
 
@@ -179,3 +181,48 @@ def test_promptriever_notebook_selects_prompts_with_real_runs(workspace):
     datasets = pd.read_csv(tables / "promptriever-datasets-offline.csv")
     assert datasets.dataset.tolist() == ["scifact-mini"]
     assert (tables / "promptriever-published.csv").is_file()
+
+
+def test_seeds_that_parse_to_nothing_are_refused():
+    """SEEDS="," once meant a silent full run; now it is a one-line error."""
+    from evalkit.study.params import seeds_of
+
+    with pytest.raises(KitError, match="lists no seed id"):
+        seeds_of(" , ,")
+    assert seeds_of("") is None and seeds_of("9, 1,9") == ("1", "9")
+
+
+def test_explore_notebook_renders_one_seed_as_static_html(tmp_path, monkeypatch):
+    monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
+    notebook = nbformat.read(ROOT / "notebooks" / "explore.ipynb", as_version=4)
+    later = "\n".join(c.source for c in notebook.cells if c.cell_type == "code"
+                      and "parameters" not in c.metadata.get("tags", []))
+    assert all(re.search(rf"\b{p}\b", later) for p in parameters("explore")) and "def " not in later
+    assert all(not c.outputs for c in notebook.cells if c.cell_type == "code")
+    out = tmp_path / "explore.ipynb"
+    papermill.execute_notebook(str(ROOT / "notebooks" / "explore.ipynb"), str(out), progress_bar=False, cwd=str(ROOT),
+                               parameters={"SEED": "929877", "MODELS": "bm25,minilm", "K": 5,
+                                           "RUNS_DIR": str(tmp_path / "runs")})
+    executed = nbformat.read(out, as_version=4)
+    shown = "".join(o.get("data", {}).get("text/html", "") for c in executed.cells if c.cell_type == "code"
+                    for o in c.outputs)
+    assert "Seed 929877" in shown and "all-MiniLM-L6-v2" in shown and "BM25" in shown
+    assert "documents relevant only under background" in shown and "ann" in shown
+    assert "application/vnd.jupyter.widget-view+json" not in json.dumps([c.outputs for c in executed.cells
+                                                                          if c.cell_type == "code"])
+    with pytest.raises(papermill.PapermillExecutionError) as raised:
+        papermill.execute_notebook(str(ROOT / "notebooks" / "explore.ipynb"), str(tmp_path / "bad.ipynb"),
+                                   progress_bar=False, cwd=str(ROOT), parameters={"SEED": "123", "MODELS": "bm25"})
+    assert raised.value.ename == "KitError" and "SEED" in raised.value.evalue
+
+
+def test_study_figures_carry_captions_and_the_per_query_figure(workspace):
+    figures_dir = workspace / "figures"
+    for name in ("relevance", "relevance-per-query", "instruction_following", "instruction_following-per-query"):
+        assert (figures_dir / f"{name}-{TAG}.png").is_file()
+        caption = (figures_dir / f"{name}-{TAG}.caption.txt").read_text()
+        assert "Setting: profile offline, protocol pool" in caption and TAG in caption
+    executed = nbformat.read(workspace / "relevance.ipynb", as_version=4)
+    shown = "".join(o.get("data", {}).get("text/html", "") for c in executed.cells if c.cell_type == "code"
+                    for o in c.outputs)
+    assert shown.count("<figcaption") == 2

@@ -91,7 +91,10 @@ def split(value: str) -> list[str]:
 
 
 def seeds_of(value: str) -> tuple[str, ...] | None:
+    """The smoke seeds of SEEDS (sorted, unique); None when SEEDS is empty (every query)."""
     seeds = sorted(set(split(value)))
+    if value.strip() and not seeds:
+        raise KitError(f"SEEDS={value!r} lists no seed id; give comma-separated seed paper ids or leave it empty")
     return tuple(seeds) or None
 
 
