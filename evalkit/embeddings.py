@@ -1,10 +1,17 @@
-"""Sentence-transformers encoding with a persistent, resumable embedding cache.
+"""Encoding with a persistent, resumable embedding cache, shared by every embedding model.
 
-Each unique text is encoded once per model fingerprint: vectors are stored in a
-SQLite file under the cache folder, keyed by sha256(fingerprint + text). The
-fingerprint hashes everything that changes a vector (model location and revision,
-adapter, sequence length, normalisation, kit cache version). Encoding runs in
-chunks committed one by one, so a killed run resumes with only the missing texts.
+`CachedVectors` is the one cache path: each unique input (its exact model text, plus the
+instruction or other parts that change the vector) is encoded once per model fingerprint;
+vectors (or per-document matrices of sentence vectors) are stored in a SQLite file under
+the cache folder, keyed by sha256(fingerprint + input key). The fingerprint hashes
+everything that changes a vector (the encoder's ``describe()``: model location and
+revision or a local folder's content hash, adapter, sequence length, pooling,
+normalisation; and the kit cache version). Encoding runs in chunks committed one by one,
+so a killed run resumes with only the missing inputs; a non-finite vector is never stored.
+
+`Encoder` is the sentence-transformers model behind that cache (the offline profile's
+models); the paper's encoders (`evalkit.encoders`) go through `CachedVectors` in
+`evalkit.models.paper`.
 """
 
 from __future__ import annotations
@@ -13,7 +20,7 @@ import atexit
 import hashlib
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +45,104 @@ def folder_revision(folder: Path) -> str:
     return files_sha256(paths, [str(p.relative_to(folder)) for p in paths])[:16]
 
 
+def fingerprint(settings: dict) -> str:
+    """16 hex digits of sha256 over the settings (JSON, sorted keys) that change a vector."""
+    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def location_settings(location: str, revision: str | None) -> dict:
+    """What pins a model's files: a local folder's resolved path and content hash, else the hub
+    id and revision (default main)."""
+    local = Path(location).is_dir()
+    return {"location": str(Path(location).resolve()) if local else location,
+            "revision": folder_revision(Path(location)) if local else (revision or "main")}
+
+
+class CachedVectors:
+    """Vectors by input under one model fingerprint: memory, then SQLite, then the model.
+
+    `settings` is everything that changes a vector (typically an encoder's ``describe()``,
+    with local folders pinned by `location_settings`); ``version`` is added. With
+    ``matrices=True`` each input maps to an (n, dim) array (e.g. one row per sentence).
+    """
+
+    def __init__(self, settings: dict, cache_dir: Path | None = None, matrices: bool = False):
+        self.settings = {**settings, "version": CACHE_VERSION}
+        self.fingerprint = fingerprint(self.settings)
+        self.cache = EmbeddingCache((cache_dir or cache_root()) / "embeddings" / f"{self.fingerprint}.sqlite",
+                                    self.fingerprint)
+        self.matrices = matrices
+        self._memory: dict[str, np.ndarray] = {}
+        self.encoded = 0  # inputs sent to the model in this process (for benchmarks and tests)
+
+    def _check(self, array: np.ndarray) -> np.ndarray:
+        array = np.asarray(array, dtype=np.float32)
+        if array.ndim != (2 if self.matrices else 1) or array.size == 0:
+            raise KitError(f"the encoder gave an array of shape {array.shape}; expected one non-empty "
+                           f"{'(rows, dim) matrix' if self.matrices else 'vector'} per input")
+        if not np.isfinite(array).all():
+            raise KitError(f"the model gave a non-finite vector (fingerprint {self.fingerprint}); nothing was "
+                           "cached: check the model's dtype and inputs")
+        return array
+
+    def _stored(self, keys: list[str]) -> dict[str, np.ndarray]:
+        """Stored arrays of `keys`. A matrix is stored row by row (every vector of a cache file has
+        one length) under its key plus the row number, after a header row whose values are the
+        row count; it counts as stored only when the header and every row are."""
+        if not self.matrices:
+            return self.cache.get(keys)
+        headers = self.cache.get(keys)
+        rows = {key: int(round(float(h[0]))) for key, h in headers.items()}
+        wanted = [self.cache.key(f"{key}\0{i}") for key, n in rows.items() for i in range(n)]
+        found = self.cache.get(wanted)
+        out = {}
+        for key, n in rows.items():
+            parts = [found.get(self.cache.key(f"{key}\0{i}")) for i in range(n)]
+            if n and all(p is not None for p in parts):
+                out[key] = np.stack(parts)
+        return out
+
+    def _store(self, arrays: dict[str, np.ndarray]) -> None:
+        if not self.matrices:
+            self.cache.put(arrays)
+            return
+        flat = {}
+        for key, matrix in arrays.items():
+            flat.update({self.cache.key(f"{key}\0{i}"): row for i, row in enumerate(matrix)})
+        flat.update({key: np.full(m.shape[1], m.shape[0], dtype=np.float32) for key, m in arrays.items()})
+        self.cache.put(flat)  # one transaction: the headers commit with their rows
+
+    def get(self, items: Sequence, key: Callable[[object], Hashable], compute: Callable[[list], Sequence[np.ndarray]],
+            desc: str = "encoding", chunk: int | None = None) -> list[np.ndarray]:
+        """The arrays of `items` in order. `key(item)` is the exact input the model reads (a
+        string, or a tuple of strings such as (instruction prefix, text)); `compute(list of
+        items)` encodes the items no cache holds, `chunk` at a time, each chunk committed."""
+        keys = [self.cache.key(k if isinstance(k, str) else json.dumps(k)) for k in map(key, items)]
+        by_key = dict(zip(keys, items))
+        missing = [k for k in by_key if k not in self._memory]
+        self._memory.update(self._stored(missing))
+        todo = [k for k in missing if k not in self._memory]
+        size = chunk or CHUNK
+        with tqdm(total=len(todo), desc=desc, unit="text", disable=len(todo) < 64) as bar:
+            for start in range(0, len(todo), size):
+                part = todo[start:start + size]
+                arrays = list(compute([by_key[k] for k in part]))
+                if len(arrays) != len(part):
+                    raise KitError(f"the encoder returned {len(arrays)} arrays for {len(part)} inputs")
+                fresh = {k: self._check(a) for k, a in zip(part, arrays)}
+                self._store(fresh)
+                self._memory.update(fresh)
+                self.encoded += len(part)
+                bar.update(len(part))
+        return [self._memory[k] for k in keys]
+
+    def stack(self, items: Sequence, key: Callable[[object], Hashable], compute: Callable[[list], np.ndarray],
+              desc: str = "encoding") -> np.ndarray:
+        """`get` for single vectors, stacked into (len(items), dim)."""
+        found = self.get(items, key, compute, desc)
+        return np.stack(found) if found else np.zeros((0, 0), dtype=np.float32)
+
+
 class Encoder:
     """A sentence-transformers model behind the embedding cache.
 
@@ -49,23 +154,23 @@ class Encoder:
                  batch_size: int = 32, normalize: bool = True, cache_dir: Path | None = None,
                  devices: list[str] | None = None):
         self.location = location
-        local = Path(location).is_dir()
-        self.revision = folder_revision(Path(location)) if local else (revision or "main")
         self.max_seq_length = max_seq_length
         self.batch_size = batch_size
         self.normalize = normalize
         self.devices = list(devices) if devices else None  # several: a multi-process pool
         self._pool = None
-        settings = {"location": str(Path(location).resolve()) if local else location,
-                    "revision": self.revision, "max_seq_length": max_seq_length,
-                    "normalize": normalize, "version": CACHE_VERSION,
-                    "device_kind": (self.devices or [_device()])[0].split(":")[0]}
-        self.fingerprint = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
-        self.cache = EmbeddingCache((cache_dir or cache_root()) / "embeddings" / f"{self.fingerprint}.sqlite",
-                                    self.fingerprint)
+        pinned = location_settings(location, revision)
+        self.revision = pinned["revision"]
+        self.vectors = CachedVectors({**pinned, "max_seq_length": max_seq_length, "normalize": normalize,
+                                      "device_kind": (self.devices or [_device()])[0].split(":")[0]}, cache_dir)
+        self.fingerprint = self.vectors.fingerprint
+        self.cache = self.vectors.cache
         self._model = None
-        self._memory: dict[str, np.ndarray] = {}
-        self.texts_encoded = 0  # texts sent to the model in this process (for benchmarks)
+
+    @property
+    def texts_encoded(self) -> int:
+        """Texts sent to the model in this process (for benchmarks)."""
+        return self.vectors.encoded
 
     @property
     def model(self):
@@ -92,25 +197,11 @@ class Encoder:
 
     def encode(self, texts: Sequence[str], desc: str = "encoding") -> np.ndarray:
         """Vectors for `texts` in order; only texts never seen by this fingerprint reach the model."""
-        keys = [self.cache.key(t) for t in texts]
-        missing = [k for k in dict.fromkeys(keys) if k not in self._memory]
-        self._memory.update(self.cache.get(missing))
-        by_key = dict(zip(keys, texts))
-        todo = [k for k in missing if k not in self._memory]
-        with tqdm(total=len(todo), desc=desc, unit="text", disable=len(todo) < 64) as bar:
-            for start in range(0, len(todo), CHUNK):
-                chunk = todo[start:start + CHUNK]
-                vectors = self.model.encode([by_key[k] for k in chunk], batch_size=self.batch_size,
-                                            normalize_embeddings=self.normalize, convert_to_numpy=True,
-                                            pool=self._process_pool())
-                fresh = dict(zip(chunk, vectors.astype(np.float32)))
-                self.cache.put(fresh)
-                self._memory.update(fresh)
-                self.texts_encoded += len(chunk)
-                bar.update(len(chunk))
-        if not keys:
-            return np.zeros((0, 0), dtype=np.float32)
-        return np.stack([self._memory[k] for k in keys])
+        def compute(chunk: list[str]) -> np.ndarray:
+            return self.model.encode(chunk, batch_size=self.batch_size, normalize_embeddings=self.normalize,
+                                     convert_to_numpy=True, pool=self._process_pool())
+
+        return self.vectors.stack(list(texts), str, compute, desc)
 
 
 def _device() -> str:

@@ -16,6 +16,7 @@ from evalkit.errors import KitError
 from evalkit.models import registry
 from evalkit.models.bm25 import BM25
 from evalkit.models.dense import BiEncoder, MultiVector
+from evalkit.runs import ranked
 
 
 @pytest.fixture(scope="module")
@@ -205,3 +206,71 @@ def test_needs_say_what_a_model_requires_of_a_collection():
     over_multivector = registry.ModelSpec("o", "offline", "oracle", "o", "oracle",
                                           {"first_stage": "minilm-aspire-ot"})
     assert registry.needs(over_multivector) == {"sentences", "qrels"}
+
+
+def test_blank_instruction_uses_the_plain_query_not_an_empty_slot(tiny_st, tmp_path):
+    model = BiEncoder(Encoder(str(tiny_st), cache_dir=tmp_path), "Instruct: {instruction}\nQuery: {query}")
+    assert model.query_string(Query("q", "graph networks", "")) == "graph networks"
+    assert model.query_string(Query("q", "graph networks", "Find")) == "Instruct: Find\nQuery: graph networks"
+
+
+def test_first_stage_reranking_keeps_the_tail_in_first_stage_order(tiny_st, tmp_path):
+    first = BM25()
+    model = BiEncoder(Encoder(str(tiny_st), cache_dir=tmp_path), first_stage=first, depth=2)
+    request = make_request(SEED, "method", "base")
+    scores, order = model.score(request, DOCS), ranked(first.score(request, DOCS))
+    head, tail = set(order[:2]), order[2:]
+    raw = BiEncoder(Encoder(str(tiny_st), cache_dir=tmp_path)).score(request, DOCS)
+    assert all(scores[d] == pytest.approx(raw[d]) for d in head)
+    assert all(scores[t] < min(scores[d] for d in head) for t in tail)
+    with pytest.raises(KitError, match="depth"):
+        BiEncoder(Encoder(str(tiny_st), cache_dir=tmp_path), first_stage=first)
+
+
+def test_cached_vectors_store_matrices_row_by_row(tmp_path):
+    calls = []
+
+    def compute(items):
+        calls.extend(items)
+        return [np.arange(len(i) * 3, dtype=np.float32).reshape(len(i), 3) + 1 for i in items]
+
+    vectors = embeddings.CachedVectors({"model": "m"}, tmp_path, matrices=True)
+    items = [("a", "b"), ("c",), ("a", "b")]
+    first = vectors.get(items, list, compute)
+    again = embeddings.CachedVectors({"model": "m"}, tmp_path, matrices=True).get(items, list, compute)
+    assert len(calls) == 2 and [m.shape for m in again] == [(2, 3), (1, 3), (2, 3)]
+    assert all(np.array_equal(a, b) for a, b in zip(first, again))
+    with pytest.raises(KitError, match="non-finite"):
+        vectors.get([("nan",)], list, lambda items: [np.full((1, 3), np.nan, np.float32)])
+
+
+def test_paper_families_are_registered_and_need_what_their_model_needs():
+    assert {"gritlm", "promptriever", "paper-cls", "aspire"} <= set(registry.FAMILIES)
+
+    def needs(name):
+        return registry.needs(registry.spec(name, "paper"))
+
+    assert needs("otaspire") == {"sentences"} and needs("scincl") == needs("specter2") == set()
+    assert needs("gritlm-7b") == needs("promptriever") == set()  # over SciNCL, which needs nothing
+    aspire_first = registry.ModelSpec("g", "paper", "gritlm", "g", "instructed",
+                                      {"model": "x", "first_stage": "otaspire"})
+    assert registry.needs(aspire_first) == {"sentences"}
+
+
+def test_paper_cls_queries_are_papers_through_the_document_template():
+    from evalkit.models.paper import PaperClsBiEncoder
+
+    class Tokens:
+        sep_token = "[SEP]"
+
+        def encode_texts(self, texts):
+            return np.ones((len(texts), 2), np.float32)
+
+    model = PaperClsBiEncoder.__new__(PaperClsBiEncoder)
+    model.reference, model.doc_template = Tokens(), "{title}{sep}{abstract}"
+    seed = SEED
+    assert model.query_string(make_request(seed, "method", "base")) == f"{seed.title}[SEP]{seed.text}"
+    prompted = Query("q", seed.full_text + " Be careful.", "", seed, "method")
+    assert model.query_string(prompted) == f"{seed.title}[SEP]{seed.text} Be careful."
+    subset = make_request(seed, "method", "aspect-subset")
+    assert model.query_string(subset) == subset.text  # the facet's sentences, as they are

@@ -20,7 +20,8 @@ def build_sentence_transformer(folder: Path) -> Path:
     import torch
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
-    from tokenizers import Tokenizer, models as tok_models, normalizers, pre_tokenizers, trainers
+    from tokenizers import Tokenizer, normalizers, pre_tokenizers, trainers
+    from tokenizers import models as tok_models
     from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
 
     torch.manual_seed(0)

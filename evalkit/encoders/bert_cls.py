@@ -43,6 +43,18 @@ def resolved_revision(location: str, revision: str | None) -> str:
     return revision or "main"
 
 
+def load_tokenizer(location: str, revision: str | None, what: str):
+    """The tokenizer alone (cheap: e.g. for the separator token when every vector is cached)."""
+    from transformers import AutoTokenizer
+
+    kwargs = {} if Path(location).is_dir() else {"revision": revision}
+    try:
+        return AutoTokenizer.from_pretrained(location, **kwargs)
+    except (OSError, ValueError, KeyError, RuntimeError) as exc:
+        raise KitError(f"cannot load {what} tokenizer {location} ({one_line(exc)}); "
+                       "check the hub id, revision or folder") from None
+
+
 def load_bert(location: str, revision: str | None, device: str, what: str):
     """(tokenizer, model in eval mode on `device`, float32) from a hub id or a local folder."""
     import torch
@@ -114,6 +126,13 @@ class BertClsEncoder:
     @property
     def model(self):
         return self._load()[1]
+
+    @property
+    def sep_token(self) -> str:
+        """The tokenizer's separator token, without loading the weights."""
+        if self._tokenizer is None:
+            self._tokenizer = load_tokenizer(self.location, self.revision, self.family)
+        return self._tokenizer.sep_token
 
     def describe(self) -> dict:
         """Everything that changes the vectors."""

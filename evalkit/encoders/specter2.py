@@ -45,8 +45,16 @@ from pathlib import Path
 
 import numpy as np
 
-from evalkit.encoders.bert_cls import (POOLING, TEXT_FORMAT, cls_vectors, load_bert, one_line, paper_text,
-                                       resolved_revision)
+from evalkit.encoders.bert_cls import (
+    POOLING,
+    TEXT_FORMAT,
+    cls_vectors,
+    load_bert,
+    load_tokenizer,
+    one_line,
+    paper_text,
+    resolved_revision,
+)
 from evalkit.errors import KitError
 
 BASE = "allenai/specter2_base"
@@ -322,6 +330,13 @@ class Specter2Encoder:
     @property
     def model(self):
         return self._load()[1]
+
+    @property
+    def sep_token(self) -> str:
+        """The tokenizer's separator token, without loading the weights."""
+        if self._tokenizer is None:
+            self._tokenizer = load_tokenizer(self.location, self.revision, self.family)
+        return self._tokenizer.sep_token
 
     def describe(self) -> dict:
         """Everything that changes the vectors."""

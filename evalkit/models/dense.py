@@ -10,48 +10,122 @@ import ot
 from evalkit.collection import Document, Query
 from evalkit.embeddings import Encoder
 from evalkit.errors import KitError
+from evalkit.runs import ranked
 
 
 class BiEncoder:
-    """Cosine similarity of one query vector and one vector per candidate (title + abstract).
+    """One query vector against one vector per candidate (title + abstract); cosine by default.
 
     The query text is ``query_template.format(instruction=..., query=...)``: ``{query}``
     alone makes an instruction-agnostic model; a template with ``{instruction}`` is an
-    instructed embedder (GritLM, E5-instruct, Promptriever) or, for a model never
-    trained on instructions, a prompt-sensitivity probe.
+    instructed embedder or, for a model never trained on instructions, a
+    prompt-sensitivity probe. A query whose instruction is blank uses
+    ``empty_instruction_template`` (default ``{query}``), so no template leaves an empty
+    instruction slot (``Instruct: \nQuery:``) in the text.
+
+    Subclasses (`evalkit.models.paper`) override `query_vectors`, `text_vectors` and
+    `similarity`; everything else (first-stage reranking, the facet hybrid, the full
+    protocol's index) goes through those. With a `first_stage` scorer, only its top `depth`
+    candidates are scored by this model (raw similarities) and the others follow below them
+    in first-stage order: the paper's instructed retrievers rerank SciNCL's top 200.
     """
 
-    def __init__(self, encoder: Encoder, query_template: str = "{query}", doc_template: str = "{text}"):
-        for name, template, field in (("query_template", query_template, "{query}"),
-                                      ("doc_template", doc_template, "{text}")):
-            if field not in template:
-                raise KitError(f"{name} {template!r} must contain {field}; fix the model config")
+    metric = "cosine"  # "cosine": dot of normalised vectors; "l2": negative Euclidean distance
+
+    def __init__(self, encoder: Encoder | None, query_template: str = "{query}", doc_template: str = "{text}",
+                 empty_instruction_template: str = "{query}", first_stage=None, depth: int | None = None):
+        for name, template, fields in (("query_template", query_template, ("{query}",)),
+                                       ("empty_instruction_template", empty_instruction_template, ("{query}",)),
+                                       ("doc_template", doc_template, ("{text}", "{abstract}"))):
+            if not any(field in template for field in fields):
+                raise KitError(f"{name} {template!r} must contain {' or '.join(fields)}; fix the model config")
+        if "{instruction}" in empty_instruction_template:
+            raise KitError("empty_instruction_template is used when the instruction is blank; "
+                           "it must not contain {instruction}")
         self.encoder = encoder
         self.query_template = query_template
+        self.empty_instruction_template = empty_instruction_template
         self.doc_template = doc_template
         self.reads_instruction = "{instruction}" in query_template
+        self.first_stage = first_stage
+        self.depth = None if depth is None else int(depth)
+        if first_stage is not None and (self.depth is None or self.depth < 1):
+            raise KitError(f"depth={depth} must be a positive integer when a first_stage is set; fix the model config")
 
+    # -- what subclasses override ---------------------------------------------------------
     def query_string(self, query: Query) -> str:
-        return self.query_template.format(instruction=query.instruction, query=query.text)
+        template = self.query_template if query.instruction.strip() else self.empty_instruction_template
+        return template.format(instruction=query.instruction, query=query.text)
+
+    def document_string(self, document: Document) -> str:
+        return self.doc_template.format(text=document.full_text, title=document.title, abstract=document.text)
+
+    def query_vectors(self, queries: Sequence[Query]) -> np.ndarray:
+        return self.encoder.encode([self.query_string(q) for q in queries], "queries")
+
+    def text_vectors(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors of candidate-side texts (already through `doc_template`'s ``{text}``)."""
+        return self.encoder.encode([self.doc_template.format(text=t, title="", abstract=t) for t in texts],
+                                   "documents")
 
     def doc_vectors(self, candidates: Sequence[Document]) -> np.ndarray:
-        return self.encoder.encode([self.doc_template.format(text=d.full_text) for d in candidates], "documents")
+        return self.encoder.encode([self.document_string(d) for d in candidates], "documents")
+
+    def similarity(self, query_vector: np.ndarray, doc_vectors: np.ndarray) -> np.ndarray:
+        if self.metric == "l2":
+            return -np.linalg.norm(doc_vectors.astype(np.float64) - query_vector.astype(np.float64), axis=1)
+        return doc_vectors @ query_vector
+
+    # -- shared ---------------------------------------------------------------------------
+    def query_vector(self, query: Query) -> np.ndarray:
+        return self.query_vectors([query])[0]
 
     def prepare(self, documents: Sequence[Document]) -> None:
+        if self.first_stage is not None:
+            self.first_stage.prepare(documents)
         self.doc_vectors(documents)
 
-    def score(self, query: Query, candidates: Sequence[Document]) -> dict[str, float]:
-        vector = self.encoder.encode([self.query_string(query)], "queries")[0]
-        scores = self.doc_vectors(candidates) @ vector
+    def similarities(self, query: Query, candidates: Sequence[Document]) -> dict[str, float]:
+        """This model's raw similarity for every candidate (no first stage)."""
+        if not candidates:
+            return {}
+        scores = self.similarity(self.query_vector(query), self.doc_vectors(candidates))
         return {d.doc_id: float(s) for d, s in zip(candidates, scores)}
 
+    def score(self, query: Query, candidates: Sequence[Document]) -> dict[str, float]:
+        if self.first_stage is None:
+            return self.similarities(query, candidates)
+        return rerank_head(self.first_stage.score(query, candidates), candidates, self.depth,
+                           lambda head: self.similarities(query, head))
+
     def describe(self) -> dict:
-        return {"family": "dense", "model": self.encoder.location, "revision": self.encoder.revision,
-                "query_template": self.query_template, "doc_template": self.doc_template}
+        described = {"family": "dense", "model": self.encoder.location, "revision": self.encoder.revision,
+                     "query_template": self.query_template, "doc_template": self.doc_template}
+        if self.empty_instruction_template != "{query}":
+            described["empty_instruction_template"] = self.empty_instruction_template
+        return self._with_first_stage(described)
+
+    def _with_first_stage(self, described: dict) -> dict:
+        if self.first_stage is None:
+            return described
+        return {**described, "first_stage": self.first_stage.describe(), "depth": self.depth}
+
+
+def rerank_head(first: dict[str, float], candidates: Sequence[Document], depth: int, score_head) -> dict[str, float]:
+    """The first stage's top `depth` scored by `score_head(head documents)`; every other
+    candidate below the lowest of those, in first-stage order (strictly decreasing)."""
+    order = ranked(first)
+    by_id = {d.doc_id: d for d in candidates}
+    head = score_head([by_id[d] for d in order[:depth]])
+    floor = min(head.values(), default=0.0)
+    tail = order[depth:]
+    return {**head, **{doc: floor - 1.0 - i for i, doc in enumerate(tail)}}
 
 
 class MultiVector:
-    """otAspire-like aspect-conditional matching of sentence embeddings.
+    """otAspire-LIKE approximation (offline profile only): each sentence encoded on its own by
+    a sentence-transformers model, not otAspire's contextual sentence vectors; the paper's
+    otAspire is `evalkit.models.paper.OTAspire`.
 
     The query's focus sentences (the seed's sentences of the requested facet, all its
     sentences if it has none) are matched against every sentence of a candidate: ``ot`` scores the negative optimal

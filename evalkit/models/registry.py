@@ -1,8 +1,13 @@
 """Model registry: a name in config/models.yaml -> a scorer built by its family's builder.
 
 Builders receive the entry's settings, the profile and the collection being ranked (an
-oracle reads its grades); `needs` says, before anything is built, what a model requires of
-a collection, so that a model that cannot serve one is refused in one line.
+oracle reads its grades). The paper's embedding models have their own families
+(`evalkit.models.paper`): ``gritlm``, ``promptriever``, ``paper-cls`` (SciNCL; Specter2 with
+``adapter``) and ``aspire`` (otAspire); ``dense`` and ``multivector`` are the
+sentence-transformers models of the offline profile. An embedding entry naming
+``first_stage`` reranks that model's top ``depth`` (default: the profile's), as LLM entries
+do. `needs` says, before anything is built, what a model requires of a collection, so that
+a model that cannot serve one is refused in one line.
 
 Set ``EVALKIT_MODELS`` to a YAML file of the same shape to use your own registry.
 """
@@ -65,22 +70,67 @@ def _encoder(settings: dict):
     from evalkit.embeddings import Encoder
 
     if settings.get("adapter"):
-        raise KitError(f"adapter {settings['adapter']} (AdapterHub format) is not supported yet; "
-                       "use a model without an adapter")
+        raise KitError(f"adapter {settings['adapter']}: the dense family (sentence-transformers) takes no adapter; "
+                       "use family paper-cls for a BERT model with an AdapterHub adapter (Specter2)")
     return Encoder(resolve_location(settings["model"]), revision=settings.get("revision"),
                    max_seq_length=settings.get("max_seq_length"), batch_size=settings.get("batch_size", 32),
                    devices=settings.get("devices"))
 
 
 def _build_dense(settings: dict, profile: str, collection: Collection) -> Scorer:
-    """A bi-encoder; with `hybrid_alpha`, the facet hybrid over it (evalkit.hybrid)."""
+    """A sentence-transformers bi-encoder; with `first_stage`, it reranks that model's top `depth`;
+    with `hybrid_alpha`, the facet hybrid over it (evalkit.hybrid)."""
+    settings = dict(settings)
+    first_stage, depth = _reranking(settings, profile, collection)
     model = BiEncoder(_encoder(settings), settings.get("query_template", "{query}"),
-                      settings.get("doc_template", "{text}"))
+                      settings.get("doc_template", "{text}"),
+                      settings.get("empty_instruction_template", "{query}"), first_stage, depth)
     if "hybrid_alpha" not in settings:
         return model
     from evalkit.hybrid import FacetHybrid
 
     return FacetHybrid(model, settings["hybrid_alpha"], settings.get("hybrid_candidate_facet", False))
+
+
+def _reranking(settings: dict, profile: str, collection: Collection) -> tuple[Scorer | None, int | None]:
+    """(first-stage scorer, depth) of an embedding entry naming `first_stage` (popped from
+    `settings`); depth defaults to the profile's. (None, None) without one."""
+    name = settings.pop("first_stage", None)
+    depth = settings.pop("depth", None)
+    if name is None:
+        if depth is not None:
+            raise KitError(f"depth={depth} needs a first_stage to rerank; add first_stage or remove depth")
+        return None, None
+    return build(_first_stage(name, profile), collection), int(depth or profile_settings(profile)["depth"])
+
+
+def _paper_builder(name: str):
+    """A builder of an `evalkit.models.paper` family (the paper's reference encoders)."""
+
+    def build_paper(settings: dict, profile: str, collection: Collection) -> Scorer:
+        from evalkit.models import paper
+
+        settings = dict(settings)
+        alpha, candidate_facet = settings.pop("hybrid_alpha", None), settings.pop("hybrid_candidate_facet", False)
+        first_stage, depth = _reranking(settings, profile, collection)
+        if name == "aspire":
+            if first_stage is not None:
+                raise KitError("family aspire takes no first_stage; it is a first-stage model of the paper")
+            return paper.build_aspire(settings)
+        builder = {"gritlm": paper.build_gritlm, "promptriever": paper.build_promptriever,
+                   "paper-cls": paper.build_paper_cls}[name]
+        model = builder({**settings, "depth": depth}, first_stage)
+        if alpha is None:
+            return model
+        if candidate_facet:
+            raise KitError(f"hybrid_candidate_facet is not available for family {name}; "
+                           "use the whole-candidate facet hybrid (remove hybrid_candidate_facet)")
+        from evalkit.hybrid import FacetHybrid
+
+        return FacetHybrid(model, alpha)
+
+    build_paper.__doc__ = f"The {name} family (evalkit.models.paper)."
+    return build_paper
 
 
 def _build_multivector(settings: dict, profile: str, collection: Collection) -> Scorer:
@@ -118,6 +168,10 @@ FAMILIES: dict[str, Callable[[dict, str, Collection], Scorer]] = {
     "bm25": _build_bm25,
     "dense": _build_dense,
     "multivector": _build_multivector,
+    "gritlm": _paper_builder("gritlm"),
+    "promptriever": _paper_builder("promptriever"),
+    "paper-cls": _paper_builder("paper-cls"),
+    "aspire": _paper_builder("aspire"),
     "llm": _build_llm,
     "oracle": _build_oracle,
 }
@@ -176,12 +230,15 @@ def build(model: ModelSpec, collection: Collection) -> Scorer:
 
 def needs(model: ModelSpec) -> set[str]:
     """What the model requires of a collection: "sentences" (queries that are documents split
-    into sentences), "facets" (facet-labelled sentences), "qrels" (an oracle reads the grades)."""
-    if model.family == "multivector":
-        return {"sentences"}
-    if model.family == "dense":
-        return {"sentences", "facets"} if "hybrid_alpha" in model.settings else set()
-    if model.family in ("llm", "oracle"):
-        first = needs(_first_stage(model.settings.get("first_stage"), model.profile))
-        return first | ({"qrels"} if model.family == "oracle" else set())
-    return set()
+    into sentences), "facets" (facet-labelled sentences), "qrels" (an oracle reads the grades);
+    with the needs of its first stage, if it names one."""
+    found: set[str] = set()
+    if model.family in ("multivector", "aspire"):
+        found = {"sentences"}
+    elif "hybrid_alpha" in model.settings:
+        found = {"sentences", "facets"}
+    if model.family == "oracle":
+        found |= {"qrels"}
+    if model.family in ("llm", "oracle") or model.settings.get("first_stage"):
+        found |= needs(_first_stage(model.settings.get("first_stage"), model.profile))
+    return found

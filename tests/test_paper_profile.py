@@ -1,0 +1,240 @@
+"""The paper profile end to end, offline: every hub id of `profiles.paper` mapped to a tiny local
+stand-in of the same architecture, every OpenAI-compatible entry to a loopback server, then
+the study notebooks executed with PROFILE=paper on three seeds.
+
+The test registry is the real paper profile with only locations substituted (`model`,
+`base`, `adapter`; `base_url` and the API key of OpenAI-compatible entries), so every entry
+is covered and an entry added without a stand-in fails here. To bound the time on two CPU
+cores, LLM rerankers rerank the first stage's top 8 (k = 2) instead of 200 (k = 20): the
+paper settings themselves are pinned by `test_the_paper_profile_follows_the_papers_protocol`.
+
+Stand-ins (random weights): GritLM-7B and E5-Mistral -> a 2-layer Mistral (GritLM with its
+<|user|>/<|embed|> tokens; E5 as a sentence-transformers folder with last-token pooling);
+Promptriever -> a 2-layer Llama base + a random LoRA (peft); SciNCL and otAspire -> a
+2-layer BERT; Specter2 -> the golden tiny BERT + proximity-config adapter of
+tests/golden/specter2; Mistral-7B / Llama-3-8B rerankers -> a 2-layer chat Llama; gpt-*
+and Llama-3-70B (vLLM) -> a loopback chat-completions server answering with log-probabilities.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import math
+import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from evalkit.errors import KitError
+from evalkit.models import registry
+from evalkit.study import params
+
+pytest.importorskip("peft")
+pytestmark = [pytest.mark.filterwarnings("ignore::FutureWarning"), pytest.mark.filterwarnings("ignore::UserWarning")]
+
+ROOT = Path(__file__).resolve().parents[1]
+GOLDEN = Path(__file__).parent / "golden" / "specter2"
+SEEDS = "3264891,80628431,1791179"  # two facets each; both folds' dev and test halves
+LOCATION_KEYS = ("model", "base", "adapter")
+LLM_DEPTH, LLM_K = 8, 2  # time bound of this test (the paper: 200 and 20)
+TABLE1 = ["scincl", "specter2", "otaspire", "gritlm-7b", "gpt-3.5-turbo-pw", "gpt-4o-pw", "mistral-7b-prp",
+          "llama3-8b-prp", "llama3-70b-prp", "gpt-3.5-turbo-prp", "gpt-4o-prp"]
+
+
+# -- stand-ins -------------------------------------------------------------------------------
+def build_e5_stand_in(mistral: Path, folder: Path) -> Path:
+    """A sentence-transformers folder over a tiny Mistral with last-token pooling (E5-Mistral's)."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
+    from transformers import AutoTokenizer
+
+    hf = folder / "hf"
+    tokenizer = AutoTokenizer.from_pretrained(mistral)
+    tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.save_pretrained(hf)
+    from transformers import AutoModel
+
+    AutoModel.from_pretrained(mistral).save_pretrained(hf)
+    transformer = Transformer(str(hf), max_seq_length=128)
+    pooling = Pooling(transformer.get_embedding_dimension(), pooling_mode="lasttoken")
+    out = folder / "st"
+    SentenceTransformer(modules=[transformer, pooling, Normalize()], device="cpu").save(str(out))
+    return out
+
+
+@pytest.fixture(scope="module")
+def stand_ins(tmp_path_factory) -> dict[str, str]:
+    """Hub id -> local folder, for every location the paper profile names."""
+    from test_encoder_bert_cls import build_tiny_bert
+    from test_encoder_gritlm import build_tiny_mistral
+    from test_encoder_promptriever import build_random_lora, build_tiny_llama
+    from tiny_models import build_tiny_lm
+
+    root = tmp_path_factory.mktemp("paper-stand-ins")
+    mistral = build_tiny_mistral(root / "gritlm")
+    llama = build_tiny_llama(root / "llama-base")
+    lora = build_random_lora(str(llama), root / "promptriever-lora")
+    bert = build_tiny_bert(root / "bert")
+    chat = build_tiny_lm(root / "chat-llama")
+    e5 = build_e5_stand_in(Path(mistral), root / "e5")
+    return {
+        "GritLM/GritLM-7B": str(mistral),
+        "intfloat/e5-mistral-7b-instruct": str(e5),
+        "samaya-ai/promptriever-llama2-7b-v1": str(lora),
+        "meta-llama/Llama-2-7b-hf": str(llama),
+        "malteos/scincl": str(bert),
+        "allenai/aspire-contextualsentence-multim-compsci": str(bert),
+        "allenai/specter2_base": str(GOLDEN / "base"),
+        "allenai/specter2": str(GOLDEN / "adapter_proximity"),
+        "mistralai/Mistral-7B-Instruct-v0.2": str(chat),
+        "meta-llama/Meta-Llama-3-8B-Instruct": str(chat),
+    }
+
+
+# -- loopback OpenAI-compatible server ---------------------------------------------------------
+def completion(message: str) -> dict:
+    """A deterministic answer with log-probabilities for both PRP labels and both pointwise labels."""
+    p = 0.05 + 0.9 * int(hashlib.sha256(message.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
+
+    def step(token, labels):
+        return {"token": token, "logprob": math.log(0.9 * p),
+                "top_logprobs": [{"token": labels[0], "logprob": math.log(0.9 * p)},
+                                 {"token": labels[1], "logprob": math.log(0.9 * (1 - p))}]}
+
+    return {"choices": [{"message": {"role": "assistant", "content": "Passage A"},
+                         "logprobs": {"content": [step("A", ("A", "B")), step("Yes", ("Yes", "No"))]}}],
+            "usage": {"prompt_tokens": len(message.split()), "completion_tokens": 2}}
+
+
+class Handler(BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def do_POST(self):
+        payload = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        with self.server.lock:
+            self.server.models.add(payload.get("model"))
+        body = json.dumps(completion(json.dumps(payload["messages"]))).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture(scope="module")
+def server():
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    srv.daemon_threads = True
+    srv.lock, srv.models = threading.Lock(), set()
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+
+
+# -- the test registry ---------------------------------------------------------------------------
+def substitute(config: dict, stand_ins: dict[str, str], base_url: str) -> dict:
+    """The registry with the paper profile's locations replaced; KitError naming an entry
+    whose location has no stand-in."""
+    config = copy.deepcopy(config)
+    for name, entry in config["profiles"]["paper"]["models"].items():
+        if entry.get("backend") == "openai":
+            entry["base_url"] = base_url
+            entry["api_key_env"] = "EVALKIT_PAPER_TEST_KEY"
+        else:
+            for key in LOCATION_KEYS:
+                if key in entry:
+                    if entry[key] not in stand_ins:
+                        raise KitError(f"paper entry {name}: no tiny stand-in for {key} {entry[key]}; "
+                                       "add one to tests/test_paper_profile.py")
+                    entry[key] = stand_ins[entry[key]]
+        if entry.get("family") == "llm":
+            entry["depth"], entry["k"] = LLM_DEPTH, LLM_K
+            if entry.get("variant") == "sliding":
+                entry["k"] = 1
+    return config
+
+
+@pytest.fixture(scope="module")
+def paper_registry(stand_ins, server, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("paper-registry")
+    config = yaml.safe_load(registry.MODELS_FILE.read_text(encoding="utf-8"))
+    path = folder / "models.yaml"
+    path.write_text(yaml.safe_dump(substitute(config, stand_ins, f"http://127.0.0.1:{server.server_port}/v1")))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("EVALKIT_MODELS", str(path))
+        patch.setenv("EVALKIT_CACHE", str(folder / "cache"))
+        patch.setenv("EVALKIT_PAPER_TEST_KEY", "sk-test")
+        yield folder
+
+
+def test_an_entry_without_a_stand_in_fails(stand_ins):
+    config = yaml.safe_load(registry.MODELS_FILE.read_text(encoding="utf-8"))
+    config["profiles"]["paper"]["models"]["new-model"] = {"family": "gritlm", "model": "someone/new-7b"}
+    with pytest.raises(KitError, match="paper entry new-model: no tiny stand-in for model someone/new-7b"):
+        substitute(config, stand_ins, "http://127.0.0.1:1/v1")
+
+
+def test_the_paper_profile_follows_the_papers_protocol():
+    profile = registry.profile_settings("paper")
+    assert profile["first_stage"] == "scincl" and profile["depth"] == 200
+    study = profile["study"]
+    assert study["relevance"] == TABLE1 and study["reference"] == "gritlm-7b"
+    assert study["sensitivity"] == ["gritlm-7b"] and study["hybrid"] == "gritlm-7b"
+    for name in registry.model_names("paper"):
+        spec = registry.spec(name, "paper")
+        if spec.role in ("instructed", "reranker"):  # rerank SciNCL's top 200, as the paper says
+            assert spec.settings["first_stage"] == "scincl" and spec.settings["depth"] == 200, name
+        templates = " ".join(str(v) for k, v in spec.settings.items() if "template" in k)
+        assert "Instruct: \\nQuery:" not in templates and "<|user|>\n\n<|embed|>" not in templates
+    assert registry.spec("specter2", "paper").settings["adapter"] == "allenai/specter2"
+    assert registry.spec("scincl", "paper").settings["doc_template"] == "{title}{sep}{abstract}"
+    assert registry.spec("promptriever", "paper").settings["model"] == "samaya-ai/promptriever-llama2-7b-v1"
+
+
+def test_every_paper_entry_builds_and_scores(paper_registry, collection):
+    """No entry is refused: each one is built from its stand-in and ranks one CSFCube query."""
+    from evalkit.runner import RunSettings, check_settings
+
+    query = collection.query("3264891_background")
+    candidates = collection.candidates_of(query.qid)[:15]
+    for name in registry.model_names("paper"):
+        check_settings(RunSettings(name, profile="paper"), collection)
+        scorer = registry.build(registry.spec(name, "paper"), collection)
+        scorer.prepare(candidates)
+        scores = scorer.score(query, candidates)
+        assert set(scores) == {d.doc_id for d in candidates}, name
+        assert all(math.isfinite(s) for s in scores.values()), name
+        json.dumps(scorer.describe())  # sidecars take it
+
+
+def test_study_notebooks_run_with_the_paper_profile(paper_registry, server):
+    from test_notebooks import execute
+
+    tag = params.build_tag("paper", "pool", SEEDS)
+    for name in ("relevance", "instruction_following", "sensitivity", "hybrid"):
+        execute(name, paper_registry, PROFILE="paper", SEEDS=SEEDS, MODELS="")
+    tables = paper_registry / "build" / "tables"
+    relevance = pd.read_csv(tables / f"relevance-{tag}.csv")
+    kit = relevance[relevance.source == "kit"]
+    assert [m for m in kit.model if m != "human"] == TABLE1
+    assert kit.set_index("model").loc["gritlm-7b", "same_as_reference"] == "reference"
+    following = pd.read_csv(tables / f"instruction_following-{tag}.csv").set_index("model")
+    assert set(TABLE1) <= set(following.index)
+    assert following.loc["scincl", "all"] == 0.0 and following.loc["specter2", "all"] == 0.0
+    sensitivity = pd.read_csv(tables / f"sensitivity-{tag}.csv")
+    assert len(sensitivity) == 5 and (tables / f"hybrid-{tag}.csv").is_file()
+    assert {"gpt-3.5-turbo", "gpt-4o", "meta-llama/Meta-Llama-3-70B-Instruct"} <= server.models
+    sidecars = [json.loads(p.read_text()) for p in (paper_registry / "runs").rglob("sidecar.json")]
+    grit = next(s for s in sidecars if s["run"] == "gritlm-7b")
+    assert grit["model_settings"]["encoder"] == "gritlm" and grit["model_settings"]["depth"] == 200
+    assert grit["model_settings"]["first_stage"]["family"] == "scincl"
+    assert re.search(r"<\|user\|>", grit["model_settings"]["query_template"])
