@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
-
-from dataclasses import replace
 
 from evalkit.collection import Collection, Document, Query
 from evalkit.errors import KitError
@@ -58,9 +57,8 @@ class FacetHybrid:
         if not self.candidate_facet:
             return whole, self.model.score(subset, candidates)
         texts = [" ".join(d.labelled(query.facet)) or d.full_text for d in candidates]
-        vectors = self.model.encoder.encode([self.model.doc_template.format(text=t) for t in texts], "candidate facets")
-        vector = self.model.encoder.encode([self.model.query_string(subset)], "queries")[0]
-        return whole, {d.doc_id: float(s) for d, s in zip(candidates, vectors @ vector)}
+        scores = self.model.similarity(self.model.query_vector(subset), self.model.text_vectors(texts))
+        return whole, {d.doc_id: float(s) for d, s in zip(candidates, scores)}
 
     def score(self, query: Query, candidates: Sequence[Document]) -> dict[str, float]:
         whole, facet = self.components(query, candidates)

@@ -125,7 +125,8 @@ class CorpusIndex:
         if not self.pids:
             raise KitError(f"{self.path}: the corpus holds no papers")
         matrix = np.ascontiguousarray(np.concatenate(vectors), dtype=np.float32)
-        self.index = faiss.IndexFlatIP(matrix.shape[1])
+        # The first stage's own similarity: inner product, or (metric l2) squared Euclidean distance.
+        self.index = (faiss.IndexFlatL2 if first_stage.metric == "l2" else faiss.IndexFlatIP)(matrix.shape[1])
         self.index.add(matrix)
 
     def _encode(self, papers: list[Document]) -> np.ndarray:
@@ -134,9 +135,10 @@ class CorpusIndex:
 
     def search(self, query: Query, depth: int, exclude: str | None = None) -> list[str]:
         """The top `depth` paper ids for a query, best first, `exclude` (its seed) left out."""
-        vector = self.first_stage.encoder.encode([self.first_stage.query_string(query)], "queries")
+        vector = self.first_stage.query_vector(query)[None]
         scores, rows = self.index.search(np.asarray(vector, dtype=np.float32), depth + 1)
-        hits = [(float(s), self.pids[r]) for s, r in zip(scores[0], rows[0]) if r >= 0]
+        sign = -1.0 if self.first_stage.metric == "l2" else 1.0  # a smaller distance ranks first
+        hits = [(sign * float(s), self.pids[r]) for s, r in zip(scores[0], rows[0]) if r >= 0]
         hits.sort(key=lambda hit: (-hit[0], hit[1]))  # the kit's tie rule
         return [pid for _, pid in hits if pid != exclude][:depth]
 

@@ -27,7 +27,7 @@ from dataclasses import replace
 
 from evalkit.errors import KitError
 from evalkit.llm.backend import Backend, Prompts
-from evalkit.llm.cache import JudgmentCache, Key, text_hash, valid_prob
+from evalkit.llm.cache import JudgmentCache, Key, text_hash
 from evalkit.llm.tally import Tally
 from evalkit.llm.templates import SEPARATOR, Template
 

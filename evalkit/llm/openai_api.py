@@ -102,7 +102,8 @@ class OpenAIBackend:
         parts = urllib.parse.urlsplit(self.url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise KitError(f"base_url {base_url!r} is not an http(s) URL; e.g. http://localhost:8000/v1")
-        self._target = (parts.scheme, parts.hostname, parts.port, parts.path + (f"?{parts.query}" if parts.query else ""))
+        path = parts.path + (f"?{parts.query}" if parts.query else "")
+        self._target = (parts.scheme, parts.hostname, parts.port, path)
         self.model = model
         self.revision = revision or model
         self.headers = {"Content-Type": "application/json"}

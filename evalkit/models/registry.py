@@ -85,6 +85,11 @@ def _build_dense(settings: dict, profile: str, collection: Collection) -> Scorer
     model = BiEncoder(_encoder(settings), settings.get("query_template", "{query}"),
                       settings.get("doc_template", "{text}"),
                       settings.get("empty_instruction_template", "{query}"), first_stage, depth)
+    return _with_hybrid(model, settings)
+
+
+def _with_hybrid(model: Scorer, settings: dict) -> Scorer:
+    """The facet hybrid over an embedding model when its entry sets `hybrid_alpha` (evalkit.hybrid)."""
     if "hybrid_alpha" not in settings:
         return model
     from evalkit.hybrid import FacetHybrid
@@ -111,7 +116,7 @@ def _paper_builder(name: str):
         from evalkit.models import paper
 
         settings = dict(settings)
-        alpha, candidate_facet = settings.pop("hybrid_alpha", None), settings.pop("hybrid_candidate_facet", False)
+        hybrid = {k: settings.pop(k) for k in ("hybrid_alpha", "hybrid_candidate_facet") if k in settings}
         first_stage, depth = _reranking(settings, profile, collection)
         if name == "aspire":
             if first_stage is not None:
@@ -119,15 +124,7 @@ def _paper_builder(name: str):
             return paper.build_aspire(settings)
         builder = {"gritlm": paper.build_gritlm, "promptriever": paper.build_promptriever,
                    "paper-cls": paper.build_paper_cls}[name]
-        model = builder({**settings, "depth": depth}, first_stage)
-        if alpha is None:
-            return model
-        if candidate_facet:
-            raise KitError(f"hybrid_candidate_facet is not available for family {name}; "
-                           "use the whole-candidate facet hybrid (remove hybrid_candidate_facet)")
-        from evalkit.hybrid import FacetHybrid
-
-        return FacetHybrid(model, alpha)
+        return _with_hybrid(builder({**settings, "depth": depth}, first_stage), hybrid)
 
     build_paper.__doc__ = f"The {name} family (evalkit.models.paper)."
     return build_paper
