@@ -56,7 +56,7 @@ OUT_hybrid := $(TABLES)/hybrid-$(TAG).csv
 OUT_summary := $(TABLES)/findings-$(TAG).txt
 OUT_promptriever := $(TABLES)/promptriever-csfcube-$(TAG).csv
 
-.PHONY: help install install-mpnet data all test clean clean-runs $(NOTEBOOKS) report pooled
+.PHONY: help install install-mpnet data all test clean clean-runs $(NOTEBOOKS) report pooled explore
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_/.%-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | column -t -s $$'\t'
@@ -117,6 +117,19 @@ $(BUILD)/report-$(TAG).html: $(EXECUTED)
 	$(EVALKIT) report $^ --out $@ $(if $(SMOKE),--smoke)
 
 report: $(BUILD)/report-$(TAG).html ## one HTML report of the executed notebooks
+
+# One seed's exploration page: make explore SEED=929877 [MODELS=... K=10]; beside the report, which links it.
+SEED ?=
+K ?= 10
+EXPLORE_MODELS ?= bm25,minilm,minilm-probe
+explore: $(BUILD)/data.ok ## one seed's page: top k per model, annotators' grades, what p-MRR scores (SEED=ID)
+	@test -n "$(SEED)" || { echo "make explore needs SEED=ID (a CSFCube seed paper id, e.g. SEED=929877)"; exit 2; }
+	@mkdir -p $(BUILD)/notebooks
+	$(PAPERMILL) --log-level WARNING notebooks/explore.ipynb $(BUILD)/notebooks/explore-$(SEED)-$(PROFILE)-$(PROTOCOL).ipynb \
+		-r SEED "$(SEED)" -r MODELS "$(or $(MODELS),$(EXPLORE_MODELS))" -r PROFILE "$(PROFILE)" -r PROTOCOL "$(PROTOCOL)" \
+		-r CORPUS "$(CORPUS)" -p K "$(K)" -r DISCOUNT "$(DISCOUNT)" -r RUNS_DIR "$(RUNS)"
+	$(EVALKIT) report $(BUILD)/notebooks/explore-$(SEED)-$(PROFILE)-$(PROTOCOL).ipynb \
+		--out $(BUILD)/explore-$(SEED)-$(PROFILE)-$(PROTOCOL).html
 
 pooled: $(BUILD)/data.ok ## the facet hybrid on the pooled protocol (first stage and depth of the profile)
 	$(MAKE) hybrid PROTOCOL=pooled

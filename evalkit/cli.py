@@ -1,7 +1,8 @@
 """The `evalkit` command line. User errors print one line and exit with status 2.
 
 Commands: `run` (rank a dataset with one model into the run store), `evaluate` (score a
-run), `human` (CSFCube's Human reference), `models`, `report`, `data`.
+run), `human` (CSFCube's Human reference), `models`, `report`, `data`, `export` (CSFCube as
+BEIR, FollowIR or TREC files).
 """
 
 from __future__ import annotations
@@ -340,14 +341,24 @@ def cmd_human(args: argparse.Namespace) -> None:
     if args.per_query:
         _check_output_file(Path(args.per_query), "--per-query")
         _check_not_input(Path(args.per_query), None, args.dataset, "--per-query")
+    if args.recipe == "pool" and args.protocol != "pool":
+        raise KitError(f"the pool recipe ranks the judged pool whatever the protocol; use --recipe protocol "
+                       f"for the {args.protocol} list")
+    if args.protocol == "full" and not args.corpus:
+        raise KitError("the full protocol needs --corpus PATH (abstracts-preds.zip from figshare 14796339)")
+    if args.corpus and not Path(args.corpus).is_file():
+        raise KitError(f"--corpus {args.corpus} is not a file; give the path of abstracts-preds.zip")
     data = csfcube.load()
     collection = csfcube.to_collection(data)
     names = _parse_measure_list(args.measures) if args.measures else default_measures(collection, args.discount, args.k)
     _check_measures(names, collection)
-    table = human_per_query(data, _computed(names), collection)
+    table = human_per_query(data, _computed(names), collection, recipe=args.recipe, protocol=args.protocol,
+                            profile=args.profile, corpus=args.corpus)
     summary = summary_of(collection, table, names, args.aggregate, _settings(args, collection, names))
+    summary["settings"] = {**summary["settings"], "recipe": args.recipe, "protocol": args.protocol}
     _write_per_query(table, args.per_query)
-    _print_summary(summary, args.json, _title("Human reference", collection, args.aggregate))
+    _print_summary(summary, args.json, _title(f"Human reference ({args.recipe} recipe, {args.protocol} protocol)",
+                                              collection, args.aggregate))
 
 
 # --- run --------------------------------------------------------------------------------------------
@@ -445,6 +456,23 @@ def cmd_data(args: argparse.Namespace) -> None:
     print(f"CSFCube at {root}: {len(data.queries)} queries, {len(data.papers)} papers, sha256 verified")
 
 
+def cmd_export(args: argparse.Namespace) -> None:
+    from evalkit.export import export
+
+    if args.dataset.strip() != CSFCUBE:
+        raise KitError(f"export writes csfcube only, not {args.dataset!r}; the other datasets are already "
+                       "in these formats")
+    out = Path(args.out)
+    folder = _dataset_folder(args.dataset)
+    if folder is not None and _is_within(out, folder):
+        raise KitError(f"{out}: inside the CSFCube data folder {folder}; export elsewhere")
+    if out.exists() and not out.is_dir():
+        raise KitError(f"{out}: is a file; give a new or empty folder to export into")
+    if out.is_dir() and any(out.iterdir()):
+        raise KitError(f"{out}: folder is not empty; give a new or empty folder to export into")
+    print(export(load_dataset(args.dataset), args.format, out))
+
+
 # --- parser -------------------------------------------------------------------------------------
 
 
@@ -504,6 +532,13 @@ def build_parser() -> ArgumentParser:
 
     human = command("human", "CSFCube's Human reference row (annotators ranked against adjudication)")
     human.add_argument("--dataset", default=CSFCUBE, metavar="SPEC", help="csfcube (the only dataset with it)")
+    human.add_argument("--recipe", choices=("pool", "protocol"), default="pool",
+                       help="pool: each annotator ranks the judged pool (default); protocol: each annotator ranks "
+                            "the first-stage list the models rerank under --protocol")
+    human.add_argument("--protocol", choices=PROTOCOLS, default="pool",
+                       help="protocol recipe: pool (= the pool recipe), pooled or full (needs --corpus)")
+    human.add_argument("--profile", default="offline", help="protocol recipe: the profile's first stage and depth")
+    human.add_argument("--corpus", default=None, metavar="PATH", help="full protocol: abstracts-preds.zip")
     _add_measure_options(human)
     human.set_defaults(func=cmd_human)
 
@@ -517,6 +552,15 @@ def build_parser() -> ArgumentParser:
     report.add_argument("--smoke", action="store_true",
                         help="allow smoke notebooks (executed with SEEDS); refused otherwise")
     report.set_defaults(func=cmd_report)
+
+    export = command("export", "write CSFCube as BEIR folders (one per facet), FollowIR instruction pairs "
+                               "or TREC qrels, for other tools")
+    export.add_argument("--dataset", default=CSFCUBE, metavar="SPEC", help="csfcube (the only dataset exported)")
+    export.add_argument("--format", required=True, choices=("beir", "followir", "trec"),
+                        help="beir: OUT/FACET/{corpus,queries}.jsonl, qrels/test.tsv; followir: original and "
+                             "changed instruction per paired query; trec: qrels.txt, pairs.tsv, pools.txt")
+    export.add_argument("out", metavar="OUT", help="a new or empty folder")
+    export.set_defaults(func=cmd_export)
 
     data = command("data", "fetch (if needed) and verify the CSFCube files")
     data.add_argument("--path", action="store_true", help="print only the verified data folder")

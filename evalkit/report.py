@@ -44,8 +44,22 @@ def smoke_seeds(path: Path, notebook) -> str | None:
     return None
 
 
+def explore_links(out: Path) -> str:
+    """A Markdown paragraph linking the explore pages (``explore-*.html``, `make explore SEED=...`)
+    beside the report, by relative path; "" when there are none."""
+    folder = Path(out).parent
+    pages = sorted(p.name for p in folder.glob("explore-*.html") if p.name != Path(out).name) \
+        if folder.is_dir() else []
+    if not pages:
+        return ("*Per-seed exploration: `make explore SEED=ID` renders notebooks/explore.ipynb for one seed "
+                "(top k per model with each annotator's grade, the documents p-MRR scores) beside this report.*")
+    links = ", ".join(f"[{name.removesuffix('.html')}]({name})" for name in pages)
+    return f"*Per-seed exploration (notebooks/explore.ipynb, `make explore SEED=ID`): {links}.*"
+
+
 def html_report(notebooks: list[Path], out: Path, smoke: bool = False) -> Path:
-    """One HTML page holding the executed notebooks, in order, without input prompts."""
+    """One HTML page holding the executed notebooks, in order, without input prompts, with links to the
+    explore pages beside it (`explore_links`); figures show their captions (`evalkit.study.figures.image`)."""
     import nbformat
     from nbconvert import HTMLExporter
 
@@ -56,6 +70,7 @@ def html_report(notebooks: list[Path], out: Path, smoke: bool = False) -> Path:
             raise KitError(f"{found[0]}: a smoke notebook (SEEDS={found[1]}); a report of smoke runs needs "
                            "--smoke, or give the full-study notebooks")
     merged = nbformat.v4.new_notebook()
+    merged.cells.append(nbformat.v4.new_markdown_cell(explore_links(out)))
     for path, notebook in read:
         merged.cells.append(nbformat.v4.new_markdown_cell(f"---\n*Executed notebook: `{path.name}`*"))
         merged.cells.extend(notebook.cells)

@@ -208,8 +208,8 @@ def test_explore_notebook_renders_one_seed_as_static_html(tmp_path, monkeypatch)
                     for o in c.outputs)
     assert "Seed 929877" in shown and "all-MiniLM-L6-v2" in shown and "BM25" in shown
     assert "documents relevant only under background" in shown and "ann" in shown
-    assert "application/vnd.jupyter.widget-view+json" not in json.dumps([c.outputs for c in executed.cells
-                                                                          if c.cell_type == "code"])
+    view = executed.cells[-1].outputs[-1]  # the views: static HTML, no widget (progress bars aside)
+    assert view.output_type == "execute_result" and set(view.data) == {"text/html", "text/plain"}
     with pytest.raises(papermill.PapermillExecutionError) as raised:
         papermill.execute_notebook(str(ROOT / "notebooks" / "explore.ipynb"), str(tmp_path / "bad.ipynb"),
                                    progress_bar=False, cwd=str(ROOT), parameters={"SEED": "123", "MODELS": "bm25"})
@@ -226,3 +226,19 @@ def test_study_figures_carry_captions_and_the_per_query_figure(workspace):
     shown = "".join(o.get("data", {}).get("text/html", "") for c in executed.cells if c.cell_type == "code"
                     for o in c.outputs)
     assert shown.count("<figcaption") == 2
+
+
+def test_trade_off_labels_do_not_overlap_and_points_at_one_place_share_a_label():
+    from evalkit.study import figures, tradeoff
+
+    rows = [{"label": f"model {i}", "variant": "Base", "NDCG@20": 50 + 0.2 * (i % 5), "p-MRR": 0.1 * (i // 5),
+             "kind": "kit"} for i in range(15)]
+    rows += [{"label": "twin", "variant": "Base", "NDCG@20": 50.0, "p-MRR": 0.0, "kind": "paper"}]
+    fig = tradeoff.plot(pd.DataFrame(rows))
+    ax = fig.axes[0]
+    texts = [t for t in ax.texts]
+    assert any(t.get_text() == "model 0 / twin" for t in texts) and len(texts) == 15
+    renderer = fig.canvas.get_renderer()
+    boxes = [t.get_window_extent(renderer) for t in texts]
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+    assert figures.colour_of("all-MiniLM-L6-v2") == figures.colour_of("minilm") != figures.colour_of("bm25")

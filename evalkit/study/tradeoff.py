@@ -37,24 +37,41 @@ def points(relevance: pd.DataFrame, following: pd.DataFrame, sensitivity: pd.Dat
 
 
 def plot(table: pd.DataFrame) -> plt.Figure:
-    """NDCG@20 against p-MRR: kit models and variants, Human, the paper's points, the hybrid curve."""
+    """NDCG@20 against p-MRR: kit models and variants, Human, the paper's points, the hybrid curve.
+    Markers by kind, colours by model (`figures.colour_of`, as in every figure); labels placed
+    without overlaps (`figures.place_labels`: points at one place share a label, e.g. a = 1.0 of
+    the hybrid and its plain model, or the paper's models with equal values)."""
+    from evalkit.study.figures import colour_of, place_labels
+
     fig, ax = plt.subplots(figsize=(10, 6.5))
+    xs, ys, texts, colours = [], [], [], []
     for label, curve in table[table.kind == "hybrid"].groupby("label", sort=False):
-        ax.plot(curve[X], curve[Y], "-o", markersize=3, label=f"{label}, a = 0..1")
+        colour = colour_of(label.removesuffix(" hybrid"))
+        ax.plot(curve[X], curve[Y], "-o", markersize=3, color=colour, alpha=0.6, label=f"{label}, a = 0..1")
         for _, r in curve.iloc[[0, -1]].iterrows():
-            ax.annotate(r.variant, (r[X], r[Y]), fontsize=7, xytext=(3, 3), textcoords="offset points")
-    styles = {"kit": ("o", "tab:blue", "kit models x variants"), "human": ("*", "black", "Human"),
-              "paper": ("s", "tab:gray", "paper (full corpus)"),
-              "hybrid-cv": ("D", "tab:red", "hybrid, a chosen on dev")}
-    for kind, (marker, color, legend) in styles.items():
+            xs.append(r[X]), ys.append(r[Y]), texts.append(r.variant), colours.append("dimgrey")
+    styles = {"kit": ("o", "kit models x variants"), "human": ("*", "Human"),
+              "paper": ("s", "paper (full corpus)"), "hybrid-cv": ("D", "hybrid, a chosen on dev")}
+    for kind, (marker, legend) in styles.items():
         rows = table[table.kind == kind]
-        ax.scatter(rows[X], rows[Y], marker=marker, color=color, s=120 if kind == "human" else 40, label=legend)
-        for _, r in rows.iterrows():
+        if rows.empty:
+            continue
+        names = [r.label.removesuffix(" hybrid") if kind == "hybrid-cv" else
+                 f"{r.label} (paper)" if kind == "paper" and not r.label.endswith(" (paper)") else r.label
+                 for r in rows.itertuples()]
+        ax.scatter(rows[X], rows[Y], marker=marker, c=[colour_of(n) for n in names],
+                   s=120 if kind == "human" else 40, edgecolors="black" if kind in ("paper", "hybrid-cv") else "none",
+                   linewidths=0.5, label=legend, zorder=3)
+        for r in rows.itertuples():
             variant = kind == "kit" and r.variant != "Base"  # variants: the variant name only, in grey
-            ax.annotate(r.variant if variant else r.label[:40], (r[X], r[Y]), fontsize=6,
-                        color="grey" if variant else "black", xytext=(3, -8), textcoords="offset points")
+            xs.append(rows.loc[r.Index, X]), ys.append(rows.loc[r.Index, Y])
+            texts.append(r.variant if variant else r.label[:40])
+            colours.append("grey" if variant else "black")
     ax.axhline(0, color="black", linewidth=0.6)
     ax.set_xlabel(f"{X} (x100)")
     ax.set_ylabel(f"{Y} (x100)")
-    ax.legend(fontsize=7, loc="best")
+    ax.margins(0.08)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    fig.tight_layout()
+    place_labels(ax, xs, ys, texts, fontsize=6, colours=colours)
     return fig

@@ -1,0 +1,97 @@
+"""The explore views (evalkit.explore): the seed with its facet sentences, the top k with each
+annotator's grade, the documents p-MRR scores with their per-document terms (they average to the
+kit's p-MRR), per-query values beside the collection's; static HTML headless, a picker in JupyterLab."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from evalkit import explore
+from evalkit.errors import KitError
+from evalkit.evaluation import PMRR, per_query, summarize
+
+SEED = "929877"  # annotated for background and method
+
+
+@pytest.fixture(scope="module")
+def explorer(data, collection):
+    # two runs without a model: one facet-blind, one whose order depends on the facet (p-MRR != 0)
+    blind = {q: {d.doc_id: float(int(d.doc_id) % 101) for d in collection.candidates_of(q)} for q in collection.queries}
+    moving = {q: {d.doc_id: float((int(d.doc_id) * (1 + len(collection.queries[q].facet))) % 997)
+                  for d in collection.candidates_of(q)} for q in collection.queries}
+    return explore.Explorer(data, collection, {"blind": blind, "moving": moving}, {"blind": "Blind"})
+
+
+def test_seed_view_highlights_sentences_by_facet(explorer, data):
+    shown = explore.seed_view(explorer, SEED)
+    assert data.papers[SEED].title.split()[0] in shown and "background, method" in shown
+    assert shown.count("<span title=") == len(data.papers[SEED].sentences)
+
+
+def test_top_k_has_titles_and_every_annotators_grade(explorer, data):
+    qid = f"{SEED}_method"
+    frame = explore.top_k(explorer, "moving", qid, k=7)
+    assert list(frame["rank"]) == list(range(1, 8)) and frame.score.is_monotonic_decreasing
+    assert set(data.queries[qid].annotators) <= set(frame.columns)
+    first = frame.iloc[0]
+    assert first.grade == data.queries[qid].grades[first.doc] and first.title == data.papers[first.doc].title
+
+
+def test_movement_lists_the_documents_p_mrr_scores_and_averages_to_it(explorer, collection):
+    for model in ("blind", "moving"):
+        table = per_query(collection, explorer.runs[model], [])
+        for qid in (f"{SEED}_background", f"{SEED}_method"):
+            moved = explore.movement(explorer, model, qid)
+            assert (moved.grade >= 2).all() and not (moved.grade_other >= 2).any()
+            assert moved["p-MRR"].mean() == pytest.approx(table.loc[qid, PMRR])
+    assert explore.movement(explorer, "moving", f"{SEED}_background")["p-MRR"].abs().sum() > 0
+    unpaired = next(q for q in collection.queries if q not in collection.pairs)
+    assert explore.movement(explorer, "moving", unpaired).empty
+
+
+def test_query_scores_sit_beside_the_collection_values(explorer, collection):
+    scores = explore.query_scores(explorer, SEED)
+    assert list(scores.facet) == ["background", "method"] * 2 and list(scores.model[:1]) == ["Blind"]
+    summary = summarize(collection, per_query(collection, explorer.runs["moving"], ["nDCG_csfcube@20"]))
+    row = scores.iloc[2]
+    assert row["nDCG_csfcube@20 (all)"] == pytest.approx(100 * summary["nDCG_csfcube@20"]["all"])
+    assert row["p-MRR (facet)"] == pytest.approx(100 * summary[PMRR]["background"])
+    assert not math.isnan(row["p-MRR (query)"])
+
+
+def test_render_is_static_and_identical_on_rerun(explorer, monkeypatch):
+    monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
+    page = explore.render(explorer, SEED, ["moving"], k=3)
+    assert page == explore.render(explorer, SEED, ["moving"], k=3) and page.count("<table") == 1 + 2 + 2
+    assert not explore.interactive() and type(explore.explore(explorer, SEED, k=3)).__name__ == "HTML"
+
+
+def test_picker_in_jupyterlab(explorer, monkeypatch):
+    pytest.importorskip("ipywidgets")
+    monkeypatch.setenv("JPY_SESSION_NAME", "explore.ipynb")
+    assert explore.interactive()
+    box = explore.explore(explorer, SEED, ["blind"], k=3)
+    seeds, models, depth = box.children[0].children
+    first = box.children[1].value
+    seeds.value = next(s for s in explorer.seeds if s != SEED)
+    assert box.children[1].value != first and seeds.value in box.children[1].value
+    depth.value = 4
+    assert box.children[1].value.count("<table") > 1
+
+
+@pytest.mark.parametrize("seed,k,match", [("123", 5, "SEED 123 is no CSFCube seed"), (SEED, 0, "K 0"),
+                                          (SEED, "x", "K 'x'")])
+def test_bad_seed_or_k_is_one_line(explorer, seed, k, match):
+    with pytest.raises(KitError, match=match):
+        explore.render(explorer, seed, k=k)
+
+
+def test_check_rejects_bad_parameters_before_loading():
+    with pytest.raises(KitError, match="unknown protocol"):
+        explore.check(PROFILE="offline", PROTOCOL="nope", SEED=SEED, MODELS="bm25")
+    with pytest.raises(KitError, match="one seed paper id"):
+        explore.check(PROFILE="offline", PROTOCOL="pool", SEED="1,2", MODELS="bm25")
+    chosen = explore.check(PROFILE="offline", PROTOCOL="pool", SEED=SEED, MODELS="bm25,minilm", K=5)
+    assert chosen.models == ("bm25", "minilm") and chosen.k == 5 and chosen.measure == "nDCG_csfcube@20"
