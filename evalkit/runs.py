@@ -10,7 +10,6 @@ so results never depend on the order in which a run lists its documents.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import tempfile

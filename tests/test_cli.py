@@ -155,7 +155,7 @@ def test_human_json_has_the_same_shape(capsys):
     summary = _json_out(capsys, ["human", "--json"])
     assert list(summary) == TABLE + ["queries", "settings"]
     assert all(list(summary[m]) == PARTS for m in TABLE)
-    assert round(summary["nDCG_csfcube@20"]["all"], 4) == 0.7759
+    assert round(summary["nDCG_csfcube@20"]["all"], 4) == 0.7738  # pool recipe, seed excluded as for models
     assert all(not math.isnan(v) for v in summary["p-MRR"].values())
 
 

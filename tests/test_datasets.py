@@ -59,6 +59,19 @@ def test_beir_train_sample_is_seeded_and_has_ten_queries(tmp_path):
     assert sample_train(["a", "b"]) == ["a", "b"]  # fewer than 10: all of them
 
 
+def test_beir_dev_split_is_sampled_to_ten_seeded_queries(tmp_path):
+    from evalkit.datasets.beir import DEV_SAMPLE, sample_dev
+
+    folder = write_beir(tmp_path / "b", with_dev=False, train_queries=15)
+    (folder / "qrels" / "train.tsv").rename(folder / "qrels" / "dev.tsv")  # the same 15 queries as a dev split
+    data, again = load_beir(folder), load_beir(folder)
+    dev = data.folds["dev/test"].dev
+    assert len(dev) == DEV_SAMPLE == 10 and dev == again.folds["dev/test"].dev == tuple(sample_dev(
+        [f"t{i}" for i in range(1, 16)]))
+    assert sorted(data.queries) == sorted(["q1", "q2", "q3", *dev])  # unsampled dev queries left out
+    assert sample_dev([f"t{i}" for i in range(1, 16)], seed=1) != list(dev)  # the seed decides the draw
+
+
 def test_beir_dev_split_wins_over_train(tmp_path):
     data = load_beir(write_beir(tmp_path / "b", with_dev=True, train_queries=15))
     assert data.folds["dev/test"].dev == ("q4",)

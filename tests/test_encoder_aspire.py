@@ -21,11 +21,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from evalkit.encoders.aspire import (AspireEncoder, batch_diameter, ot_plan, ot_score,
-                                     sentence_token_positions)
-from evalkit.errors import KitError
 from test_encoder_bert_cls import build_tiny_bert
+
+from evalkit.encoders.aspire import AspireEncoder, batch_diameter, ot_plan, ot_score, sentence_token_positions
+from evalkit.errors import KitError
 
 DOCS = [
     ("Graph neural networks for retrieval",

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tiny_models import WORDS
 
 from evalkit.encoders.bert_cls import BertClsEncoder
 from evalkit.errors import KitError
-from tiny_models import WORDS
 
 PAPERS = [
     ("Graph neural networks for retrieval", "We propose a novel method. Experiments show improvements."),

@@ -18,10 +18,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from tiny_models import LM_SENTENCES
 
 from evalkit.encoders.gritlm import EMBED, USER, GritLMEncoder, instruction_prefix
 from evalkit.errors import KitError
-from tiny_models import LM_SENTENCES
 
 QUERIES = ["a method for parsing", "graph neural networks for text retrieval with more words", "Yes"]
 DOCS = ["Passage A: a method for parsing.", "Candidate paper: sentence embeddings with transformers.", "No"]

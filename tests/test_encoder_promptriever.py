@@ -15,10 +15,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from tiny_models import LM_SENTENCES
 
 from evalkit.encoders.promptriever import PromptrieverEncoder, format_passage, format_query
 from evalkit.errors import KitError
-from tiny_models import LM_SENTENCES
 
 peft = pytest.importorskip("peft")
 # peft 0.21 calls a transformers 5 API deprecated there; not this kit's concern.

@@ -15,10 +15,24 @@ def test_with_prompt_is_the_runners_and_appends_after_one_space():
     assert with_prompt("what is umami", None) == "what is umami"
 
 
-def test_generic_prompts_are_ten_distinct_strings():
+def test_generic_prompts_are_the_papers_ten_by_default_and_the_kits_on_request():
     prompts = load_prompts()
     assert len(prompts) == 10 == len(set(prompts))
-    assert any("$1000 tip" in p for p in prompts)
+    assert prompts[0].endswith("I will give you a 1000 dollar tip.") and prompts[-1] == "Think carefully about relevance"
+    assert any("Use strict critera" in p for p in prompts)  # verbatim, the paper's spelling
+    kit = load_prompts(which="kit")
+    assert len(kit) == 10 == len(set(kit)) and not set(kit) & set(prompts)
+    with pytest.raises(KitError, match="unknown prompt set"):
+        load_prompts(which="mine")
+
+
+def test_selection_without_folds_gives_best_and_a_blank_selected():
+    import math
+
+    flat = Collection(name="flat", documents={}, queries={q: Query(q, q) for q in "abcd"}, qrels={})
+    result = select_prompt(flat, tables(), "nDCG@10")
+    assert result.best_prompt == "p2" and result.best == pytest.approx(0.525)
+    assert math.isnan(result.selected) and result.selected_prompts == {}
 
 
 def test_malformed_prompt_file(tmp_path):
@@ -69,20 +83,39 @@ def test_selection_errors():
         select_prompt(COLLECTION, {None: tables()[None]}, "nDCG@10")
 
 
-def test_published_figures():
+def test_published_figures_each_traced_to_a_table():
     table = load_published()
     assert list(table.columns) == ["source", "table", "model", "dataset", "metric", "value", "note"]
+    assert set(table.table) == {"Table 2", "Table 3", "Table 4"} and table.source.str.contains("2409.11136").all()
+    assert not table.duplicated(["table", "model", "dataset", "metric"]).any()
 
     def value(model, dataset, metric):
-        rows = table[(table.model == model) & (table.dataset.str.startswith(dataset)) & (table.metric == metric)]
+        rows = table[(table.model == model) & (table.dataset == dataset) & (table.metric == metric)]
         return list(rows.value)
 
-    assert value("Promptriever (LLaMA-2 7B)", "FollowIR average", "p-MRR x100") == [11.2]
-    assert value("BM25", "FollowIR average", "p-MRR x100") == [-2.1]
-    assert value("GritLM-7B", "FollowIR average", "p-MRR x100") == [0.0]
-    assert value("BM25", "BEIR average", "nDCG@10 x100") == [40.9]
-    assert value("Promptriever (LLaMA-2 7B)", "BEIR average", "nDCG@10 x100") == [55.0, 56.4]
-    assert table.source.str.contains("2409.11136").all()
+    pr, follow = "Promptriever (LLaMA-2 7B)", "FollowIR average (Robust04/News21/Core17)"
+    # Table 2, by hand from the paper's text
+    assert value(pr, follow, "p-MRR x100") == [11.2] and value("BM25", follow, "p-MRR x100") == [-2.1]
+    assert value("RepLLaMA", follow, "p-MRR x100") == [-3.1]
+    assert value(pr, "InstructIR", "Robustness@10 x100") == [63.1]
+    # the abstract's gains are differences of Table 2 and Table 4 figures
+    assert value(pr, follow, "p-MRR x100")[0] - value("RepLLaMA", follow, "p-MRR x100")[0] == pytest.approx(14.3)
+    assert value(pr, follow, "Score x100 (MAP/nDCG average)")[0] - 23.0 == pytest.approx(3.1)
+    assert value(pr, "InstructIR", "Robustness@10 x100")[0] - value("RepLLaMA", "InstructIR", "Robustness@10 x100")[0] \
+        == pytest.approx(12.9)
+    best, none = (value(pr, "BEIR average", f"nDCG@10 x100, {s}")[0] for s in ("Best prompt", "no prompt"))
+    assert (none, best) == (55.0, 56.4) and value("BM25", "BEIR average", "nDCG@10 x100, no prompt") == [40.9]
+    # Table 4: averages agree with the 13 datasets; Selected only for the 7 with dev/train data
+    beir = table[(table.table == "Table 4") & (table.dataset != "BEIR average")]
+    for (model, metric), rows in beir.groupby(["model", "metric"]):
+        if "Selected" in metric:
+            assert len(rows) == 7
+        else:
+            assert len(rows) == 13 and rows.value.mean() == pytest.approx(value(model, "BEIR average", metric)[0],
+                                                                          abs=0.06)
+    assert value(pr, "BEIR SciFact", "nDCG@10 x100, Selected prompt") == [75.9]
+    assert value("RepLLaMA", "TREC DL19", "nDCG@10 x100") == [74.5]
+    assert value("GritLM-7B", follow, "p-MRR x100") == []  # not in the paper's tables: dropped
 
 
 def test_published_bad_file(tmp_path):

@@ -11,10 +11,13 @@ the layout of the BEIR release::
 The collection's queries are those the test split judges, plus a dev half for prompt
 selection (Promptriever's "Selected" column chooses a prompt on dev queries, reports on test):
 
-- with ``qrels/dev.tsv``: every dev query, folds ``{"dev/test": Fold(dev, test)}``;
-- else with ``qrels/train.tsv``: `TRAIN_SAMPLE` train queries drawn with `TRAIN_SAMPLE_SEED`
-  (Promptriever selects prompts on 10 sampled queries; the seed makes the draw repeatable);
-- else no folds.
+- with ``qrels/dev.tsv``: `DEV_SAMPLE` (10) dev queries drawn with `DEV_SAMPLE_SEED`, folds
+  ``{"dev/test": Fold(dev, test)}``;
+- else with ``qrels/train.tsv``: 10 train queries drawn the same way (Promptriever samples 10
+  queries from the validation split, or from train where there is none, as its prompt
+  tuning set; the seed makes the draw repeatable; fewer than 10: all of them);
+- else no folds: the recipe reports Best (the oracle on test) and leaves Selected blank, as
+  the paper's Table 4 does for datasets without dev/train data.
 
 A query judged in two of the splits read is an error: prompt selection would see test data.
 Models rank the whole corpus (no candidate lists); grade >= 1 is relevant.
@@ -30,17 +33,21 @@ from evalkit.datasets.io import judged_queries, read_corpus, read_qrels, read_qu
 from evalkit.errors import KitError
 from evalkit.hashing import files_sha256
 
-TRAIN_SAMPLE = 10  # dev queries drawn from the train split when there is no dev split
-TRAIN_SAMPLE_SEED = 0
+DEV_SAMPLE = 10  # prompt-selection queries drawn from the dev split, else from train
+DEV_SAMPLE_SEED = 0
+TRAIN_SAMPLE, TRAIN_SAMPLE_SEED = DEV_SAMPLE, DEV_SAMPLE_SEED  # former names
 FOLD = "dev/test"
 
 
-def sample_train(qids: list[str], size: int = TRAIN_SAMPLE, seed: int = TRAIN_SAMPLE_SEED) -> list[str]:
+def sample_dev(qids: list[str], size: int = DEV_SAMPLE, seed: int = DEV_SAMPLE_SEED) -> list[str]:
     """`size` of `qids` drawn with `seed` (all of them when fewer), in their file order."""
     if len(qids) <= size:
         return list(qids)
     chosen = set(random.Random(seed).sample(qids, size))
     return [q for q in qids if q in chosen]
+
+
+sample_train = sample_dev  # former name
 
 
 def _split(folder: Path, split: str, records: dict[str, dict]) -> Qrels:
@@ -68,7 +75,7 @@ def load_beir(folder: Path) -> Collection:
             if both is not None:
                 raise KitError(f"{folder / 'qrels'}: query {both} is judged in both test.tsv and {split}.tsv; "
                                "a query belongs to one split")
-            keep = list(judged) if split == "dev" else sample_train(list(judged))
+            keep = sample_dev(list(judged))
             dev = {qid: judged[qid] for qid in keep}
             break
     qrels = {**test, **dev}

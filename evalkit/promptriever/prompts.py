@@ -1,16 +1,20 @@
 """Generic prompts and prompt selection, as in Promptriever (Weller et al., 2024, arXiv 2409.11136).
 
+The default prompts are the paper's ten (its Table 11, `evalkit/config/generic_prompts.yaml`);
+``load_prompts(which="kit")`` gives ten written for the kit. On BEIR, the dev half is 10
+queries sampled with a fixed seed from the dev split, else from train (`evalkit.datasets.beir`).
+
 A prompt is appended to the query text after one space (`evalkit.runner.with_prompt`, the
 rule FollowIR and Promptriever use for instructions); each prompt is a run of its own
 (``RunSettings(prompt=...)``).
 
-Selection, on any collection with dev/test folds ("none" is never a candidate, as in the
-paper's tables):
+Selection ("none" is never a candidate, as in the paper's tables):
 
 - ``none``: the value with no prompt;
 - ``Best``: the oracle, the prompt with the highest value on the test halves;
 - ``Selected``: per fold, the prompt with the highest dev mean (`evalkit.selection`, the kit's
-  one dev/test selector), reported on that fold's test half.
+  one dev/test selector), reported on that fold's test half; NaN (blank) on a collection
+  without dev/test folds, as the paper leaves it blank for datasets without dev/train data.
 
 Values are the collection's aggregate (`evaluation.summarize`: the fold mean of the test
 halves). Ties go to the prompt listed first.
@@ -18,6 +22,7 @@ halves). Ties go to the prompt listed first.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,8 +49,16 @@ def check_prompts(prompts: Sequence[str], source: str = "prompts") -> list[str]:
     return prompts
 
 
-def load_prompts(path: Path | None = None) -> list[str]:
-    """The prompt list of a YAML file (``prompts: [...]``); the kit's ten generic prompts by default."""
+PROMPT_SETS = {"paper": "prompts", "kit": "kit_prompts"}  # which -> key of the prompt file
+
+
+def load_prompts(path: Path | None = None, which: str = "paper") -> list[str]:
+    """A prompt list of a YAML file: ``prompts: [...]`` (which="paper"; in the kit's file the ten
+    generic prompts of Promptriever's Table 11, the default) or ``kit_prompts: [...]``
+    (which="kit": ten prompts written for the kit)."""
+    if which not in PROMPT_SETS:
+        raise KitError(f"unknown prompt set {which!r}; choose one of {', '.join(PROMPT_SETS)}")
+    key = PROMPT_SETS[which]
     path = Path(path) if path else GENERIC_PROMPTS
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -53,10 +66,10 @@ def load_prompts(path: Path | None = None) -> list[str]:
         raise KitError(f"{path}: prompt file not found; check the path") from None
     except yaml.YAMLError as exc:
         raise KitError(f"{path}: malformed YAML ({exc}); write 'prompts:' and a list of strings") from None
-    prompts = data.get("prompts") if isinstance(data, dict) else None
+    prompts = data.get(key) if isinstance(data, dict) else None
     if not isinstance(prompts, list):
-        raise KitError(f"{path}: expected 'prompts:' followed by a list of non-empty strings")
-    return check_prompts(prompts, f"{path}: 'prompts:'")
+        raise KitError(f"{path}: expected '{key}:' followed by a list of non-empty strings")
+    return check_prompts(prompts, f"{path}: '{key}:'")
 
 
 @dataclass(frozen=True)
@@ -90,5 +103,7 @@ def select_prompt(collection: Collection, tables: Mapping[str | None, pd.DataFra
 
     on_test = {p: value(t) for p, t in candidates.items()}
     best = _first_max(on_test, measure)
+    if not collection.folds:  # no dev/train split: Best only, Selected left blank (the paper's Table 4)
+        return Selection(value(tables[None]), on_test[best], best, math.nan, {})
     reported, chosen = cross_validate(candidates, collection.folds, best_mean(measure))
     return Selection(value(tables[None]), on_test[best], best, value(reported), dict(chosen))

@@ -5,8 +5,9 @@ sidecar under `runs_dir`, reused when complete and matching), evaluated with
 `evaluation.per_query` / `summarize` on the collection's own measures, x100:
 
 - BEIR folders and ``irds:`` ids: nDCG@10 (MS MARCO dev: RR@10), ranking the whole corpus;
-  with dev/test folds also "Best" (oracle best prompt on test) and "Selected" (best on each
-  fold's dev half, reported on its test half; `prompts.select_prompt`), each prompt a run;
+  BEIR folders (and any collection with folds) also "Best" (oracle best prompt on test) and,
+  with dev/test folds (10 sampled dev, else train, queries), "Selected" (best on each fold's dev half, reported on its test half; blank without
+  folds, as in the paper's Table 4; `prompts.select_prompt`), each prompt a run;
 - FollowIR: reranking its candidate lists (protocol ``pool``); AP@1000 (News21: nDCG@5) on the
   "original" stratum, and p-MRR;
 - InstructIR: nDCG@10 and robustness@10 (the mean over query groups of the minimum nDCG@10).
@@ -135,13 +136,14 @@ def recipe_row(settings: RunSettings, dataset: Dataset, runs_dir: Path, prompts:
     none = table(None)
     row = {"model": settings.model, "label": spec.label, "role": spec.role, "dataset": collection.name,
            "kind": dataset.kind, **{f"{m} (none)": 100 * _value(collection, none, m) for m in collection.measures}}
-    if collection.folds and prompts:
+    if prompts and (collection.folds or dataset.kind == "beir"):  # BEIR without dev/train: Best only
         headline = ranking_measures(collection)[0]
         chosen = select_prompt(collection, {None: none, **{p: table(p) for p in prompts}}, headline,
                                reported_stratum(collection))
         row.update({f"{headline} (Best)": 100 * chosen.best, f"{headline} (Selected)": 100 * chosen.selected,
                     "best prompt": chosen.best_prompt,
-                    "selected prompt": _selected(chosen.selected_prompts)})
+                    "selected prompt": _selected(chosen.selected_prompts) if chosen.selected_prompts
+                    else "(no dev/train split)"})
     return row
 
 

@@ -5,6 +5,11 @@ reused when a verified stored run matches): relevance (Table 1), instruction fol
 Values are x100, as in the paper. Facet columns: background, method, result and all
 (ranking measures: the official fold mean of the test halves; p-MRR: the mean of the
 facet means).
+
+Significance marks follow Table 1's convention: a facet (or ``all``) is marked when a paired
+t-test against the reference model over that facet's queries finds no significant difference
+(p >= 0.05); `not_significant` lists the marked columns (";"-separated, "reference" for the
+reference itself), on the kit's rows and the paper's alike (`evalkit/config/published_mysore.csv`).
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from evalkit.collection import Collection
 from evalkit.datasets.csfcube import CSFCube
 from evalkit.errors import KitError
 from evalkit.evaluation import PMRR, per_query, summarize
-from evalkit.human import human_per_query
+from evalkit.human import POOL_LABEL, human_per_query, protocol_label
 from evalkit.models import registry
 from evalkit.runner import ensure_run
 from evalkit.runs import Run
@@ -29,9 +34,17 @@ from evalkit.study.params import BOOTSTRAP_SEED, Study
 
 PUBLISHED = Path(__file__).resolve().parents[1] / "config" / "published_mysore.csv"
 PUBLISHED_METRICS = {"relevance": "ndcg@20", "p-MRR": "p-mrr"}  # metric names of the published file
+PUBLISHED_TABLES = {"relevance": "Table 1", "p-MRR": "Table 2"}
+PUBLISHED_COLUMNS = ["table", "model", "variant", "metric", "background", "method", "result", "all",
+                     "not_significant", "protocol", "source", "note"]
 COLUMNS = ["background", "method", "result", "all"]
 ALPHA = 0.05
-HUMAN_LABEL = "Human (annotators vs adjudication)"
+MARK = "\u00d7"  # Table 1's mark: no significant difference from the reference
+REFERENCE = "reference"
+HUMAN_LABEL = POOL_LABEL
+# Table 3's variant names -> the kit's sensitivity groups
+PAPER_VARIANTS = {"Base": "Base", "Generic": "Generic", "Definition": "Definition",
+                  "Paraphrases": "Paraphrases (mean of 3)", "Aspect subset": "Aspect subset"}
 SENSITIVITY_GROUPS = {
     "Base": ["base"],
     "Generic": ["generic"],
@@ -46,11 +59,48 @@ def runs(study: Study, collection: Collection, variant: str = "base") -> dict[st
     return {m: ensure_run(study.settings(m, collection, variant), collection, study.runs_dir) for m in study.models}
 
 
-def human_table(study: Study, data: CSFCube, collection: Collection, measures: list[str]) -> pd.DataFrame:
-    """Per-query values of the Human reference, restricted to the study's queries."""
-    table = human_per_query(data, measures, collection)
+def human_table(study: Study, data: CSFCube, collection: Collection, measures: list[str],
+                recipe: str = "pool") -> pd.DataFrame:
+    """Per-query values of the Human reference (`evalkit.human`, `recipe` pool or protocol: the
+    study's protocol list), restricted to the study's queries."""
     chosen = study.queries(collection)
+    aware = recipe == "protocol"
+    table = human_per_query(data, measures, collection, recipe=recipe, protocol=study.protocol if aware else "pool",
+                            profile=study.profile, corpus=study.corpus, queries=chosen if aware else None)
     return table if chosen is None else table.loc[table.index.isin(chosen)]
+
+
+def human_recipes(study: Study) -> dict[str, str]:
+    """The Human rows a table shows, recipe -> label: the pool recipe, and on the pooled and full
+    protocols also the protocol-aware one (on pool the two are the same ranking)."""
+    recipes = {"pool": HUMAN_LABEL}
+    if study.protocol != "pool":
+        recipes["protocol"] = protocol_label(study.protocol)
+    return recipes
+
+
+def not_significant(table: pd.DataFrame, reference: pd.DataFrame, measure: str, alpha: float = ALPHA) -> str:
+    """The columns (facets, then ``all``) where a paired t-test of `table` against `reference`
+    over that column's queries finds no significant difference (p >= alpha), ";"-separated."""
+    marked = []
+    for column in COLUMNS:
+        rows = table.index if column == "all" else table.index[table["stratum"] == column]
+        if len(rows) < 2:
+            continue
+        if paired_ttest(table.loc[rows, measure], reference[measure]).pvalue >= alpha:
+            marked.append(column)
+    return ";".join(marked)
+
+
+def with_marks(table: pd.DataFrame, digits: int = 2) -> pd.DataFrame:
+    """The facet columns as printed in Table 1: the value, then the mark where `not_significant`
+    lists the column."""
+    shown = table.copy()
+    marks = shown.get("not_significant", pd.Series("", index=shown.index)).fillna("").astype(str)
+    for column in COLUMNS:
+        shown[column] = [("" if pd.isna(v) else f"{v:.{digits}f}") + (MARK if column in m.split(";") else "")
+                         for v, m in zip(shown[column], marks)]
+    return shown
 
 
 def _label(profile: str, model: str) -> dict[str, str]:
@@ -85,10 +135,14 @@ def relevance_table(study: Study, collection: Collection, data: CSFCube) -> pd.D
                      **_scaled(summarize(collection, table)[measure]), **_interval(table[measure]),
                      "p_vs_reference": p, "p_holm": adjusted.get(model, math.nan),
                      "same_as_reference": "reference" if model == study.reference
-                     else "yes" if p >= ALPHA else "no"})
-    human = human_table(study, data, collection, [measure])
-    rows.append({"model": "human", "label": HUMAN_LABEL, "role": "reference", "source": "kit", "measure": measure,
-                 **_scaled(summarize(collection, human)[measure]), **_interval(human[measure])})
+                     else "yes" if p >= ALPHA else "no",
+                     "not_significant": REFERENCE if model == study.reference
+                     else not_significant(table, tables[study.reference], measure)})
+    for recipe, label in human_recipes(study).items():
+        human = human_table(study, data, collection, [measure], recipe)
+        rows.append({"model": "human", "label": label, "role": "reference", "source": "kit", "measure": measure,
+                     "recipe": recipe, **_scaled(summarize(collection, human)[measure]),
+                     **_interval(human[measure])})
     return pd.DataFrame(rows + published_rows("relevance"))
 
 
@@ -100,9 +154,10 @@ def instruction_following_table(study: Study, collection: Collection, data: CSFC
         table = per_query(collection, run, [])
         rows.append({**_label(study.profile, model), **_scaled(summarize(collection, table)[PMRR]),
                      "kendall_tau": ranking_movement(run, collection)})
-    human = human_table(study, data, collection, [])
-    rows.append({"model": "human", "label": HUMAN_LABEL, "role": "reference", "source": "kit",
-                 **_scaled(summarize(collection, human)[PMRR]), "kendall_tau": math.nan})
+    for recipe, label in human_recipes(study).items():
+        human = human_table(study, data, collection, [], recipe)
+        rows.append({"model": "human", "label": label, "role": "reference", "source": "kit", "recipe": recipe,
+                     **_scaled(summarize(collection, human)[PMRR]), "kendall_tau": math.nan})
     return pd.DataFrame(rows + published_rows(PMRR))
 
 
@@ -137,12 +192,66 @@ def sensitivity_table(study: Study, collection: Collection) -> pd.DataFrame:
     return pd.DataFrame(rows).drop(columns="source")
 
 
+def load_published(path: Path | None = None) -> pd.DataFrame:
+    """Every row of the paper's Tables 1-3 (x100 as printed), columns `PUBLISHED_COLUMNS`."""
+    path = Path(path) if path else PUBLISHED
+    try:
+        table = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except FileNotFoundError:
+        raise KitError(f"{path}: published figures not found; check the path") from None
+    if list(table.columns) != PUBLISHED_COLUMNS:
+        raise KitError(f"{path}: columns must be {','.join(PUBLISHED_COLUMNS)}")
+    for column in COLUMNS:
+        values = pd.to_numeric(table[column], errors="coerce")
+        if values.isna().any():
+            raise KitError(f"{path}:{int(values.isna().idxmax()) + 2}: {column} must be a number")
+        table[column] = values
+    for line, marks in enumerate(table["not_significant"], start=2):
+        if marks not in ("", REFERENCE) and not set(marks.split(";")) <= set(COLUMNS):
+            raise KitError(f"{path}:{line}: not_significant lists columns of {', '.join(COLUMNS)} "
+                           f"(';'-separated), '{REFERENCE}' or nothing")
+    return table
+
+
 def published_rows(kind: str) -> list[dict]:
-    """The paper's rows (x100, full-corpus protocol) of "relevance" (NDCG@20) or "p-MRR"."""
+    """The paper's rows (x100, full-corpus protocol) of "relevance" (Table 1, NDCG@20, with its
+    significance marks) or "p-MRR" (Table 2)."""
     if kind not in PUBLISHED_METRICS:
         raise KitError(f"no published rows of {kind!r}; choose one of {', '.join(PUBLISHED_METRICS)}")
-    table = pd.read_csv(PUBLISHED)
-    table = table[table.metric == PUBLISHED_METRICS[kind]]
-    measure = {"measure": "NDCG@20 (paper)"} if kind == "relevance" else {}
-    return [{"model": r.model, "label": f"{r.model} (paper)", "role": "published", "source": r.source, **measure,
-             **{c: float(getattr(r, c)) for c in COLUMNS}} for r in table.itertuples()]
+    table = load_published()
+    table = table[table.table == PUBLISHED_TABLES[kind]]
+    extra = {"measure": "NDCG@20 (paper)"} if kind == "relevance" else {}
+    return [{"model": r.model, "label": f"{r.model} (paper)", "role": "published", "source": r.source, **extra,
+             **{c: float(getattr(r, c)) for c in COLUMNS},
+             **({"not_significant": r.not_significant} if kind == "relevance" else {}), "note": r.note}
+            for r in table.itertuples()]
+
+
+def published_sensitivity() -> pd.DataFrame:
+    """Table 3 (GritLM-7B under each instruction variant), one row per variant: NDCG@20 and p-MRR
+    per facet and aggregated, x100 as printed; variants named as the kit's sensitivity groups."""
+    table = load_published()
+    table = table[table.table == "Table 3"]
+    wide = {}
+    for r in table.itertuples():
+        group = PAPER_VARIANTS[r.variant]
+        row = wide.setdefault(group, {"model": r.model, "label": f"{r.model} (paper)", "variant": group,
+                                      "source": r.source})
+        name = "NDCG@20" if r.metric == "ndcg@20" else PMRR
+        row.update({(name if c == "all" else f"{name} {c}"): float(getattr(r, c)) for c in COLUMNS})
+    return pd.DataFrame(list(wide.values()))
+
+
+def sensitivity_beside_paper(sensitivity: pd.DataFrame, measure: str) -> pd.DataFrame:
+    """The kit's sensitivity table (`sensitivity_table`) beside Table 3: one row per variant group,
+    each kit model's aggregated measure and p-MRR, then the paper's GritLM-7B (aggregated), x100."""
+    paper = published_sensitivity().set_index("variant")
+    out = pd.DataFrame(index=pd.Index(list(SENSITIVITY_GROUPS), name="variant"))
+    for label, rows in sensitivity.groupby("label", sort=False):
+        rows = rows.set_index("variant")
+        out[f"{label} {measure}"] = rows[measure]
+        out[f"{label} {PMRR}"] = rows[PMRR]
+    for label, rows in paper.groupby("label", sort=False):
+        out[f"{label} NDCG@20"] = rows["NDCG@20"]
+        out[f"{label} {PMRR}"] = rows[PMRR]
+    return out.reset_index()
