@@ -11,6 +11,11 @@ BUILD ?= build
 TABLES := $(BUILD)/tables
 # Embedding and judgment caches stay inside the checkout unless set.
 export EVALKIT_CACHE ?= $(CURDIR)/cache
+# Progress bars (encoding, first stage, scoring, LLM comparisons) go to this terminal, not into
+# the executed notebooks (evalkit/progress.py); EVALKIT_PROGRESS=off silences them. Library
+# loading bars (Hugging Face) would land in the notebooks: off.
+export EVALKIT_PROGRESS ?= terminal
+export HF_HUB_DISABLE_PROGRESS_BARS ?= 1
 
 # Study parameters (papermill overrides): make relevance PROFILE=paper PROTOCOL=pooled
 PROFILE ?= offline
@@ -97,6 +102,7 @@ $(TABLES)/human.json: $(BUILD)/data.ok
 define notebook_rule
 $(BUILD)/notebooks/$(1)-$(TAG).ipynb $(OUT_$(1)) &: notebooks/$(1).ipynb $(2)
 	@mkdir -p $(BUILD)/notebooks
+	@$(PY) -m evalkit.progress "$(1)" "$(PROFILE)" "$(PROTOCOL)" "$(MODELS)"
 	$(PAPERMILL) --log-level WARNING $$< $(BUILD)/notebooks/$(1)-$(TAG).tmp.ipynb $$(PARAMS_$(1))
 	mv $(BUILD)/notebooks/$(1)-$(TAG).tmp.ipynb $(BUILD)/notebooks/$(1)-$(TAG).ipynb
 	@test -f $(OUT_$(1)) || { echo "notebooks/$(1).ipynb ran but did not write $(OUT_$(1))"; exit 1; }

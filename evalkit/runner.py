@@ -22,8 +22,7 @@ from dataclasses import asdict, dataclass, replace
 from functools import cache
 from pathlib import Path
 
-from tqdm.auto import tqdm
-
+from evalkit import progress
 from evalkit.collection import BASE, Collection, Document, Query
 from evalkit.errors import KitError
 from evalkit.models import registry
@@ -124,7 +123,7 @@ def candidates_for(settings: RunSettings, collection: Collection,
         corpus = list(collection.documents.values())
         first.prepare(corpus)
         chosen = {}
-        for query in tqdm(queries, desc=f"first stage {name}", unit="query"):
+        for query in progress.bar(queries, desc=f"first stage {name} ({settings.protocol})", unit="query"):
             others = [d for d in corpus if d.doc_id != collection.exclude.get(query.qid)]
             by_id = {d.doc_id: d for d in others}
             chosen[query.qid] = [by_id[d] for d in ranked(first.score(query, others))[:depth]]
@@ -142,7 +141,7 @@ def _full_candidates(settings: RunSettings, collection: Collection, first: Score
         raise KitError(f"the full protocol's first stage must be an embedding model; {described['first_stage']} is not")
     index = CorpusIndex(Path(settings.corpus), first)
     ids = {q.qid: index.search(q, depth, collection.exclude.get(q.qid))
-           for q in tqdm(queries, desc="search", unit="query")}
+           for q in progress.bar(queries, desc=f"search {described['first_stage']} (full)", unit="query")}
     texts = index.papers({pid for found in ids.values() for pid in found})
     chosen = {qid: [texts[pid] for pid in found] for qid, found in ids.items()}
     return chosen, {**described, "corpus": Path(settings.corpus).name,
@@ -169,7 +168,7 @@ def execute(settings: RunSettings, collection: Collection, runs_dir: Path) -> Pa
     run: Run = {}
     score_many = getattr(scorer, "score_many", None)  # scorers that rank many queries at once (LLM rerankers)
     together = iter(score_many(queries, [candidates[q.qid] for q in queries])) if score_many else None
-    for query in tqdm(queries, desc=f"scoring {settings.run_name}", unit="query"):
+    for query in progress.bar(queries, desc=f"scoring {settings.run_name} ({settings.protocol})", unit="query"):
         scores = next(together) if together else scorer.score(query, candidates[query.qid])
         run[query.qid] = scores if collection.candidates is not None or settings.protocol != "pool" \
             else {d: scores[d] for d in ranked(scores)[:KEEP]}

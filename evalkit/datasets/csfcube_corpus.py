@@ -24,8 +24,8 @@ from pathlib import Path
 
 import faiss
 import numpy as np
-from tqdm.auto import tqdm
 
+from evalkit import progress
 from evalkit.collection import Document, Query, Sentence
 from evalkit.datasets.csfcube import LABEL_TO_FACET
 from evalkit.errors import KitError
@@ -112,7 +112,7 @@ class CorpusIndex:
         self.pids: list[str] = []
         vectors = []
         batch: list[Document] = []
-        with tqdm(desc="corpus", unit="paper") as bar:
+        with progress.bar(desc=f"corpus {self.path.name}", unit="paper") as bar:
             for paper in iter_corpus(self.path):
                 batch.append(paper)
                 if len(batch) == BATCH:

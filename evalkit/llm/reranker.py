@@ -63,6 +63,27 @@ VARIANTS = {
 DEFAULT_TEMPLATES = {"prp": "prp", "pw": "pointwise"}
 
 
+def expected_comparisons(method: str, variant: str, n: int, k: int) -> int:
+    """Judgments (pointwise) or comparisons (PRP) one query needs over `n` documents: exact for
+    pointwise, all pairs and sliding; an upper bound for heapsort (every sift-down to a leaf)."""
+    if method == "pw":
+        return n
+    if variant == "allpairs":
+        return n * (n - 1) // 2
+    if variant == "sliding":
+        return sum(n - 1 - top for top in range(min(k, n - 1)))
+
+    def sift(i: int, size: int) -> int:  # at most two comparisons per level down to a leaf
+        count = 0
+        while 2 * i + 1 < size:
+            count += 1 + (2 * i + 2 < size)
+            i = 2 * i + 1
+        return count
+
+    build = sum(sift(i, n) for i in range(n // 2))
+    return build + sum(sift(0, size) for size in range(n - 1, n - min(k, n), -1))
+
+
 def order_scores(order: Sequence[str]) -> dict[str, float]:
     """Scores ``N - position``: strictly decreasing along the order."""
     return {doc: float(len(order) - i) for i, doc in enumerate(order)}
@@ -131,7 +152,10 @@ class LLMReranker:
                 query.pairwise(STEPS[self.variant](head, self.k))
             tasks.append((query, steps))
             orders.append((order, head))
-        outputs = run_tasks(self.judge, tasks, self.parallel_queries)
+        expected = sum(expected_comparisons(self.method, self.variant, len(head), self.k) for _, head in orders)
+        label = f"LLM {self.method}{'' if self.method == 'pw' else ' ' + self.variant} ({self.judge.backend.model})"
+        outputs = run_tasks(self.judge, tasks, self.parallel_queries, expected,
+                            "judgment" if self.method == "pw" else "comparison", label)
         scores = []
         for (order, head), out in zip(orders, outputs):
             if self.method == "pw":

@@ -24,8 +24,10 @@ import copy
 from collections.abc import Generator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 
+from evalkit import progress
 from evalkit.errors import KitError
-from evalkit.llm.judge import Judge, QueryJudge, valid_prob
+from evalkit.llm.cache import valid_prob
+from evalkit.llm.judge import Judge, QueryJudge
 
 Task = tuple[QueryJudge, Generator]
 
@@ -38,16 +40,49 @@ def _checked(judge: Judge, probs: list) -> list[float]:
     return [float(p) for p in probs]
 
 
-def run_tasks(judge: Judge, tasks: Sequence[Task], limit: int | None = None) -> list:
-    """The return values of the tasks' generators, in task order; at most `limit` queries open at once."""
+def run_tasks(judge: Judge, tasks: Sequence[Task], limit: int | None = None, expected: int | None = None,
+              unit: str = "comparison", desc: str = "LLM") -> list:
+    """The return values of the tasks' generators, in task order; at most `limit` queries open at once.
+
+    With `expected` (the caller's estimate of the tasks' comparisons, or judgments when `unit`
+    is ``judgment``), a progress bar (`evalkit.progress`) counts them as the sorts advance,
+    cached ones included, with the prompts sent to the model beside it."""
     backend, tally = judge.backend, judge.tally
     before = copy.copy(backend.usage)
+    tracker = _Tracker(judge, expected, unit, desc)
     try:
         if callable(getattr(backend, "submit", None)):
-            return _run_async(judge, list(tasks), limit or len(tasks))
-        return _run_batched(judge, list(tasks), limit or len(tasks))
+            return _run_async(judge, list(tasks), limit or len(tasks), tracker)
+        return _run_batched(judge, list(tasks), limit or len(tasks), tracker)
     finally:
+        tracker.close()
         tally.add_usage(before, backend.usage)
+
+
+class _Tracker:
+    """The progress bar of one `run_tasks` call, read off the judge's tally."""
+
+    def __init__(self, judge: Judge, expected: int | None, unit: str, desc: str):
+        self.tally, self.unit = judge.tally, unit
+        self.start = self._count()
+        self.sent = judge.tally.prompts_sent
+        self.bar = progress.bar(total=expected, desc=desc, unit=unit, disable=expected is None)
+
+    def _count(self) -> int:
+        return self.tally.comparisons if self.unit == "comparison" else self.tally.judgments
+
+    def update(self) -> None:
+        done = self._count() - self.start
+        if done > self.bar.n:
+            self.bar.update(done - self.bar.n)
+        self.bar.set_postfix_str(f"prompts sent {self.tally.prompts_sent - self.sent}", refresh=False)
+
+    def close(self) -> None:
+        self.update()
+        if self.bar.total is not None and self.bar.n != self.bar.total:
+            self.bar.total = self.bar.n  # the estimate was an upper bound: end at 100 %
+            self.bar.refresh()
+        self.bar.close()
 
 
 class _Open:
@@ -72,7 +107,7 @@ def _advance(task: _Open, answer, results: list) -> bool:
     return True
 
 
-def _run_batched(judge: Judge, tasks: list[Task], limit: int) -> list:
+def _run_batched(judge: Judge, tasks: list[Task], limit: int, tracker: _Tracker) -> list:
     results: list = [None] * len(tasks)
     queue = iter(enumerate(tasks))
     waiting: list[_Open] = []
@@ -112,6 +147,7 @@ def _run_batched(judge: Judge, tasks: list[Task], limit: int) -> list:
                     found[query.key(order)] = p
                     answers[digest] = p
             judge.cache.put(found)
+            tracker.update()
         resumed = []
         finished = 0
         for task in waiting:
@@ -121,10 +157,11 @@ def _run_batched(judge: Judge, tasks: list[Task], limit: int) -> list:
                 finished += 1
         waiting = resumed
         start(finished)
+        tracker.update()
     return results
 
 
-def _run_async(judge: Judge, tasks: list[Task], limit: int) -> list:
+def _run_async(judge: Judge, tasks: list[Task], limit: int, tracker: _Tracker) -> list:
     results: list = [None] * len(tasks)
     queue = iter(enumerate(tasks))
     ready: list[tuple[_Open, object]] = []
@@ -189,6 +226,7 @@ def _run_async(judge: Judge, tasks: list[Task], limit: int) -> list:
                 stored[key] = p
                 answers[digest] = p
             judge.cache.put(stored)
+            tracker.update()
             if failure is not None:
                 raise failure
     finally:

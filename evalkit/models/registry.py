@@ -74,7 +74,8 @@ def _encoder(settings: dict):
                        "use family paper-cls for a BERT model with an AdapterHub adapter (Specter2)")
     return Encoder(resolve_location(settings["model"]), revision=settings.get("revision"),
                    max_seq_length=settings.get("max_seq_length"), batch_size=settings.get("batch_size", 32),
-                   devices=settings.get("devices"))
+                   devices=settings.get("devices"), backend=settings.get("backend", "torch"),
+                   threads=settings.get("threads"), name=settings["model"])
 
 
 def _build_dense(settings: dict, profile: str, collection: Collection) -> Scorer:
