@@ -11,12 +11,12 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from test_llm_openai import answer
 
 from evalkit.errors import KitError
 from evalkit.llm import LLMReranker
 from evalkit.llm.cache import JudgmentCache, Key
 from evalkit.runs import ranked
-from test_llm_openai import answer
 
 
 class FaultServer(ThreadingHTTPServer):

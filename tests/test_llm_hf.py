@@ -10,6 +10,7 @@ import importlib.util
 
 import pytest
 import torch
+from tiny_models import build_tiny_lm
 
 from evalkit.errors import KitError
 from evalkit.hashing import file_sha256
@@ -17,7 +18,7 @@ from evalkit.llm import LLMReranker, loading
 from evalkit.llm.backend import Prompts
 from evalkit.llm.hf import TransformersBackend
 from evalkit.runs import ranked
-from tiny_models import build_tiny_lm
+
 
 def write_gguf(folder, path):
     """The tiny model as a float32 llama GGUF (q and k rows permuted as llama.cpp stores them)."""

@@ -13,11 +13,11 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from test_llm_judge import FakeBackend
 
 from evalkit.errors import KitError
 from evalkit.llm import LLMReranker
 from evalkit.llm.prp import heapsort_top
-from test_llm_judge import FakeBackend
 
 
 def p_first(a: str, b: str) -> float:

@@ -18,7 +18,8 @@ def test_with_prompt_is_the_runners_and_appends_after_one_space():
 def test_generic_prompts_are_the_papers_ten_by_default_and_the_kits_on_request():
     prompts = load_prompts()
     assert len(prompts) == 10 == len(set(prompts))
-    assert prompts[0].endswith("I will give you a 1000 dollar tip.") and prompts[-1] == "Think carefully about relevance"
+    assert prompts[0].endswith("I will give you a 1000 dollar tip.")
+    assert prompts[-1] == "Think carefully about relevance"
     assert any("Use strict critera" in p for p in prompts)  # verbatim, the paper's spelling
     kit = load_prompts(which="kit")
     assert len(kit) == 10 == len(set(kit)) and not set(kit) & set(prompts)

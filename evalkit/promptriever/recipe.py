@@ -5,9 +5,10 @@ sidecar under `runs_dir`, reused when complete and matching), evaluated with
 `evaluation.per_query` / `summarize` on the collection's own measures, x100:
 
 - BEIR folders and ``irds:`` ids: nDCG@10 (MS MARCO dev: RR@10), ranking the whole corpus;
-  BEIR folders (and any collection with folds) also "Best" (oracle best prompt on test) and,
-  with dev/test folds (10 sampled dev, else train, queries), "Selected" (best on each fold's dev half, reported on its test half; blank without
-  folds, as in the paper's Table 4; `prompts.select_prompt`), each prompt a run;
+  BEIR folders also "Best" (oracle best prompt on test) and, with dev/test folds (10 sampled
+  dev, else train, queries), "Selected" (best on each fold's dev half, reported on its test
+  half; blank without folds, as in the paper's Table 4; `prompts.select_prompt`); each
+  prompt is a run;
 - FollowIR: reranking its candidate lists (protocol ``pool``); AP@1000 (News21: nDCG@5) on the
   "original" stratum, and p-MRR;
 - InstructIR: nDCG@10 and robustness@10 (the mean over query groups of the minimum nDCG@10).
