@@ -51,7 +51,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from evalkit.encoders.bert_cls import load_bert, resolved_revision
+from evalkit.encoders.bert_cls import LazyBert, resolved_revision
 from evalkit.errors import KitError
 
 MULTIM_COMPSCI = "allenai/aspire-contextualsentence-multim-compsci"
@@ -85,7 +85,7 @@ def sentence_token_positions(tokenizer, title: str, sentences: Sequence[str],
     return [tokenizer.cls_token_id, *ids, tokenizer.sep_token_id], positions[1:]
 
 
-class AspireEncoder:
+class AspireEncoder(LazyBert):
     """otAspire contextual sentence encoder (default `allenai/aspire-contextualsentence-multim-compsci`).
 
     `location` is a hub id or a local folder, loaded on first use; `revision` pins a hub
@@ -99,29 +99,14 @@ class AspireEncoder:
 
     def __init__(self, location: str = MULTIM_COMPSCI, revision: str | None = None, device: str = "cpu",
                  max_tokens: int = MAX_NUM_TOKS, batch_size: int = 8):
-        self.location = location
-        self.revision = revision
-        self.device = device
+        super().__init__(location, revision, device, batch_size)
         self.max_tokens = max_tokens
-        self.batch_size = batch_size
-        self._tokenizer = None
-        self._model = None
 
-    def _load(self):
-        if self._model is None:
-            tokenizer, model = load_bert(self.location, self.revision, self.device, self.family)
-            if tokenizer.cls_token_id is None or tokenizer.sep_token_id is None or tokenizer.pad_token_id is None:
-                raise KitError(f"{self.location}: the tokenizer has no [CLS]/[SEP]/[PAD] token; use a BERT-style model")
-            self._tokenizer, self._model = tokenizer, model
-        return self._tokenizer, self._model
-
-    @property
-    def tokenizer(self):
-        return self._load()[0]
-
-    @property
-    def model(self):
-        return self._load()[1]
+    def _build(self):
+        tokenizer, model = super()._build()
+        if tokenizer.cls_token_id is None or tokenizer.sep_token_id is None or tokenizer.pad_token_id is None:
+            raise KitError(f"{self.location}: the tokenizer has no [CLS]/[SEP]/[PAD] token; use a BERT-style model")
+        return tokenizer, model
 
     def describe(self) -> dict:
         """Everything that changes the vectors (and the scoring settings `ot_score` uses by default)."""

@@ -94,29 +94,26 @@ def cls_vectors(tokenizer, model, texts: Sequence[str], max_length: int, batch_s
     return np.concatenate(chunks).astype(np.float32) if chunks else np.zeros((0, hidden), np.float32)
 
 
-class BertClsEncoder:
-    """SciNCL (default `malteos/scincl`): [CLS] of ``title [SEP] abstract``, max 512 tokens.
+class LazyBert:
+    """A BERT-family model and its tokenizer, loaded on first use (hub id or local folder)."""
 
-    `location` is a hub id or a local folder, loaded on first use; `revision` pins a hub
-    commit. `encode` takes (title, abstract) pairs; `encode_texts` takes already-joined
-    texts (see `text`), for callers that cache by text.
-    """
+    family = "bert"
 
-    family = "scincl"
-
-    def __init__(self, location: str = SCINCL, revision: str | None = None, device: str = "cpu",
-                 max_length: int = 512, batch_size: int = 16):
+    def __init__(self, location: str, revision: str | None, device: str, batch_size: int):
         self.location = location
         self.revision = revision
         self.device = device
-        self.max_length = max_length
         self.batch_size = batch_size
         self._tokenizer = None
         self._model = None
 
+    def _build(self):
+        """(tokenizer, model); subclasses add to the model (an adapter) or check the tokenizer."""
+        return load_bert(self.location, self.revision, self.device, self.family)
+
     def _load(self):
         if self._model is None:
-            self._tokenizer, self._model = load_bert(self.location, self.revision, self.device, self.family)
+            self._tokenizer, self._model = self._build()
         return self._tokenizer, self._model
 
     @property
@@ -133,6 +130,22 @@ class BertClsEncoder:
         if self._tokenizer is None:
             self._tokenizer = load_tokenizer(self.location, self.revision, self.family)
         return self._tokenizer.sep_token
+
+
+class BertClsEncoder(LazyBert):
+    """SciNCL (default `malteos/scincl`): [CLS] of ``title [SEP] abstract``, max 512 tokens.
+
+    `location` is a hub id or a local folder, loaded on first use; `revision` pins a hub
+    commit. `encode` takes (title, abstract) pairs; `encode_texts` takes already-joined
+    texts (see `text`), for callers that cache by text.
+    """
+
+    family = "scincl"
+
+    def __init__(self, location: str = SCINCL, revision: str | None = None, device: str = "cpu",
+                 max_length: int = 512, batch_size: int = 16):
+        super().__init__(location, revision, device, batch_size)
+        self.max_length = max_length
 
     def describe(self) -> dict:
         """Everything that changes the vectors."""

@@ -40,21 +40,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 
-import numpy as np
-
-from evalkit.encoders.bert_cls import (
-    POOLING,
-    TEXT_FORMAT,
-    cls_vectors,
-    load_bert,
-    load_tokenizer,
-    one_line,
-    paper_text,
-    resolved_revision,
-)
+from evalkit.encoders.bert_cls import POOLING, TEXT_FORMAT, BertClsEncoder, one_line, resolved_revision
 from evalkit.errors import KitError
 
 BASE = "allenai/specter2_base"
@@ -289,12 +278,12 @@ def attach_adapter(model, raw_config: Mapping, weights: Mapping, where: str = "a
     return config
 
 
-class Specter2Encoder:
+class Specter2Encoder(BertClsEncoder):
     """SPECTER2: base model plus a bottleneck adapter (default: the proximity adapter).
 
     `location` is the base model (hub id or folder), `adapter` the adapter (hub id or
     AdapterHub-format folder); both load on first use. `revision` / `adapter_revision` pin
-    hub commits. `encode` takes (title, abstract) pairs; `encode_texts` already-joined texts.
+    hub commits. Text and pooling are SciNCL's (`BertClsEncoder`).
     """
 
     family = "specter2"
@@ -302,41 +291,18 @@ class Specter2Encoder:
     def __init__(self, location: str = BASE, adapter: str | None = PROXIMITY, revision: str | None = None,
                  adapter_revision: str | None = None, device: str = "cpu", max_length: int = 512,
                  batch_size: int = 16):
-        self.location = location
+        super().__init__(location, revision, device, max_length, batch_size)
         self.adapter = adapter
-        self.revision = revision
         self.adapter_revision = adapter_revision
-        self.device = device
-        self.max_length = max_length
-        self.batch_size = batch_size
         self.adapter_config: dict | None = None  # the bottleneck settings used, once loaded
-        self._tokenizer = None
-        self._model = None
 
-    def _load(self):
-        if self._model is None:
-            tokenizer, model = load_bert(self.location, self.revision, self.device, self.family)
-            if self.adapter:
-                raw, weights = read_adapter(adapter_folder(self.adapter, self.adapter_revision))
-                self.adapter_config = attach_adapter(model, raw, weights, where=f"adapter {self.adapter}")
-                model.eval()
-            self._tokenizer, self._model = tokenizer, model
-        return self._tokenizer, self._model
-
-    @property
-    def tokenizer(self):
-        return self._load()[0]
-
-    @property
-    def model(self):
-        return self._load()[1]
-
-    @property
-    def sep_token(self) -> str:
-        """The tokenizer's separator token, without loading the weights."""
-        if self._tokenizer is None:
-            self._tokenizer = load_tokenizer(self.location, self.revision, self.family)
-        return self._tokenizer.sep_token
+    def _build(self):
+        tokenizer, model = super()._build()
+        if self.adapter:
+            raw, weights = read_adapter(adapter_folder(self.adapter, self.adapter_revision))
+            self.adapter_config = attach_adapter(model, raw, weights, where=f"adapter {self.adapter}")
+            model.eval()
+        return tokenizer, model
 
     def describe(self) -> dict:
         """Everything that changes the vectors."""
@@ -348,14 +314,3 @@ class Specter2Encoder:
                 "revision": resolved_revision(self.location, self.revision),
                 "text_format": TEXT_FORMAT, "pooling": POOLING, "max_length": self.max_length,
                 "token_type_ids": "not passed (return_token_type_ids=False)", "adapter": adapter}
-
-    def text(self, title: str, abstract: str | None) -> str:
-        return paper_text(title, abstract, self.tokenizer.sep_token)
-
-    def encode_texts(self, texts: Sequence[str]) -> np.ndarray:
-        tokenizer, model = self._load()
-        return cls_vectors(tokenizer, model, texts, self.max_length, self.batch_size, self.device)
-
-    def encode(self, papers: Sequence[tuple[str, str | None]]) -> np.ndarray:
-        """(len(papers), dim) float32 vectors of (title, abstract) pairs; queries are papers too."""
-        return self.encode_texts([self.text(title, abstract) for title, abstract in papers])
