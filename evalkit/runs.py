@@ -58,11 +58,17 @@ def add_score(run: Run, path: Path, qid: str, doc: str, score: float) -> None:
 
 def read_trec(path: Path) -> Run:
     """Read a TREC run file (``qid Q0 doc rank score tag``); the rank column is ignored."""
-    run: Run = {}
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        return parse_trec(Path(path).read_bytes(), path)
     except FileNotFoundError:
         raise KitError(f"{path}: run file not found; check --runs") from None
+
+
+def parse_trec(data: bytes, path: Path) -> Run:
+    """The run held by a TREC file's bytes (`path` names it in errors)."""
+    run: Run = {}
+    try:
+        lines = data.decode("utf-8").splitlines()
     except UnicodeDecodeError as exc:
         raise KitError(f"{path}: not a UTF-8 text file ({exc.reason}); "
                        "write 'qid Q0 doc rank score tag' lines") from None

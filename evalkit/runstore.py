@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.errors import KitError
-from evalkit.runs import Run, read_trec, write_trec
+from evalkit.runs import Run, parse_trec, write_trec
 
 RANKING = "run.trec"
 SIDECAR = "sidecar.json"
@@ -154,12 +154,17 @@ def load_verified(folder: Path, expected: dict) -> Run | None:
     files = sidecar.get("files")
     if not isinstance(files, dict) or RANKING not in files:
         return None
+    # Each file is read once and verified on the bytes read, so a folder swapped by another
+    # writer meanwhile gives a mismatch (None), never a mix of two runs or an error.
+    try:
+        contents = {name: (Path(folder) / name).read_bytes() for name in files}
+    except OSError:
+        return None
     for name, recorded in files.items():
-        path = Path(folder) / name
-        if not isinstance(recorded, dict) or not path.is_file() or _sha256(path) != recorded.get("sha256"):
+        if not isinstance(recorded, dict) or hashlib.sha256(contents[name]).hexdigest() != recorded.get("sha256"):
             return None
     try:
-        run = read_trec(Path(folder) / RANKING)
-    except (KitError, OSError):
+        run = parse_trec(contents[RANKING], Path(folder) / RANKING)
+    except KitError:
         return None
     return run if len(run) == files[RANKING].get("queries") else None
