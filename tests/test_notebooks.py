@@ -17,8 +17,8 @@ import pytest
 from evalkit.errors import KitError
 from evalkit.evaluation import summarize
 from evalkit.human import human_per_query
+from evalkit.promptriever.prompts import load_prompts
 from evalkit.study import findings, params
-from evalkit.study.prompt_selection import load_prompts
 
 ROOT = Path(__file__).resolve().parents[1]
 SEEDS = "929877,3264891,1936997,11844559"

@@ -15,35 +15,18 @@ measure, x100.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
-import yaml
 
 from evalkit.collection import Collection
-from evalkit.errors import KitError
 from evalkit.evaluation import per_query as evaluate
 from evalkit.evaluation import summarize
 from evalkit.models import registry
+from evalkit.promptriever.prompts import load_prompts
+from evalkit.promptriever.recipe import recipe_table
 from evalkit.runner import ensure_run
 from evalkit.selection import best_mean, cross_validate
-from evalkit.study.params import Study
-
-GENERIC_PROMPTS = Path(__file__).resolve().parents[1] / "config" / "generic_prompts.yaml"
-
-
-def load_prompts(path: Path = GENERIC_PROMPTS) -> list[str]:
-    """The prompt list of a YAML file (``prompts: [...]``); the kit's ten generic prompts by default."""
-    try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise KitError(f"{path}: cannot read prompts ({type(exc).__name__}); write 'prompts:' and a list") from None
-    prompts = data.get("prompts") if isinstance(data, dict) else None
-    if not (isinstance(prompts, list) and prompts and all(isinstance(p, str) and p.strip() for p in prompts)):
-        raise KitError(f"{path}: expected 'prompts:' followed by a list of non-empty strings")
-    if len(set(prompts)) != len(prompts):
-        raise KitError(f"{path}: a prompt is listed twice; list each prompt once")
-    return prompts
+from evalkit.study import figures
+from evalkit.study.params import Study, split
 
 
 def _aggregate(collection: Collection, table: pd.DataFrame, measure: str) -> float:
@@ -73,3 +56,14 @@ def prompt_selection_table(study: Study, collection: Collection, prompts: list[s
                      "Selected": _aggregate(collection, selected, measure), "best prompt": best,
                      **{f"selected on {fold} dev": p for fold, p in chosen.items()}})
     return pd.DataFrame(rows)
+
+
+def recipe_datasets(study: Study, beir: str, followir: str, instructir: str) -> pd.DataFrame:
+    """The recipe on the comma-separated BEIR / FollowIR / InstructIR datasets given (runs under
+    the study's runs folder), saved as a table; an empty table when none is given."""
+    sources = [split(value) for value in (beir, followir, instructir)]
+    if not any(sources):
+        return pd.DataFrame()
+    table = recipe_table(study.profile, list(study.models), *sources, runs_dir=study.runs_dir)
+    figures.save_table(table, f"promptriever-datasets-{study.profile}", study.tables_dir)
+    return table
