@@ -51,10 +51,10 @@ def _device(device: str | None) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def pinned(described: dict, *locations: tuple[str, str | None, str | None]) -> dict:
+def pinned(described: dict, device: str, *locations: tuple[str, str | None, str | None]) -> dict:
     """An encoder's describe() with each (field, location, revision) pinned by `location_settings`
     (a local folder by its content hash) and the device kind (GPU kernels change the last bits)."""
-    settings = dict(described)
+    settings = {**described, "device_kind": device.split(":")[0]}
     for field, location, revision in locations:
         if location:
             settings[field] = location_settings(location, revision)
@@ -151,7 +151,7 @@ def build_gritlm(settings: dict, first_stage=None) -> InstructedBiEncoder:
                             dtype=s.pop("dtype", None))
     depth = s.pop("depth", None)
     _no_more(s, "gritlm")
-    settings_ = pinned({**encoder.describe(), "device_kind": device.split(":")[0]},
+    settings_ = pinned(encoder.describe(), device,
                        ("location", encoder.location, encoder.revision))
     return InstructedBiEncoder(encoder, settings_, doc_template,
                                lambda text, instruction: (instruction_prefix(instruction), text), first_stage, depth)
@@ -170,7 +170,7 @@ def build_promptriever(settings: dict, first_stage=None) -> InstructedBiEncoder:
                                   passage_max_length=s.pop("passage_max_length", None), dtype=s.pop("dtype", None))
     depth = s.pop("depth", None)
     _no_more(s, "promptriever")
-    settings_ = pinned({**encoder.describe(), "device_kind": device.split(":")[0]},
+    settings_ = pinned(encoder.describe(), device,
                        ("location", encoder.location, encoder.revision), ("base", encoder.base, encoder.base_revision))
     return InstructedBiEncoder(encoder, settings_, doc_template, format_query, first_stage, depth)
 
@@ -196,8 +196,7 @@ def build_paper_cls(settings: dict, first_stage=None) -> PaperClsBiEncoder:
         encoder = BertClsEncoder(location, **common)
     depth = s.pop("depth", None)
     _no_more(s, "paper-cls")
-    described = encoder.describe()
-    settings_ = pinned({**described, "device_kind": device.split(":")[0]}, ("location", location, common["revision"]),
+    settings_ = pinned(encoder.describe(), device, ("location", location, common["revision"]),
                        ("adapter_location", adapter, adapter_revision))
     return PaperClsBiEncoder(encoder, settings_, doc_template, first_stage, depth, metric, encoder.encode_texts)
 
@@ -269,7 +268,7 @@ def build_aspire(settings: dict, first_stage=None) -> OTAspire:
                             max_tokens=s.pop("max_tokens", MAX_NUM_TOKS), batch_size=s.pop("batch_size", 8))
     solver = s.pop("solver", "sinkhorn")
     _no_more(s, "aspire")
-    settings_ = pinned({**encoder.describe(), "device_kind": device.split(":")[0]},
+    settings_ = pinned(encoder.describe(), device,
                        ("location", encoder.location, encoder.revision))
     return OTAspire(encoder, settings_, solver)
 
