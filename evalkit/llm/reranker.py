@@ -16,7 +16,9 @@ Settings (a dict, e.g. one model entry of the registry):
   ``chunk`` (default 64): prompts per backend call (and cache commit) of a local model.
 - ``parallel_queries`` (default 64): queries reranked at once by `rerank_many` (the API
   backend's ``max_in_flight`` bounds the requests in flight, the transformers backend's
-  ``batch_size`` the prompts per forward pass); results do not depend on it.
+  ``batch_size`` the prompts per forward pass); results do not depend on it. The
+  transformers backend keeps one prefix KV cache per query in flight (``prefix_cache``
+  defaults to ``parallel_queries``; lower both where GPU memory is short).
 
 Output order: PRP puts the variant's top k first and the other documents in
 first-stage order; pointwise orders the reranked documents by P(Yes) (ties in
@@ -124,6 +126,8 @@ class LLMReranker:
         self.parallel_queries = int(s.pop("parallel_queries", 64))
         if self.parallel_queries < 1:
             raise KitError(f"parallel_queries={self.parallel_queries} must be positive; fix the model settings")
+        if kind == "transformers":
+            s.setdefault("prefix_cache", self.parallel_queries)
         backend = backend or build_backend(kind, s)
         self.judge = Judge(backend, template, cache, disagreement, chunk)
 
