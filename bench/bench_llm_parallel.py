@@ -23,45 +23,29 @@ import random
 import re
 import sys
 import tempfile
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from evalkit.llm import LLMReranker
 from evalkit.runs import ranked
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the loopback server and tiny LM live there
+from loopback import Loopback, chat_completion
 
-class Server(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 1024
+
+class Server(Loopback):
+    """Answers every request after `latency` seconds."""
 
     def __init__(self, latency: float):
-        super().__init__(("127.0.0.1", 0), Handler)
-        self.latency, self.requests, self.lock = latency, 0, threading.Lock()
+        super().__init__()
+        self.latency = latency
 
-    def handle_error(self, request, client_address):
-        pass
-
-
-class Handler(BaseHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-    def do_POST(self):
-        payload = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        time.sleep(self.server.latency)
+    def respond(self, payload, headers):
+        time.sleep(self.latency)
         a, b = (int(x) for x in re.findall(r"doc(\d+)", payload["messages"][-1]["content"]))
         p = 1 / (1 + math.exp(-max(-8.0, min(8.0, (b - a) / 300 + 0.5))))  # prefers the smaller id, biased towards "A"
-        top = [{"token": " A", "logprob": math.log(p)}, {"token": " B", "logprob": math.log(1 - p)}]
-        body = json.dumps({"choices": [{"message": {"content": "Passage"}, "logprobs": {"content": [
-            {"token": " A", "logprob": top[0]["logprob"], "top_logprobs": top}]}}]}).encode()
-        with self.server.lock:
-            self.server.requests += 1
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        top = [(" A", math.log(p)), (" B", math.log(1 - p))]
+        return 200, chat_completion("Passage", [(" A", top[0][1], top)])
 
 
 def jobs(queries: int, depth: int, seed: int = 0) -> list:
@@ -73,21 +57,20 @@ def jobs(queries: int, depth: int, seed: int = 0) -> list:
     return out
 
 
-def serve(latency: float, ports) -> None:
+def serve(latency: float, urls) -> None:
     """The server in its own process, so that it does not share the client's interpreter lock."""
     server = Server(latency)
-    ports.put(server.server_port)
+    urls.put(server.url)
     server.serve_forever(0.01)
 
 
 def api(args) -> dict:
     import multiprocessing
 
-    ports = multiprocessing.Queue()
-    process = multiprocessing.Process(target=serve, args=(args.latency, ports), daemon=True)
+    urls = multiprocessing.Queue()
+    process = multiprocessing.Process(target=serve, args=(args.latency, urls), daemon=True)
     process.start()
-    port = ports.get(timeout=30)
-    base = {"backend": "openai", "base_url": f"http://127.0.0.1:{port}/v1", "model": "bench",
+    base = {"backend": "openai", "base_url": urls.get(timeout=30), "model": "bench",
             "k": args.k, "depth": args.depth, "timeout_s": 30}
     work = jobs(args.queries, args.depth)
     with tempfile.TemporaryDirectory() as tmp:
@@ -118,7 +101,6 @@ def api(args) -> dict:
 
 
 def transformers(args) -> dict:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
     import torch
     from tiny_models import build_tiny_lm
 

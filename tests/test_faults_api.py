@@ -6,11 +6,10 @@ from __future__ import annotations
 import json
 import socket
 import sqlite3
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from loopback import Loopback, chat_completion
 from test_llm_openai import answer
 
 from evalkit.errors import KitError
@@ -19,59 +18,39 @@ from evalkit.llm.cache import JudgmentCache, Key
 from evalkit.runs import ranked
 
 
-class FaultServer(ThreadingHTTPServer):
-    daemon_threads = True
+class FaultServer(Loopback):
+    """Sends its faults first, one a request, then good answers."""
 
     def __init__(self):
-        super().__init__(("127.0.0.1", 0), FaultHandler)
+        super().__init__()
         self.faults: list = []  # bodies (or "trickle") to send first, in order; then good answers
         self.requests = 0
-        self.lock = threading.Lock()
 
-    def handle_error(self, request, client_address):
-        pass
-
-
-class FaultHandler(BaseHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-    def do_POST(self):
-        payload = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        with self.server.lock:
-            self.server.requests += 1
-            fault = self.server.faults.pop(0) if self.server.faults else None
+    def respond(self, payload, headers):
+        with self.lock:
+            self.requests += 1
+            fault = self.faults.pop(0) if self.faults else None
         if fault == "trickle":  # a valid body, one byte every 0.1 s
             body = json.dumps(answer(payload["messages"][-1]["content"], True)).encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            try:
-                for i in range(len(body)):
-                    self.wfile.write(body[i:i + 1])
-                    self.wfile.flush()
-                    time.sleep(0.1)
-            except OSError:
-                pass
-            return
-        body = fault if fault is not None else json.dumps(answer(payload["messages"][-1]["content"], True)).encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+            return 200, trickle(body), {"Content-Length": str(len(body))}
+        return 200, fault if fault is not None else answer(payload["messages"][-1]["content"], True)
+
+
+def trickle(body: bytes):
+    """The body one byte at a time, 0.1 s apart."""
+    for i in range(len(body)):
+        yield body[i:i + 1]
+        time.sleep(0.1)
 
 
 @pytest.fixture
 def server():
-    srv = FaultServer()
-    threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True).start()
-    yield srv
-    srv.shutdown()
-    srv.server_close()
+    with FaultServer() as srv:
+        yield srv
 
 
 def settings(server, tmp_path, **extra):
-    return {"backend": "openai", "base_url": f"http://127.0.0.1:{server.server_port}/v1", "model": "test-model",
+    return {"backend": "openai", "base_url": server.url, "model": "test-model",
             "timeout_s": 2.0, "max_retries": 2, "backoff_s": 0.0, "max_in_flight": 1, "k": 2, "depth": 4,
             "cache": tmp_path / "judgments.sqlite"} | extra
 
@@ -87,11 +66,8 @@ def rerank(config):
 
 def logprob_body(logprob) -> bytes:
     """Answer "Passage A" whose label token has the given log-probability (any JSON value)."""
-    step = {"token": " A", "logprob": logprob, "top_logprobs": [{"token": " A", "logprob": logprob},
-                                                                {"token": " B", "logprob": -2.0}]}
-    return json.dumps({"choices": [{"message": {"content": "Passage A"},
-                                    "logprobs": {"content": [{"token": "Passage", "logprob": -0.1,
-                                                              "top_logprobs": []}, step]}}]}).encode()
+    steps = [("Passage", -0.1, []), (" A", logprob, [(" A", logprob), (" B", -2.0)])]
+    return json.dumps(chat_completion("Passage A", steps)).encode()
 
 
 POISON = {

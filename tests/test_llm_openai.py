@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 import math
 import re
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from loopback import Loopback, chat_completion
 
 from evalkit.errors import KitError
 from evalkit.llm import LLMReranker
@@ -25,79 +24,49 @@ def answer(message: str, logprobs: bool) -> dict:
     docs = re.findall(r"doc(\d+)", message)
     if len(docs) == 2:
         win, lose = (" A", " B") if docs[0] < docs[1] else (" B", " A")
-        text, steps = "Passage" + win, [("Passage", []), (win, [(win, LP_WIN), (lose, LP_LOSE)])]
+        text, steps = "Passage" + win, [("Passage", -0.01, []), (win, LP_WIN, [(win, LP_WIN), (lose, LP_LOSE)])]
     else:
         win, lose = ("Yes", "No") if int(docs[0]) % 2 == 0 else ("No", "Yes")
-        text, steps = win, [(win, [(win, LP_WIN), (lose, LP_LOSE)])]
-    body = {"choices": [{"message": {"role": "assistant", "content": text}}],
-            "usage": {"prompt_tokens": len(message.split())}}
-    if logprobs:
-        body["choices"][0]["logprobs"] = {"content": [
-            {"token": tok, "logprob": top[0][1] if top else -0.01,
-             "top_logprobs": [{"token": t, "logprob": lp} for t, lp in top]} for tok, top in steps]}
-    return body
+        text, steps = win, [(win, LP_WIN, [(win, LP_WIN), (lose, LP_LOSE)])]
+    return chat_completion(text, steps if logprobs else (), prompt_tokens=len(message.split()))
 
 
-class Server(ThreadingHTTPServer):
-    daemon_threads = True
+class Server(Loopback):
+    """Answers with `answer`, after the failures of its script."""
 
     def __init__(self):
-        super().__init__(("127.0.0.1", 0), Handler)
+        super().__init__()
         self.script: list[str] = []  # failures to inject, in order, before answering normally
         self.fallback = "ok"  # what to do once the script is used up
         self.logprobs = True
         self.requests: list[dict] = []
-        self.lock = threading.Lock()
 
-    def handle_error(self, request, client_address):
-        pass  # the client hung up on a deliberately slow answer
-
-
-class Handler(BaseHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-    def _send(self, status: int, body: bytes, headers: dict | None = None):
-        self.send_response(status)
-        for key, value in (headers or {}).items():
-            self.send_header(key, value)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def do_POST(self):
-        server = self.server
-        payload = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        with server.lock:
-            server.requests.append({"payload": payload, "auth": self.headers.get("Authorization")})
-            action = server.script.pop(0) if server.script else server.fallback
+    def respond(self, payload, headers):
+        with self.lock:
+            self.requests.append({"payload": payload, "auth": headers.get("Authorization")})
+            action = self.script.pop(0) if self.script else self.fallback
         if action == "429":
-            return self._send(429, b'{"error": "slow down"}', {"Retry-After": "0"})
+            return 429, b'{"error": "slow down"}', {"Retry-After": "0"}
         if action.isdigit():
-            return self._send(int(action), b'{"error": "boom"}')
+            return int(action), b'{"error": "boom"}'
         if action == "sleep":
             time.sleep(0.6)
         if action == "malformed":
-            return self._send(200, b'{"choices": [')
+            return 200, b'{"choices": ['
         if action == "nolabel":
-            return self._send(200, b'{"choices": [{"message": {"content": "I cannot tell."}}]}')
-        message = payload["messages"][-1]["content"]
-        self._send(200, json.dumps(answer(message, server.logprobs)).encode())
+            return 200, b'{"choices": [{"message": {"content": "I cannot tell."}}]}'
+        return 200, answer(payload["messages"][-1]["content"], self.logprobs)
 
 
 @pytest.fixture
 def server():
-    srv = Server()
-    thread = threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    yield srv
-    srv.shutdown()
-    srv.server_close()
+    with Server() as srv:
+        yield srv
 
 
 def backend(server, **settings):
-    options = {"base_url": f"http://127.0.0.1:{server.server_port}/v1", "model": "test-model",
-               "timeout_s": 0.3, "max_retries": 4, "backoff_s": 0.01, "max_in_flight": 1} | settings
+    options = {"base_url": server.url, "model": "test-model", "timeout_s": 0.3, "max_retries": 4, "backoff_s": 0.01,
+               "max_in_flight": 1} | settings
     return OpenAIBackend(**options)
 
 
@@ -177,8 +146,8 @@ def test_whitespace_truncation():
 
 def test_reranker_over_the_api_with_concurrency(server, tmp_path):
     server.script = ["429", "500"]
-    settings = {"backend": "openai", "base_url": f"http://127.0.0.1:{server.server_port}/v1", "model": "test-model",
-                "backoff_s": 0.01, "max_in_flight": 4, "k": 3, "depth": 8, "cache": tmp_path / "j.sqlite"}
+    settings = {"backend": "openai", "base_url": server.url, "model": "test-model", "backoff_s": 0.01,
+                "max_in_flight": 4, "k": 3, "depth": 8, "cache": tmp_path / "j.sqlite"}
     docs = [f"{n:02d}" for n in (9, 4, 7, 1, 8, 3, 6, 2, 5)]
     candidates = [(d, f"doc{d} text") for d in docs]
     first_stage = {d: -i for i, d in enumerate(docs)}
@@ -194,8 +163,7 @@ def test_reranker_over_the_api_with_concurrency(server, tmp_path):
 
 def test_label_missing_from_the_top_list_gets_the_most_it_can_have():
     def body(top):
-        step = {"token": " A", "logprob": top[0][1], "top_logprobs": [{"token": t, "logprob": lp} for t, lp in top]}
-        return {"choices": [{"message": {"content": "Passage A"}, "logprobs": {"content": [step]}}]}
+        return chat_completion("Passage A", [(" A", top[0][1], top)])
 
     a, other = math.exp(-0.5), math.exp(-3.0)  # unlisted mass 1 - a - other > other: the bound is `other`
     assert _label_prob(body([(" A", -0.5), (" The", -3.0)]), (" A", " B")) == pytest.approx(a / (a + other))

@@ -4,15 +4,13 @@ and PRP heapsort as llm-rankers runs it."""
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import random
 import re
 import sqlite3
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from loopback import Loopback, chat_completion
 from test_llm_judge import FakeBackend
 
 from evalkit.errors import KitError
@@ -26,49 +24,30 @@ def p_first(a: str, b: str) -> float:
     return 1 / (1 + math.exp(-(int(b) - int(a)) / 7 - 3 * (noise - 0.3)))
 
 
-class Server(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 128  # many connections at once
+class Server(Loopback):
+    """Answers with p_first's log-probabilities, or HTTP 400 once past `fail_after` requests."""
 
     def __init__(self):
-        super().__init__(("127.0.0.1", 0), Handler)
+        super().__init__()
         self.fail_after = None  # answer HTTP 400 from this request on
         self.count = 0
-        self.lock = threading.Lock()
 
-
-class Handler(BaseHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-    def do_POST(self):
-        payload = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        with self.server.lock:
-            self.server.count += 1
-            broken = self.server.fail_after is not None and self.server.count > self.server.fail_after
+    def respond(self, payload, headers):
+        with self.lock:
+            self.count += 1
+            broken = self.fail_after is not None and self.count > self.fail_after
         if broken:
-            body, status = b'{"error": "gone"}', 400
-        else:
-            a, b = re.findall(r"doc(\d+)", payload["messages"][-1]["content"])
-            p = p_first(a, b)
-            top = [{"token": " A", "logprob": math.log(p)}, {"token": " B", "logprob": math.log(1 - p)}]
-            body, status = json.dumps({"choices": [{"message": {"content": "Passage A" if p > 0.5 else "Passage B"},
-                                                    "logprobs": {"content": [
-                                                        {"token": top[p <= 0.5]["token"], "logprob": -0.1,
-                                                         "top_logprobs": top}]}}]}).encode(), 200
-        self.send_response(status)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+            return 400, b'{"error": "gone"}'
+        a, b = re.findall(r"doc(\d+)", payload["messages"][-1]["content"])
+        p = p_first(a, b)
+        top = [(" A", math.log(p)), (" B", math.log(1 - p))]
+        return 200, chat_completion("Passage A" if p > 0.5 else "Passage B", [(top[p <= 0.5][0], -0.1, top)])
 
 
 @pytest.fixture
 def server():
-    srv = Server()
-    threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True).start()
-    yield srv
-    srv.shutdown()
-    srv.server_close()
+    with Server() as srv:
+        yield srv
 
 
 def jobs(n: int = 10, depth: int = 24):
@@ -93,7 +72,7 @@ def same_tally(a: dict, b: dict) -> bool:
 @pytest.mark.parametrize("variant,rule", [("heapsort", "incumbent"), ("heapsort", "half"), ("sliding", "average"),
                                           ("allpairs", "incumbent")])
 def test_api_queries_in_parallel_equal_queries_one_by_one(server, tmp_path, variant, rule):
-    base = {"backend": "openai", "base_url": f"http://127.0.0.1:{server.server_port}/v1", "model": "m",
+    base = {"backend": "openai", "base_url": server.url, "model": "m",
             "variant": variant, "disagreement": rule, "k": 5, "depth": 20 if variant != "allpairs" else 8}
     work = jobs()
     one = LLMReranker(base | {"max_in_flight": 1, "cache": tmp_path / "one.sqlite"})
@@ -118,7 +97,7 @@ def test_batched_backend_queries_in_parallel_equal_queries_one_by_one(tmp_path, 
 
 
 def test_a_killed_parallel_run_resumes_from_the_cache(server, tmp_path):
-    base = {"backend": "openai", "base_url": f"http://127.0.0.1:{server.server_port}/v1", "model": "m",
+    base = {"backend": "openai", "base_url": server.url, "model": "m",
             "max_retries": 0, "max_in_flight": 8, "k": 5, "depth": 20}
     clean = LLMReranker(base | {"cache": tmp_path / "clean.sqlite"}).rerank_many(jobs())
     server.fail_after = server.count + 300
@@ -189,3 +168,39 @@ def test_transformers_backend_batches_queries_together(tmp_path):
     a, b = rows(tmp_path / "one.sqlite"), rows(tmp_path / "many.sqlite")
     assert [r[:-1] for r in a] == [r[:-1] for r in b]
     assert max(abs(x[-1] - y[-1]) for x, y in zip(a, b)) < 1e-5
+
+
+class CountingLM:
+    """A causal LM that counts the forward passes without an attention mask (prefix passes)."""
+
+    def __init__(self, lm):
+        self.lm, self.prefix_passes = lm, 0
+
+    def __call__(self, **kwargs):
+        self.prefix_passes += "attention_mask" not in kwargs
+        return self.lm(**kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.lm, name)
+
+
+@pytest.mark.parametrize("prefix_cache,passes", [(None, 6), (3, 6 * 5)])
+def test_each_query_prefix_runs_once_when_queries_run_in_parallel(tmp_path, prefix_cache, passes):
+    """The prefix cache holds one prefix per query in flight (default: parallel_queries), so a
+    sliding window of 5 steps over 6 queries runs 6 prefixes; a smaller cache recomputes them
+    in every round (the slowdown this guards against)."""
+    from tiny_models import build_tiny_lm
+
+    settings = {"model": str(build_tiny_lm(tmp_path / "lm")), "variant": "sliding", "k": 1, "depth": 6,
+                "budgets": {"seed": 16, "candidate": 8}, "cache": tmp_path / "j.sqlite"}
+    if prefix_cache:
+        settings["prefix_cache"] = prefix_cache
+    rr = LLMReranker(settings | {"parallel_queries": 6})
+    backend = rr.judge.backend
+    assert backend.prefix_cache == (prefix_cache or 6)
+    backend.lm = CountingLM(backend.lm)
+    work = [(f"find the method {q}", f"seed paper {q}", [(f"d{i}", f"a method {i}") for i in range(6)],
+             {f"d{i}": -i for i in range(6)}) for q in range(6)]
+    rr.rerank_many(work)
+    assert rr.judge.tally.prompts_sent == 6 * 5 * 2
+    assert backend.lm.prefix_passes == passes

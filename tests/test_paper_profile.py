@@ -23,13 +23,12 @@ import hashlib
 import json
 import math
 import re
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
+from loopback import Loopback, chat_completion
 
 from evalkit.errors import KitError
 from evalkit.models import registry
@@ -103,41 +102,29 @@ def completion(message: str) -> dict:
     p = 0.05 + 0.9 * int(hashlib.sha256(message.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
 
     def step(token, labels):
-        return {"token": token, "logprob": math.log(0.9 * p),
-                "top_logprobs": [{"token": labels[0], "logprob": math.log(0.9 * p)},
-                                 {"token": labels[1], "logprob": math.log(0.9 * (1 - p))}]}
+        return token, math.log(0.9 * p), [(labels[0], math.log(0.9 * p)), (labels[1], math.log(0.9 * (1 - p)))]
 
-    return {"choices": [{"message": {"role": "assistant", "content": "Passage A"},
-                         "logprobs": {"content": [step("A", ("A", "B")), step("Yes", ("Yes", "No"))]}}],
-            "usage": {"prompt_tokens": len(message.split()), "completion_tokens": 2}}
+    return chat_completion("Passage A", [step("A", ("A", "B")), step("Yes", ("Yes", "No"))],
+                           prompt_tokens=len(message.split()))
 
 
-class Handler(BaseHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
+class Server(Loopback):
+    """Answers every request with `completion` and notes the models asked for."""
 
-    def do_POST(self):
-        payload = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        with self.server.lock:
-            self.server.models.add(payload.get("model"))
-        body = json.dumps(completion(json.dumps(payload["messages"]))).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+    def __init__(self):
+        super().__init__()
+        self.models = set()
+
+    def respond(self, payload, headers):
+        with self.lock:
+            self.models.add(payload.get("model"))
+        return 200, completion(json.dumps(payload["messages"]))
 
 
 @pytest.fixture(scope="module")
 def server():
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    srv.daemon_threads = True
-    srv.lock, srv.models = threading.Lock(), set()
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    yield srv
-    srv.shutdown()
-    srv.server_close()
+    with Server() as srv:
+        yield srv
 
 
 # -- the test registry ---------------------------------------------------------------------------
@@ -168,7 +155,7 @@ def paper_registry(stand_ins, server, tmp_path_factory):
     folder = tmp_path_factory.mktemp("paper-registry")
     config = yaml.safe_load(registry.MODELS_FILE.read_text(encoding="utf-8"))
     path = folder / "models.yaml"
-    path.write_text(yaml.safe_dump(substitute(config, stand_ins, f"http://127.0.0.1:{server.server_port}/v1")))
+    path.write_text(yaml.safe_dump(substitute(config, stand_ins, server.url)))
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("EVALKIT_MODELS", str(path))
         patch.setenv("EVALKIT_CACHE", str(folder / "cache"))
