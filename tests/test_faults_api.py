@@ -147,8 +147,8 @@ def test_a_corrupted_cache_file_names_the_file_and_the_fix(server, tmp_path, dam
     rerank(config)
     cache = JudgmentCache(tmp_path / "judgments.sqlite")
     with cache.db:
-        cache.db.executemany("INSERT INTO judgments VALUES (?,?,?,?,?,?,?,?,?,?)",
-                             [(f"pad{i}", *("x" * 200,) * 8, 0.5) for i in range(2000)])
+        cache.db.executemany("INSERT INTO judgments VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                             [(f"pad{i}", *("x" * 200,) * 9, 0.5) for i in range(2000)])
     cache.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     cache.close()
     path = tmp_path / "judgments.sqlite"
@@ -217,7 +217,7 @@ def test_a_refused_connection_is_transient(tmp_path):
 
 def test_the_cache_refuses_invalid_probabilities(tmp_path):
     cache = JudgmentCache(tmp_path / "j.sqlite")
-    key = Key("m", "r", "t", "s", "i", "a", "b", "x")
+    key = Key("m", "r", "", "t", "s", "i", "a", "b", "x")
     for bad in (float("nan"), None, 1.5, -0.1, "0.5", True):
         with pytest.raises(KitError, match="refusing to cache"):
             cache.put({key: bad})

@@ -142,6 +142,50 @@ def test_reranker_end_to_end_on_the_tiny_model(tiny_lm, tmp_path):
     assert again.accounting()["prompts_sent"] == 0
 
 
+def test_judgments_in_another_dtype_are_not_reused(tiny_lm, tmp_path):
+    """dtype and device kind are part of the judgment key: a bfloat16 run asks again what a float32
+    run cached, and a per-device dtype picks this device's entry."""
+    settings = {"model": str(tiny_lm), "variant": "sliding", "k": 1, "depth": 4, "device": "cpu",
+                "cache": tmp_path / "judgments.sqlite", "budgets": {"seed": 16, "candidate": 8}}
+    candidates = [(f"d{i}", f"a method for parsing {'graph ' * i}") for i in range(4)]
+    job = ("find the method", "graph neural networks for text", candidates, {f"d{i}": -i for i in range(4)})
+    first = LLMReranker(settings | {"dtype": "float32"})
+    first.rerank(*job)
+    same = LLMReranker(settings | {"dtype": {"cuda": "float16", "cpu": "float32"}})
+    same.rerank(*job)
+    other = LLMReranker(settings | {"dtype": "bfloat16"})
+    other.rerank(*job)
+    assert first.accounting()["prompts_sent"] == 6 and same.accounting()["prompts_sent"] == 0
+    assert other.accounting()["prompts_sent"] == 6
+    assert (first.describe()["numerics"], other.describe()["numerics"]) == ("float32 cpu", "bfloat16 cpu")
+
+
+@pytest.mark.parametrize("dtype,message", [("float64x", "not a torch dtype"),
+                                           ({"cuda": "float16"}, "none for device cpu")])
+def test_a_bad_dtype_is_one_line_before_loading(tmp_path, dtype, message):
+    with pytest.raises(KitError, match=message):  # the model folder does not exist: the dtype is checked first
+        TransformersBackend(str(tmp_path / "absent"), device="cpu", dtype=dtype)
+
+
+def test_a_cache_written_before_numerics_were_keyed_is_upgraded(tmp_path):
+    import sqlite3
+
+    from evalkit.llm.cache import JudgmentCache, Key
+
+    path = tmp_path / "old.sqlite"
+    old = sqlite3.connect(path)
+    old.execute("CREATE TABLE judgments (key TEXT PRIMARY KEY, model TEXT, revision TEXT, template TEXT, seed TEXT, "
+                "instruction TEXT, first TEXT, second TEXT, texts TEXT, p REAL)")
+    old.execute("INSERT INTO judgments VALUES ('d', 'm', 'r', 't', 's', 'i', 'a', 'b', 'x', 0.7)")
+    old.commit()
+    old.close()
+    cache = JudgmentCache(path)
+    key = Key("m", "r", "float32 cpu", "t", "s", "i", "a", "b", "x")
+    assert cache.get([key]) == {}
+    cache.put({key: 0.25})
+    assert cache.get([key]) == {key: 0.25}
+
+
 def test_gguf_is_converted_once_and_matches_the_folder_model(tiny_lm, backend, tmp_path, monkeypatch):
     monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "cache"))
     path = write_gguf(tiny_lm, tmp_path / "models" / "tiny.gguf")

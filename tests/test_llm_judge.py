@@ -16,7 +16,7 @@ from evalkit.runs import ranked
 class FakeBackend:
     """Scores from the doc ids in the prompt: pairwise `prefer(a, b)` = P("A"), pointwise `relevance[doc]`."""
 
-    model, revision = "fake", "r1"
+    model, revision, numerics = "fake", "r1", ""
 
     def __init__(self, prefer=None, relevance=None):
         self.prefer, self.relevance = prefer, relevance

@@ -36,6 +36,7 @@ class Backend(Protocol):
 
     model: str
     revision: str
+    numerics: str  # what besides the weights changes the answers: dtype and device kind ("" for an API)
     usage: Usage
 
     def truncate(self, text: str, tokens: int) -> str:

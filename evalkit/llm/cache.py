@@ -1,8 +1,11 @@
 """SQLite store of LLM judgments, so that an interrupted run resumes where it stopped.
 
-A judgment is keyed by model, revision, template digest, seed text hash, instruction
-text hash, the document ids in prompt order (second empty for pointwise) and a hash
-of the candidate texts as prompted; it stores P(first label). Every `put` commits.
+A judgment is keyed by model, revision, numerics (a local model's dtype and device kind,
+which change the last digits of its answers), template digest, seed text hash,
+instruction text hash, the document ids in prompt order (second empty for pointwise)
+and a hash of the candidate texts as prompted; it stores P(first label). Every `put`
+commits. A cache written before numerics were keyed gains the column; its old rows are
+never matched again (their keys lack it), so they are asked anew.
 
 Only a finite probability in [0, 1] is stored; a stored row that is not one (written by an
 older kit) counts as missing and is asked again. A file that is not a sound SQLite database,
@@ -29,6 +32,7 @@ def text_hash(text: str) -> str:
 class Key(NamedTuple):
     model: str
     revision: str
+    numerics: str
     template: str
     seed: str
     instruction: str
@@ -56,6 +60,10 @@ class JudgmentCache:
             self.db.execute("PRAGMA synchronous=NORMAL")
             columns = ", ".join(f"{name} TEXT" for name in Key._fields)
             self.db.execute(f"CREATE TABLE IF NOT EXISTS judgments (key TEXT PRIMARY KEY, {columns}, p REAL)")
+            present = {row[1] for row in self.db.execute("PRAGMA table_info(judgments)")}
+            for name in Key._fields:
+                if name not in present:
+                    self.db.execute(f"ALTER TABLE judgments ADD COLUMN {name} TEXT")
             self.db.commit()
             check = self.db.execute("PRAGMA quick_check").fetchone()[0]
             if check != "ok":
@@ -96,10 +104,11 @@ class JudgmentCache:
             raise KitError(f"{self.path}: refusing to cache the probability {bad[0]!r}; the model's answer is invalid")
         if not judgments:
             return
+        columns = ", ".join(("key", *Key._fields, "p"))
         marks = ",".join("?" * (len(Key._fields) + 2))
         try:
             with self.db:
-                self.db.executemany(f"INSERT OR REPLACE INTO judgments VALUES ({marks})",
+                self.db.executemany(f"INSERT OR REPLACE INTO judgments ({columns}) VALUES ({marks})",
                                     [(k.digest, *k, float(p)) for k, p in judgments.items()])
         except sqlite3.Error as exc:
             raise self._error(exc) from None

@@ -31,17 +31,29 @@ from evalkit.llm.backend import Prompts, Usage
 from evalkit.llm.loading import resolve
 
 
+def _dtype_for(dtype: str | dict[str, str], device: str) -> str:
+    """The dtype name to load in: `dtype` itself, or its entry for the device kind."""
+    if isinstance(dtype, dict):
+        kind = device.split(":")[0]
+        if kind not in dtype:
+            raise KitError(f"dtype {dtype} names none for device {kind}; add a '{kind}:' entry")
+        dtype = dtype[kind]
+    if not isinstance(dtype, str) or not isinstance(getattr(torch, dtype, None), torch.dtype):
+        raise KitError(f"dtype {dtype!r} is not a torch dtype; use float32, bfloat16 or float16")
+    return dtype
+
+
 class TransformersBackend:
     def __init__(self, model: str, gguf_file: str | None = None, revision: str | None = None,
                  batch_size: int = 8, prefix_reuse: bool = True, device: str | None = None,
-                 dtype: str = "float32", prefix_cache: int = 64):
+                 dtype: str | dict[str, str] = "float32", prefix_cache: int = 64):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        if not isinstance(getattr(torch, dtype, None), torch.dtype):
-            raise KitError(f"dtype {dtype!r} is not a torch dtype; use float32, bfloat16 or float16")
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        dtype = _dtype_for(dtype, self.device)
+        self.numerics = f"{dtype} {self.device.split(':')[0]}"
         location, hub_revision, self.revision = resolve(model, gguf_file, revision)
         self.model = model + (f"#{gguf_file}" if gguf_file else "")
-        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.tokenizer = AutoTokenizer.from_pretrained(location, revision=hub_revision)
         self.lm = AutoModelForCausalLM.from_pretrained(location, revision=hub_revision,
                                                        dtype=getattr(torch, dtype)).to(self.device).eval()

@@ -66,7 +66,7 @@ class QueryJudge:
         self.texts = {doc: cut(text, t.budgets["candidate"]) for doc, text in texts.items()}
         self.rank = {doc: i for i, doc in enumerate(texts)}
         b = judge.backend
-        self.base = (b.model, b.revision, t.digest, text_hash(seed_text), text_hash(instruction))
+        self.base = (b.model, b.revision, b.numerics, t.digest, text_hash(seed_text), text_hash(instruction))
         self.memo: dict[Order, float] = {}
 
     def key(self, order: Order) -> Key:

@@ -106,6 +106,7 @@ class OpenAIBackend:
         self._target = (parts.scheme, parts.hostname, parts.port, path)
         self.model = model
         self.revision = revision or model
+        self.numerics = ""  # the server's business
         self.headers = {"Content-Type": "application/json"}
         if api_key_env:
             key = os.environ.get(api_key_env)

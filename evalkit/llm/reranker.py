@@ -3,7 +3,8 @@
 Settings (a dict, e.g. one model entry of the registry):
 - ``backend``: ``transformers`` (default) or ``openai``; every key not listed here is
   passed to the backend (`TransformersBackend`: model, gguf_file, revision, batch_size,
-  prefix_reuse, device, dtype; `OpenAIBackend`: base_url, model, api_key_env, ...).
+  prefix_reuse, device, dtype (a name, or one per device kind such as ``{cuda: float16,
+  cpu: float32}``), prefix_cache; `OpenAIBackend`: base_url, model, api_key_env, ...).
 - ``method``: ``prp`` (default) or ``pw`` (pointwise).
 - ``variant`` (prp): ``heapsort`` (default), ``sliding`` or ``allpairs``.
 - ``k`` (prp, default 20): the top k are sorted by the LLM (sliding: k passes); ``depth`` (default 100): how
@@ -181,6 +182,7 @@ class LLMReranker:
         """Settings that identify the output (for sidecars)."""
         j = self.judge
         return {"family": "llm", "model": j.backend.model, "revision": j.backend.revision,
+                "numerics": j.backend.numerics,
                 "method": self.method, "variant": self.variant if self.method == "prp" else None,
                 "k": self.k, "depth": self.depth, "template": j.template.name, "template_digest": j.template.digest,
                 "budgets": j.template.budgets, "disagreement": j.disagreement}
