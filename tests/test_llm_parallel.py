@@ -184,23 +184,29 @@ class CountingLM:
         return getattr(self.lm, name)
 
 
-@pytest.mark.parametrize("prefix_cache,passes", [(None, 6), (3, 6 * 5)])
-def test_each_query_prefix_runs_once_when_queries_run_in_parallel(tmp_path, prefix_cache, passes):
-    """The prefix cache holds one prefix per query in flight (default: parallel_queries), so a
-    sliding window of 5 steps over 6 queries runs 6 prefixes; a smaller cache recomputes them
-    in every round (the slowdown this guards against)."""
+@pytest.mark.parametrize("parallel,prefix_cache,passes", [(6, None, 6), (6, 3, 17), (3, None, 6)])
+def test_each_query_prefix_runs_once_when_queries_run_in_parallel(tmp_path, parallel, prefix_cache, passes):
+    """The prefix cache holds one prefix per query in flight (default: parallel_queries), so sliding
+    windows of 1 to 5 steps over 6 queries run 6 prefixes, also when finished queries make room for
+    new ones (3 in flight). A cache of 3 for 6 queries in flight (the slowdown this guards against)
+    misses every prefix while more than 3 queries are open: 6 + 5 + 4 in the first three rounds,
+    then 2 of the 3 left in the fourth (least recently used order), none in the fifth: 17."""
     from tiny_models import build_tiny_lm
 
     settings = {"model": str(build_tiny_lm(tmp_path / "lm")), "variant": "sliding", "k": 1, "depth": 6,
                 "budgets": {"seed": 16, "candidate": 8}, "cache": tmp_path / "j.sqlite"}
     if prefix_cache:
         settings["prefix_cache"] = prefix_cache
-    rr = LLMReranker(settings | {"parallel_queries": 6})
+    rr = LLMReranker(settings | {"parallel_queries": parallel})
     backend = rr.judge.backend
-    assert backend.prefix_cache == (prefix_cache or 6)
+    assert backend.prefix_cache == (prefix_cache or parallel)
     backend.lm = CountingLM(backend.lm)
-    work = [(f"find the method {q}", f"seed paper {q}", [(f"d{i}", f"a method {i}") for i in range(6)],
-             {f"d{i}": -i for i in range(6)}) for q in range(6)]
+    in_flight, many = [], backend.first_label_probs_many
+    backend.first_label_probs_many = lambda groups: in_flight.append(len(groups)) or many(groups)
+    sizes = [6, 2, 5, 3, 4, 6]  # candidates per query: size - 1 comparisons each
+    work = [(f"find the method {q}", f"seed paper {q}", [(f"d{i}", f"a method {i}") for i in range(n)],
+             {f"d{i}": -i for i in range(n)}) for q, n in enumerate(sizes)]
     rr.rerank_many(work)
-    assert rr.judge.tally.prompts_sent == 6 * 5 * 2
+    assert rr.judge.tally.prompts_sent == 2 * sum(n - 1 for n in sizes)
+    assert max(in_flight) == parallel  # never more queries at once than asked for
     assert backend.lm.prefix_passes == passes

@@ -113,13 +113,16 @@ def _run_batched(judge: Judge, tasks: list[Task], limit: int, tracker: _Tracker)
     waiting: list[_Open] = []
 
     def start(count: int) -> None:
-        for index, (query, gen) in queue:
+        """Open up to `count` more queries (one that needs no prompt finishes at once and does not count)."""
+        while count > 0:
+            item = next(queue, None)
+            if item is None:
+                return
+            index, (query, gen) = item
             task = _Open(index, query, gen)
             if _advance(task, None, results):
                 waiting.append(task)
                 count -= 1
-            if count == 0:
-                return
 
     start(limit)
     while waiting:
