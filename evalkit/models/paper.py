@@ -140,39 +140,36 @@ class PaperClsBiEncoder(PaperBiEncoder):
         return self._documents([self.query_string(q) for q in queries])
 
 
-def build_gritlm(settings: dict, first_stage=None) -> InstructedBiEncoder:
-    from evalkit.encoders.gritlm import GritLMEncoder, instruction_prefix
-
+def _build_instructed(settings: dict, first_stage, family: str, encoder_class, query_input,
+                      options: tuple[str, ...] = (), extra_locations=lambda encoder: ()) -> InstructedBiEncoder:
+    """GritLM or Promptriever from a registry entry: the encoder gets the common settings plus the
+    family's `options`; its weights (and `extra_locations(encoder)`) are pinned in the cache fingerprint."""
     s = dict(settings)
     device = _device(s.pop("device", None))
     doc_template = s.pop("doc_template", "{text}")
-    encoder = GritLMEncoder(s.pop("model"), revision=s.pop("revision", None), device=device,
+    encoder = encoder_class(s.pop("model"), revision=s.pop("revision", None), device=device,
                             max_length=s.pop("max_length", None), batch_size=s.pop("batch_size", 8),
-                            dtype=s.pop("dtype", None))
+                            dtype=s.pop("dtype", None), **{name: s.pop(name, None) for name in options})
     depth = s.pop("depth", None)
-    _no_more(s, "gritlm")
-    settings_ = pinned(encoder.describe(), device,
-                       ("location", encoder.location, encoder.revision))
-    return InstructedBiEncoder(encoder, settings_, doc_template,
-                               lambda text, instruction: (instruction_prefix(instruction), text), first_stage, depth)
+    _no_more(s, family)
+    settings_ = pinned(encoder.describe(), device, ("location", encoder.location, encoder.revision),
+                       *extra_locations(encoder))
+    return InstructedBiEncoder(encoder, settings_, doc_template, query_input, first_stage, depth)
+
+
+def build_gritlm(settings: dict, first_stage=None) -> InstructedBiEncoder:
+    from evalkit.encoders.gritlm import GritLMEncoder, instruction_prefix
+
+    return _build_instructed(settings, first_stage, "gritlm", GritLMEncoder,
+                             lambda text, instruction: (instruction_prefix(instruction), text))
 
 
 def build_promptriever(settings: dict, first_stage=None) -> InstructedBiEncoder:
     from evalkit.encoders.promptriever import PromptrieverEncoder, format_query
 
-    s = dict(settings)
-    device = _device(s.pop("device", None))
-    doc_template = s.pop("doc_template", "{text}")
-    encoder = PromptrieverEncoder(s.pop("model"), revision=s.pop("revision", None), device=device,
-                                  max_length=s.pop("max_length", None), batch_size=s.pop("batch_size", 8),
-                                  base=s.pop("base", None), base_revision=s.pop("base_revision", None),
-                                  query_max_length=s.pop("query_max_length", None),
-                                  passage_max_length=s.pop("passage_max_length", None), dtype=s.pop("dtype", None))
-    depth = s.pop("depth", None)
-    _no_more(s, "promptriever")
-    settings_ = pinned(encoder.describe(), device,
-                       ("location", encoder.location, encoder.revision), ("base", encoder.base, encoder.base_revision))
-    return InstructedBiEncoder(encoder, settings_, doc_template, format_query, first_stage, depth)
+    return _build_instructed(settings, first_stage, "promptriever", PromptrieverEncoder, format_query,
+                             ("base", "base_revision", "query_max_length", "passage_max_length"),
+                             lambda encoder: [("base", encoder.base, encoder.base_revision)])
 
 
 def build_paper_cls(settings: dict, first_stage=None) -> PaperClsBiEncoder:
