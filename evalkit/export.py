@@ -1,7 +1,7 @@
 """Export CSFCube for other tools (`evalkit export --dataset csfcube --format beir|followir|trec OUT`).
 
-Every format reads back through the kit's own adapters and gives the kit's numbers on a run
-(tests/test_export.py):
+Every format reads back (through the kit's own adapters; ``trec`` through ir_measures' TREC
+qrels reader) and gives the kit's numbers on a run (tests/test_export.py):
 
 - ``beir``: one BEIR folder per facet, ``OUT/{background,method,result}/``: ``corpus.jsonl``
   (every paper: ``_id``, ``title``, ``text``), ``queries.jsonl`` (``_id`` = the kit's query id
@@ -131,23 +131,6 @@ def export(collection: Collection, fmt: str, out: Path) -> Path:
 
 
 # --- reading back --------------------------------------------------------------------------------
-
-
-def read_trec_qrels(path: Path) -> Qrels:
-    """TREC qrels ``qid iteration doc grade`` (the trec export's ``qrels.txt``)."""
-    qrels: Qrels = {}
-    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
-        fields = line.split()
-        if not fields:
-            continue
-        if len(fields) != 4:
-            raise KitError(f"{path}:{number}: expected 4 fields 'qid iteration doc grade', got {len(fields)}")
-        try:
-            grade = int(fields[3])
-        except ValueError:
-            raise KitError(f"{path}:{number}: grade {fields[3]!r} is not an integer") from None
-        qrels.setdefault(fields[0], {})[fields[2]] = grade
-    return qrels
 
 
 def read_pairs(path: Path) -> dict[str, str]:

@@ -4,6 +4,7 @@ SPECTER run, and a run whose rankings differ between a seed's two facets, so p-M
 
 from __future__ import annotations
 
+import ir_measures
 import pandas as pd
 import pytest
 
@@ -61,7 +62,9 @@ def test_followir_export_reads_back_with_the_same_p_mrr(collection, run, tmp_pat
 
 def test_trec_export_reads_back_with_the_same_numbers(collection, run, tmp_path):
     export.export(collection, "trec", tmp_path / "trec")
-    qrels = export.read_trec_qrels(tmp_path / "trec" / "qrels.txt")
+    qrels: dict = {}
+    for qrel in ir_measures.read_trec_qrels(str(tmp_path / "trec" / "qrels.txt")):
+        qrels.setdefault(qrel.query_id, {})[qrel.doc_id] = qrel.relevance
     pairs = export.read_pairs(tmp_path / "trec" / "pairs.tsv")
     assert qrels == {q: dict(g) for q, g in collection.qrels.items()} and pairs == dict(collection.pairs)
     names = ["nDCG_csfcube@20", "nDCG@20"]
