@@ -15,13 +15,14 @@ Usage: ``python bench/bench_llm.py [--threads N] [--budgets SEED CANDIDATE] [--o
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import statistics
 import tempfile
 import time
 from pathlib import Path
+
+from common import emit
 
 from evalkit.datasets import csfcube
 from evalkit.datasets.csfcube import load_official_run
@@ -155,11 +156,7 @@ def main() -> None:
         report |= {"torch_threads": torch.get_num_threads(), "budgets": budgets or "template"}
         report["smollm2"] = throughput(data, runs, budgets, args.queries, args.pairs)
         report["projected"] = projections(data, report["comparisons_per_query"], report["smollm2"])
-    text = json.dumps(report, indent=1)
-    print(text)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n")
+    emit(report, args.out)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ Usage: ``python bench/bench_llm_parallel.py [--queries 50] [--latency 0.05] [--o
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import random
@@ -25,6 +24,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from common import emit
 
 from evalkit.llm import LLMReranker
 from evalkit.runs import ranked
@@ -150,11 +151,7 @@ def main() -> None:
         report["api"] = api(args)
     if not args.no_model:
         report["transformers_tiny"] = transformers(args)
-    text = json.dumps(report, indent=1)
-    print(text)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n")
+    emit(report, args.out)
 
 
 if __name__ == "__main__":
