@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from evalkit import progress
+from evalkit.devices import device_kind, resolve_device
 from evalkit.errors import KitError
 from evalkit.hashing import files_sha256
 from evalkit.vector_cache import EmbeddingCache
@@ -173,11 +174,12 @@ class Encoder:
         self.batch_size = batch_size
         self.normalize = normalize
         self.devices = list(devices) if devices else None  # several: a multi-process pool
+        self.device = resolve_device(self.devices[0] if self.devices else None)  # the one a single process uses
         self._pool = None
         pinned = location_settings(location, revision)
         self.revision = pinned["revision"]
         settings = {**pinned, "max_seq_length": max_seq_length, "normalize": normalize,
-                    "device_kind": "cpu" if backend == "onnx" else (self.devices or [_device()])[0].split(":")[0]}
+                    "device_kind": "cpu" if backend == "onnx" else device_kind(self.device)}
         if backend == "onnx":  # torch fingerprints stay those of earlier caches
             from evalkit.encoders.onnx import EXPORT_VERSION, OPSET
 
@@ -199,7 +201,7 @@ class Encoder:
 
             try:
                 kwargs = {} if Path(self.location).is_dir() else {"revision": self.revision}
-                self._model = SentenceTransformer(self.location, device=(self.devices or [_device()])[0], **kwargs)
+                self._model = SentenceTransformer(self.location, device=self.device, **kwargs)
             except OSError as exc:
                 raise KitError(f"cannot load model {self.location} ({exc}); check the hub id or folder") from None
             if self.max_seq_length:
@@ -236,7 +238,3 @@ class Encoder:
         return self.vectors.stack(list(texts), str, compute, f"encoding {desc} ({self.name}, {self.backend})")
 
 
-def _device() -> str:
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"

@@ -26,6 +26,7 @@ from collections import OrderedDict
 
 import torch
 
+from evalkit.devices import device_kind, resolve_device
 from evalkit.errors import KitError
 from evalkit.llm.backend import Prompts, Usage
 from evalkit.llm.loading import resolve
@@ -34,7 +35,7 @@ from evalkit.llm.loading import resolve
 def _dtype_for(dtype: str | dict[str, str], device: str) -> str:
     """The dtype name to load in: `dtype` itself, or its entry for the device kind."""
     if isinstance(dtype, dict):
-        kind = device.split(":")[0]
+        kind = device_kind(device)
         if kind not in dtype:
             raise KitError(f"dtype {dtype} names none for device {kind}; add a '{kind}:' entry")
         dtype = dtype[kind]
@@ -49,9 +50,9 @@ class TransformersBackend:
                  dtype: str | dict[str, str] = "float32", prefix_cache: int = 64):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.device = resolve_device(device)
         dtype = _dtype_for(dtype, self.device)
-        self.numerics = f"{dtype} {self.device.split(':')[0]}"
+        self.numerics = f"{dtype} {device_kind(self.device)}"
         location, hub_revision, self.revision = resolve(model, gguf_file, revision)
         self.model = model + (f"#{gguf_file}" if gguf_file else "")
         self.tokenizer = AutoTokenizer.from_pretrained(location, revision=hub_revision)

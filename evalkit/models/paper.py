@@ -38,23 +38,16 @@ from collections.abc import Sequence
 import numpy as np
 
 from evalkit.collection import Document, Query
+from evalkit.devices import device_kind, resolve_device
 from evalkit.embeddings import CachedVectors, location_settings
 from evalkit.errors import KitError
 from evalkit.models.dense import BiEncoder
 
 
-def _device(device: str | None) -> str:
-    if device:
-        return device
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
 def pinned(described: dict, device: str, *locations: tuple[str, str | None, str | None]) -> dict:
     """An encoder's describe() with each (field, location, revision) pinned by `location_settings`
     (a local folder by its content hash) and the device kind (GPU kernels change the last bits)."""
-    settings = {**described, "device_kind": device.split(":")[0]}
+    settings = {**described, "device_kind": device_kind(device)}
     for field, location, revision in locations:
         if location:
             settings[field] = location_settings(location, revision)
@@ -145,7 +138,7 @@ def _build_instructed(settings: dict, first_stage, family: str, encoder_class, q
     """GritLM or Promptriever from a registry entry: the encoder gets the common settings plus the
     family's `options`; its weights (and `extra_locations(encoder)`) are pinned in the cache fingerprint."""
     s = dict(settings)
-    device = _device(s.pop("device", None))
+    device = resolve_device(s.pop("device", None))
     doc_template = s.pop("doc_template", "{text}")
     encoder = encoder_class(s.pop("model"), revision=s.pop("revision", None), device=device,
                             max_length=s.pop("max_length", None), batch_size=s.pop("batch_size", 8),
@@ -178,7 +171,7 @@ def build_paper_cls(settings: dict, first_stage=None) -> PaperClsBiEncoder:
     from evalkit.encoders.specter2 import Specter2Encoder
 
     s = dict(settings)
-    device = _device(s.pop("device", None))
+    device = resolve_device(s.pop("device", None))
     doc_template = s.pop("doc_template", "{title}{sep}{abstract}")
     metric = s.pop("metric", "l2")
     common = {"revision": s.pop("revision", None), "device": device, "max_length": s.pop("max_length", 512),
@@ -260,7 +253,7 @@ def build_aspire(settings: dict, first_stage=None) -> OTAspire:
     from evalkit.encoders.aspire import MAX_NUM_TOKS, AspireEncoder
 
     s = dict(settings)
-    device = _device(s.pop("device", None))
+    device = resolve_device(s.pop("device", None))
     encoder = AspireEncoder(s.pop("model"), revision=s.pop("revision", None), device=device,
                             max_tokens=s.pop("max_tokens", MAX_NUM_TOKS), batch_size=s.pop("batch_size", 8))
     solver = s.pop("solver", "sinkhorn")
