@@ -199,7 +199,6 @@ class TransformersBackend:
 
     def first_label_probs_many(self, groups: list[Prompts]) -> list[list[float]]:
         """`first_label_probs` of every group, prompts of different groups sharing forward passes."""
-        groups = [g for g in groups]
         if len(groups) == 1:
             return [self.first_label_probs(groups[0])]
         flat = []  # (group, head, row, label ids)
