@@ -380,7 +380,7 @@ def _seed_queries(seeds: tuple[str, ...], collection) -> tuple[str, ...]:
 
 def cmd_run(args: argparse.Namespace) -> None:
     from evalkit.models import registry
-    from evalkit.runner import RunSettings, check_settings, execute
+    from evalkit.runner import RunSettings, check_settings, ensure_stored
     from evalkit.runstore import run_folder
 
     if args.depth is not None and args.depth < 1:
@@ -413,7 +413,7 @@ def cmd_run(args: argparse.Namespace) -> None:
     if args.first_stage:
         registry.spec(args.first_stage, args.profile)
     run_folder(runs_dir, settings, collection.name)  # the run name must round-trip through a TREC file
-    print(execute(settings, collection, runs_dir))
+    print(ensure_stored(settings, collection, runs_dir)[0])  # a matching stored run is reused, not rewritten
 
 
 # --- models, report, data -------------------------------------------------------------------------

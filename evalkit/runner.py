@@ -214,11 +214,22 @@ def scoring_code_digest() -> str:
     return files_sha256(files, [str(p.relative_to(root)) for p in files])
 
 
-def ensure_run(settings: RunSettings, collection: Collection, runs_dir: Path) -> Run:
-    """The run of `settings`: a stored complete, verified, matching run, else a fresh one."""
+def ensure_stored(settings: RunSettings, collection: Collection, runs_dir: Path) -> tuple[Path, Run]:
+    """The folder and run of `settings`: a stored complete, verified, matching run (nothing is
+    written), else a fresh one, stored and read back verified."""
     check_settings(settings, collection)
     folder = run_folder(runs_dir, settings, collection.name)
-    run = load_verified(folder, sidecar_key(settings, collection))
+    key = sidecar_key(settings, collection)
+    run = load_verified(folder, key)
     if run is None:
-        run = load_verified(execute(settings, collection, runs_dir), sidecar_key(settings, collection))
-    return run
+        folder = execute(settings, collection, runs_dir)
+        run = load_verified(folder, key)
+        if run is None:
+            raise KitError(f"{folder}: the run just written does not read back verified; "
+                           "another writer may have replaced it: run again")
+    return folder, run
+
+
+def ensure_run(settings: RunSettings, collection: Collection, runs_dir: Path) -> Run:
+    """The run of `settings`: a stored complete, verified, matching run, else a fresh one."""
+    return ensure_stored(settings, collection, runs_dir)[1]

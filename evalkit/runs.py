@@ -11,6 +11,7 @@ so results never depend on the order in which a run lists its documents.
 from __future__ import annotations
 
 import math
+import numbers
 import os
 import tempfile
 from collections.abc import Mapping
@@ -41,11 +42,16 @@ def ranks(scores: Mapping[str, float]) -> dict[str, int]:
     return {doc: i for i, doc in enumerate(ranked(scores), start=1)}
 
 
+def is_finite_score(value) -> bool:
+    """A score the kit ranks by: a finite real number (not a bool, NaN or infinity)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def check_score(path: Path, where: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise KitError(f"{path}: {where} has non-numeric score {value!r}; scores must be numbers")
-    if math.isnan(value):
-        raise KitError(f"{path}: {where} has a NaN score; give every candidate a finite number")
+    if not math.isfinite(value):
+        raise KitError(f"{path}: {where} has the score {value!r}; give every candidate a finite number")
     return float(value)
 
 

@@ -21,8 +21,10 @@ same run twice gives byte-identical files.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
+import math
 import os
 import re
 import shutil
@@ -32,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.errors import KitError
-from evalkit.runs import Run, parse_trec, write_trec
+from evalkit.runs import Run, is_finite_score, parse_trec, write_trec
 
 RANKING = "run.trec"
 SIDECAR = "sidecar.json"
@@ -77,29 +79,86 @@ def _check_ids(run: Run) -> None:
 
 
 @contextlib.contextmanager
-def _locked(parent: Path) -> Iterator[None]:
-    """An exclusive lock on the run folder's parent while folders are swapped (concurrent writers)."""
+def _locked(path: Path, blocking: bool = True) -> Iterator[bool]:
+    """An exclusive flock on a folder; yields whether it was taken (always, when blocking).
+
+    The run folder's parent is locked while folders are swapped (concurrent writers); each
+    staging folder is locked by its writer, so cleaning leftovers never removes one in use."""
     try:
         import fcntl
-    except ImportError:  # not POSIX: the rename alone
-        yield
+    except ImportError:  # not POSIX: the renames alone
+        yield True
         return
-    fd = os.open(parent, os.O_RDONLY)
+    fd = os.open(path, os.O_RDONLY)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        yield True
     finally:
         os.close(fd)  # releases the lock
 
 
-def write_run(folder: Path, run: Run, sidecar: dict, accounting: dict | None = None) -> Path:
-    """Write the run folder atomically (temporary sibling, then rename); returns the folder.
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two folders in one atomic step (Linux renameat2 RENAME_EXCHANGE); False where the
+    system or file system cannot, so the caller falls back to two renames."""
+    try:
+        import ctypes
 
-    Concurrent writers of one folder each write their own staging folder; the swap into
-    place happens under a lock, so the folder ends as one writer's complete run, never a mix."""
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EPERM):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+def _leftovers(folder: Path) -> list[Path]:
+    """Hidden siblings a killed writer of `folder` may have left: staging (`.NAME.new.*`) and,
+    from the two-rename fallback, the previous run set aside (`.NAME.old.*`)."""
+    pattern = re.compile(rf"\.{re.escape(folder.name)}\.(new|old)\.[A-Za-z0-9_]{{8}}")
+    try:
+        return sorted(p for p in folder.parent.iterdir() if pattern.fullmatch(p.name) and p.is_dir())
+    except OSError:
+        return []
+
+
+def _set_aside(folder: Path) -> Path | None:
+    """The previous run of `folder` left aside by a writer killed between the two fallback renames."""
+    return next((p / "run" for p in _leftovers(folder) if ".old." in p.name and (p / "run").is_dir()), None)
+
+
+def _clean_leftovers(folder: Path) -> None:
+    """Under the parent's lock: put back a run set aside by a killed writer when the folder is
+    missing, then remove every leftover that no live writer holds."""
+    aside = _set_aside(folder)
+    if aside is not None and not folder.exists():
+        os.replace(aside, folder)
+    for path in _leftovers(folder):
+        with _locked(path, blocking=False) as free:
+            if free:
+                shutil.rmtree(path, ignore_errors=True)
+
+
+def write_run(folder: Path, run: Run, sidecar: dict, accounting: dict | None = None) -> Path:
+    """Write the run folder atomically (temporary sibling, then one swap); returns the folder.
+
+    At every moment the folder holds the previous complete run or the new one: the staging
+    folder is exchanged with it in one step (renameat2); where the system cannot, the previous
+    run is set aside and readers find it there until the next write puts it back. Concurrent
+    writers of one folder each write their own staging folder; the swap happens under a lock,
+    so the folder ends as one writer's complete run, never a mix."""
     folder = Path(folder)
     check_run_name(sidecar["run"])
     _check_ids(run)
+    _check_scores(run)
     try:
         return _write_run(folder, run, sidecar, accounting)
     except OSError as exc:  # a full disk, a read-only folder: name the run folder (one error line)
@@ -108,33 +167,50 @@ def write_run(folder: Path, run: Run, sidecar: dict, accounting: dict | None = N
         raise
 
 
+def _check_scores(run: Run) -> None:
+    """Refuse what `load_verified` would refuse to read: every score a finite number."""
+    for qid, docs in run.items():
+        bad = next((d for d, score in docs.items() if not is_finite_score(score)), None)
+        if bad is not None:
+            raise KitError(f"query {qid}, document {bad}: score {docs[bad]!r} is not a finite number; "
+                           "the model produced it: fix its settings (e.g. a NaN parameter) or its code")
+
+
 def _write_run(folder: Path, run: Run, sidecar: dict, accounting: dict | None) -> Path:
     folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    with _locked(folder.parent):
+        _clean_leftovers(folder)
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.new.", dir=folder.parent))
     try:
-        write_trec(staging / RANKING, run, sidecar["run"])
-        files = {RANKING: {"sha256": _sha256(staging / RANKING), "queries": len(run)}}
-        if accounting is not None:
-            (staging / ACCOUNTING).write_text(json.dumps(accounting, indent=1, sort_keys=True) + "\n")
-        (staging / SIDECAR).write_text(json.dumps({**sidecar, "files": files}, indent=1, sort_keys=True) + "\n")
-        for path in staging.iterdir():
-            path.chmod(0o644)
-        staging.chmod(0o755)
-        with _locked(folder.parent):
-            if folder.exists():
-                old = Path(tempfile.mkdtemp(prefix=f".{folder.name}.old.", dir=folder.parent))
-                os.replace(folder, old / "run")
-                try:
-                    os.replace(staging, folder)
-                except OSError:
-                    os.replace(old / "run", folder)  # keep the previous complete run
-                    raise
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                os.replace(staging, folder)
+        with _locked(staging):  # held while writing, so another writer's cleaning leaves it alone
+            write_trec(staging / RANKING, run, sidecar["run"])
+            files = {RANKING: {"sha256": _sha256(staging / RANKING), "queries": len(run)}}
+            if accounting is not None:
+                (staging / ACCOUNTING).write_text(json.dumps(accounting, indent=1, sort_keys=True) + "\n")
+            text = json.dumps({**sidecar, "files": files}, indent=1, sort_keys=True) + "\n"
+            (staging / SIDECAR).write_text(text)
+            for path in staging.iterdir():
+                path.chmod(0o644)
+            staging.chmod(0o755)
+            with _locked(folder.parent):
+                _swap_into_place(staging, folder)
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(staging, ignore_errors=True)  # the new staging, or the previous run after the swap
     return folder
+
+
+def _swap_into_place(staging: Path, folder: Path) -> None:
+    if not folder.exists():
+        os.replace(staging, folder)
+    elif not _exchange(staging, folder):
+        old = Path(tempfile.mkdtemp(prefix=f".{folder.name}.old.", dir=folder.parent))
+        os.replace(folder, old / "run")
+        try:
+            os.replace(staging, folder)
+        except OSError:
+            os.replace(old / "run", folder)  # keep the previous complete run
+            raise
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def read_sidecar(folder: Path) -> dict | None:
@@ -147,7 +223,13 @@ def read_sidecar(folder: Path) -> dict | None:
 
 
 def load_verified(folder: Path, expected: dict) -> Run | None:
-    """The stored run when it is complete and matches `expected` (every key equal), else None."""
+    """The stored run when it is complete and matches `expected` (every key equal), else None.
+
+    A folder missing because its writer was killed between the fallback's two renames is read
+    from where the previous run was set aside."""
+    folder = Path(folder)
+    if not folder.exists():
+        folder = _set_aside(folder) or folder
     sidecar = read_sidecar(folder)
     if sidecar is None or any(sidecar.get(k) != json.loads(json.dumps(v)) for k, v in expected.items()):
         return None

@@ -249,9 +249,27 @@ def test_run_a_query_subset(beir_run, capsys, tmp_path):
     assert sorted(runs.read_trec(folder / "run.trec")) == ["q1", "q2"]
 
 
+def test_run_reuses_a_matching_stored_run_and_writes_nothing(beir_run, capsys, tmp_path, monkeypatch):
+    spec, _, _ = beir_run
+    argv = ["run", "--dataset", spec, "--model", "bm25", "--runs-dir", str(tmp_path)]
+    assert cli.main(argv) == 0
+    folder = Path(capsys.readouterr().out.strip())
+    before = {p.name: p.stat().st_ino for p in [folder, *folder.iterdir()]}
+
+    def no_scoring(*args, **kwargs):
+        raise AssertionError("scored again although a matching run is stored")
+
+    monkeypatch.setattr("evalkit.runner.execute", no_scoring)
+    assert cli.main(argv) == 0
+    assert Path(capsys.readouterr().out.strip()) == folder
+    assert {p.name: p.stat().st_ino for p in [folder, *folder.iterdir()]} == before
+    assert sorted(p.name for p in folder.parent.iterdir()) == ["bm25"]
+
+
 def test_run_csfcube_seeds_select_their_queries(cached_data, capsys, tmp_path, monkeypatch):
     seen = {}
-    monkeypatch.setattr("evalkit.runner.execute", lambda settings, collection, runs_dir: seen.setdefault("s", settings))
+    monkeypatch.setattr("evalkit.runner.ensure_stored",
+                        lambda settings, collection, runs_dir: (seen.setdefault("s", settings), {}))
     assert cli.main(["run", "--dataset", "csfcube", "--model", "bm25", "--seeds", "929877,10014168",
                      "--runs-dir", str(tmp_path)]) == 0
     assert seen["s"].queries == ("929877_background", "929877_method", "10014168_background")

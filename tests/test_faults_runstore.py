@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -241,3 +242,51 @@ def test_a_deeply_nested_sidecar_is_absent(tmp_path):
     folder = write_run(tmp_path / "r", SMOKE, {"run": "r"})
     (folder / SIDECAR).write_text("[" * 100_000 + "]" * 100_000)
     assert read_sidecar(folder) is None and load_verified(folder, {"run": "r"}) is None
+
+
+# --- a SIGKILL at every rename of a write (strace fault injection) ------------------------------------
+
+STRACE_WRITER = """
+    import json, sys
+    from pathlib import Path
+    from evalkit import runstore
+
+    folder, run, exchange = Path(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3]
+    if exchange == "off":  # the two-rename fallback of systems without renameat2
+        runstore._exchange = lambda a, b: False
+    runstore.write_run(folder, run, {"run": "bm25"})
+"""
+RENAMES = "rename,renameat,renameat2"
+
+
+def _strace(*options: str, folder: Path, run: dict, exchange: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}  # no .pyc renames among the counted ones
+    return subprocess.run(["strace", "-f", "-qq", *options, sys.executable, "-c", textwrap.dedent(STRACE_WRITER),
+                           str(folder), json.dumps(run), exchange], capture_output=True, text=True, env=env)
+
+
+@pytest.mark.skipif(not shutil.which("strace"), reason="strace is not installed (apt-get install strace)")
+@pytest.mark.parametrize("exchange", ["on", "off"])
+def test_a_kill_at_any_rename_keeps_a_complete_run(tmp_path, exchange):
+    """Every rename of a write over a previous run is a kill point: after each, the folder reads as
+    the previous complete run or the new one, and the next write leaves no hidden folder behind."""
+    log = tmp_path / "renames.log"
+    counted = _strace("-e", f"trace={RENAMES}", "-o", str(log), folder=tmp_path / "count" / "bm25",
+                      run=FULL, exchange=exchange)
+    assert counted.returncode == 0, counted.stderr
+    write_run(tmp_path / "count2" / "bm25", SMOKE, {"run": "bm25"})
+    total = len([line for line in log.read_text().splitlines() if "rename" in line])
+    assert total >= 1
+    for when in range(1, total + 3):  # a write over a previous run has more renames than a fresh one
+        folder = tmp_path / f"kill{when}" / "bm25"
+        write_run(folder, SMOKE, {"run": "bm25"})
+        killed = _strace("-e", f"trace={RENAMES}", "-e", f"inject={RENAMES}:signal=SIGKILL:when={when}",
+                         "-o", os.devnull, folder=folder, run=FULL, exchange=exchange)
+        if killed.returncode == 0:  # fewer renames than `when`: the write completed
+            assert load_verified(folder, {"run": "bm25"}) == FULL
+            continue
+        assert killed.returncode in (-signal.SIGKILL, 128 + signal.SIGKILL), killed.stderr
+        assert load_verified(folder, {"run": "bm25"}) in (SMOKE, FULL), f"kill at rename {when} lost the run"
+        write_run(folder, FULL, {"run": "bm25"})
+        assert load_verified(folder, {"run": "bm25"}) == FULL
+        assert [p.name for p in folder.parent.iterdir()] == ["bm25"], f"leftovers after a kill at rename {when}"
