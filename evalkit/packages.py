@@ -17,9 +17,9 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from evalkit.embeddings import cache_root
 from evalkit.errors import KitError
 from evalkit.hashing import files_sha256
+from evalkit.workspace import cache_root
 
 PART = re.compile(r".*\.zip\.(\d{3})$")
 

@@ -12,7 +12,7 @@ LLM comparisons, hybrid components, corpus streaming) goes:
 - unset or ``auto``: tqdm's default (``sys.stderr``), as in an interactive session.
 
 `bar(...)` takes tqdm's arguments and returns a tqdm bar; `announce(...)` prints one line
-to the same place (the Makefile's "running NOTEBOOK ..." line uses ``python -m evalkit.progress``).
+to the same place (`announce_notebook` prints the "running NOTEBOOK ..." line of a make target).
 """
 
 from __future__ import annotations
@@ -92,13 +92,7 @@ def _study_models(notebook: str, profile: str, models: str) -> str:
     return str(default) if default else "notebook default"
 
 
-def main(argv: list[str] | None = None) -> None:
-    """``python -m evalkit.progress NOTEBOOK PROFILE PROTOCOL [MODELS]``: the start line of a notebook target."""
-    args = list(sys.argv[1:] if argv is None else argv) + ["", "", "", ""]
-    notebook, profile, protocol, models = args[:4]
+def announce_notebook(notebook: str, profile: str, protocol: str, models: str = "") -> None:
+    """The start line of a notebook target (`evalkit.study.launch`)."""
     announce(f"running {notebook} (profile {profile}, protocol {protocol}, "
              f"models {_study_models(notebook, profile, models)})")
-
-
-if __name__ == "__main__":
-    main()

@@ -24,7 +24,6 @@ import contextlib
 import errno
 import hashlib
 import json
-import math
 import os
 import re
 import shutil
@@ -41,25 +40,37 @@ SIDECAR = "sidecar.json"
 ACCOUNTING = "accounting.json"
 
 
-# A run name is the TREC tag column and the folder name: one field, no path separators.
-_RUN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+=@,:-]*")
+# A run name is the TREC tag column and the folder name: one field, no path separators. Every
+# other part of a run folder's path (profile, dataset, protocol) passes the same check, so no
+# name a user gives can lead outside the run store.
+_PATH_PART = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+=@,:-]*")
+
+
+def check_path_part(kind: str, text: str) -> str:
+    """`text` when it is one plain folder name (no separator, not `.` or `..`), else KitError."""
+    if not isinstance(text, str) or not _PATH_PART.fullmatch(text):
+        raise KitError(f"{kind} {text!r} cannot be a folder name in the run store; use letters, digits and "
+                       ". _ - + = @ , : only, starting with a letter, digit or _")
+    return text
 
 
 def check_run_name(name: str) -> str:
     """`name` when it survives a TREC file (one whitespace-free field) and a folder name, else KitError."""
-    if not isinstance(name, str) or not _RUN_NAME.fullmatch(name):
+    if not isinstance(name, str) or not _PATH_PART.fullmatch(name):
         raise KitError(f"run name {name!r} cannot round-trip through a TREC file and a folder name; "
                        "name the model with letters, digits and . _ - + = @ , : only")
     return name
 
 
 def run_folder(runs_dir: Path, settings: Any, dataset: str) -> Path:
-    """Where the run of `settings` (a `RunSettings`) lives; the run name is checked first."""
+    """Where the run of `settings` (a `RunSettings`) lives; every path part is checked first."""
     name = check_run_name(settings.run_name)
     if settings.queries is not None:
         subset = hashlib.sha256("\n".join(sorted(settings.queries)).encode()).hexdigest()[:10]
         name = f"{name}@subset-{subset}"
-    return Path(runs_dir) / settings.profile / _slug(dataset) / settings.protocol / name
+    parts = [check_path_part("profile", settings.profile), check_path_part("dataset", _slug(dataset)),
+             check_path_part("protocol", settings.protocol), name]
+    return Path(runs_dir).joinpath(*parts)
 
 
 def _slug(text: str) -> str:

@@ -54,8 +54,8 @@ def test_auto_mode_uses_current_stderr(monkeypatch):
 def test_start_line_names_the_study_models(monkeypatch):
     terminal, _ = streams(monkeypatch)
     monkeypatch.setenv(progress.ENV, "terminal")
-    progress.main(["hybrid", "offline", "pooled", ""])
-    progress.main(["relevance", "offline", "pool", "bm25,minilm"])
+    progress.announce_notebook("hybrid", "offline", "pooled", "")
+    progress.announce_notebook("relevance", "offline", "pool", "bm25,minilm")
     lines = terminal.getvalue().splitlines()
     assert lines[0] == "running hybrid (profile offline, protocol pooled, models minilm)"
     assert lines[1] == "running relevance (profile offline, protocol pool, models bm25,minilm)"

@@ -277,6 +277,9 @@ def load_collection(root: Path | None = None) -> Collection:
 
 
 def official_path(directory: Path, name: str, facet: str) -> Path:
+    from evalkit.runstore import check_path_part
+
+    check_path_part("run name", name)
     return Path(directory) / f"test-pid2pool-csfcube-{name}-{facet}-ranked.json"
 
 

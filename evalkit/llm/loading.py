@@ -15,10 +15,11 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from evalkit.embeddings import cache_root, folder_revision
+from evalkit.embeddings import folder_revision
 from evalkit.errors import KitError
 from evalkit.hashing import files_sha256
 from evalkit.packages import package_file
+from evalkit.workspace import cache_root
 
 
 def _gguf_path(model: str, gguf_file: str | None, revision: str | None) -> Path | None:

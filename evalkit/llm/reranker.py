@@ -34,7 +34,6 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from evalkit.embeddings import cache_root
 from evalkit.errors import KitError
 from evalkit.llm.backend import Backend
 from evalkit.llm.cache import JudgmentCache
@@ -43,6 +42,7 @@ from evalkit.llm.prp import STEPS, all_pairs, heapsort_top, sliding_window
 from evalkit.llm.schedule import run_tasks
 from evalkit.llm.templates import load_template
 from evalkit.runs import ranked
+from evalkit.workspace import cache_root
 
 
 def _transformers():

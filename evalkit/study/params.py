@@ -7,19 +7,24 @@ before any model is built:
 - ``PROFILE``: a profile of `evalkit/config/models.yaml` (offline | paper);
 - ``PROTOCOL``: pool | pooled | full (`evalkit.runner.PROTOCOLS`);
 - ``MODELS``: comma-separated model names; empty means the profile's study list for the notebook;
-- ``REFERENCE_MODEL``: the significance reference; empty means the profile's;
+- ``REFERENCE_MODEL``: the significance reference; empty means the profile's (the first of MODELS when
+  the profile's reference is not among them);
 - ``DISCOUNT``: csfcube | trec, i.e. the measure nDCG_csfcube@20 | nDCG@20;
 - ``SEEDS``: comma-separated seed paper ids for a smoke run (their queries only); empty means all;
 - ``OUTPUT_DIR``: tables go to OUTPUT_DIR/tables; ``FIGURES_DIR``: figures; ``RUNS_DIR``: runs;
 - ``CORPUS``: the full protocol's abstracts-preds.zip.
 
-Output names carry a tag, PROFILE-PROTOCOL, and for smoke runs ``-smoke-HASH`` of the
-sorted seed ids (the Makefile computes the same), so smoke outputs never overwrite full ones.
+- ``TAG``: the build tag naming the outputs; empty means computed from the parameters.
+
+Output names carry a tag (`evalkit.study.tag`): PROFILE-PROTOCOL, ``-smoke-HASH`` for smoke
+runs and ``-custom-HASH`` when a parameter changes the table's rows (the Makefile computes the
+same and passes it as TAG), so neither ever overwrites the full study's outputs. Relative
+folders resolve against the checkout when the kit runs from one (`evalkit.workspace`), so a
+notebook started in JupyterLab from `notebooks/` writes where make does.
 """
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +32,8 @@ from evalkit.collection import Collection
 from evalkit.errors import KitError
 from evalkit.models import registry
 from evalkit.runner import PROTOCOLS, RunSettings
+from evalkit.study.tag import build_tag, path_part
+from evalkit.workspace import resolve
 
 DISCOUNTS = {"csfcube": "nDCG_csfcube@20", "trec": "nDCG@20"}
 BOOTSTRAP_SEED = 0
@@ -98,11 +105,12 @@ def seeds_of(value: str) -> tuple[str, ...] | None:
     return tuple(seeds) or None
 
 
-def build_tag(profile: str, protocol: str, seeds: str = "") -> str:
-    """PROFILE-PROTOCOL, plus -smoke-HASH (sha256 of the sorted seed ids joined by commas)."""
-    chosen = seeds_of(seeds)
-    tag = f"{profile}-{protocol}"
-    return tag if chosen is None else f"{tag}-smoke-{hashlib.sha256(','.join(chosen).encode()).hexdigest()[:8]}"
+def _tag(given: str, profile: str, protocol: str, seeds: str, **content: str | None) -> str:
+    if given:
+        if path_part(given) != given:
+            raise KitError(f"TAG {given!r} is not a plain file-name part; use letters, digits and . _ + - only")
+        return given
+    return build_tag(profile, protocol, seeds, **{k: v for k, v in content.items() if v is not None})
 
 
 def _models(profile: str, notebook: str, models: str) -> tuple[str, ...]:
@@ -118,7 +126,7 @@ def _models(profile: str, notebook: str, models: str) -> tuple[str, ...]:
 
 def check(notebook: str, PROFILE: str, PROTOCOL: str, SEEDS: str = "", OUTPUT_DIR: str = "build",  # noqa: N803
           FIGURES_DIR: str = "figures", RUNS_DIR: str = "runs", CORPUS: str = "", MODELS: str | None = None,
-          REFERENCE_MODEL: str | None = None, DISCOUNT: str | None = None) -> Study:
+          REFERENCE_MODEL: str | None = None, DISCOUNT: str | None = None, TAG: str = "") -> Study:
     """Check a notebook's parameters (those it declares; None = not declared) and return them."""
     if notebook not in STUDY_LISTS:
         raise KitError(f"unknown study notebook {notebook!r}; choose one of {', '.join(STUDY_LISTS)}")
@@ -138,8 +146,12 @@ def check(notebook: str, PROFILE: str, PROTOCOL: str, SEEDS: str = "", OUTPUT_DI
     reference = None
     if REFERENCE_MODEL is not None:
         reference = REFERENCE_MODEL or registry.profile_settings(PROFILE).get("study", {}).get("reference", "")
+        if not REFERENCE_MODEL and reference not in models:  # the profile's reference is not run: the first model
+            reference = models[0]
         registry.spec(reference, PROFILE)
         if reference not in models:
             raise KitError(f"REFERENCE_MODEL {reference} is not among the models run; add it to MODELS")
-    return Study(PROFILE, PROTOCOL, build_tag(PROFILE, PROTOCOL, SEEDS), models, reference, measure,
-                 seeds_of(SEEDS), Path(OUTPUT_DIR), Path(FIGURES_DIR), Path(RUNS_DIR), CORPUS or None)
+    tag = _tag(TAG, PROFILE, PROTOCOL, SEEDS, MODELS=MODELS, REFERENCE_MODEL=REFERENCE_MODEL, DISCOUNT=DISCOUNT,
+               CORPUS=CORPUS)
+    return Study(PROFILE, PROTOCOL, tag, models, reference, measure, seeds_of(SEEDS), resolve(OUTPUT_DIR),
+                 resolve(FIGURES_DIR), resolve(RUNS_DIR), CORPUS or None)

@@ -109,7 +109,7 @@ def _label(profile: str, model: str) -> dict[str, str]:
 
 
 def _scaled(summary: dict[str, float]) -> dict[str, float]:
-    return {c: 100 * summary[c] for c in COLUMNS}
+    return {c: 100 * summary.get(c, math.nan) for c in COLUMNS}  # a smoke run may lack a facet
 
 
 def _interval(values: pd.Series) -> dict[str, float]:

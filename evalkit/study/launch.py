@@ -1,0 +1,123 @@
+"""Run one study notebook headlessly for make: parameters from the environment, one-line errors.
+
+The Makefile never pastes a parameter into a shell command line: it exports each one as
+``EVALKIT_PARAM_NAME`` holding the literal text the user gave (quotes, ``$``, backticks and
+spaces included), and ``python -m evalkit.study.launch NOTEBOOK`` hands every parameter the
+notebook declares to papermill as that one string (or, for a notebook default that is a
+number, that number). The executed notebook is written to a temporary file and renamed to
+``OUTPUT_DIR/notebooks/NOTEBOOK-TAG.ipynb`` only after the notebook ran and wrote its table,
+so a failed run leaves nothing that looks complete; an error inside the notebook reaches the
+terminal as the kit's one line (a `KitError`'s message), with exit status 2.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from evalkit.errors import KitError
+from evalkit.progress import announce_notebook
+from evalkit.study.tag import CONTENT, build_tag, path_part
+from evalkit.workspace import resolve
+
+PREFIX = "EVALKIT_PARAM_"
+NOTEBOOKS = Path("notebooks")
+# What each notebook must have written (under OUTPUT_DIR/tables) for its run to count as complete.
+OUTPUTS = {"relevance": "relevance-{tag}.csv", "instruction_following": "instruction_following-{tag}.csv",
+           "sensitivity": "sensitivity-{tag}.csv", "hybrid": "hybrid-{tag}.csv", "summary": "findings-{tag}.txt",
+           "promptriever": "promptriever-csfcube-{tag}.csv"}
+
+
+def environment_parameters(environ=os.environ) -> dict[str, str]:
+    """The parameters make exported (``EVALKIT_PARAM_NAME``), each as the literal text given."""
+    return {key[len(PREFIX):]: value for key, value in environ.items() if key.startswith(PREFIX)}
+
+
+def tag_of(given: dict[str, str]) -> str:
+    """The build tag of these parameters (evalkit.study.tag, as the Makefile names its targets)."""
+    return build_tag(given.get("PROFILE", "offline"), given.get("PROTOCOL", "pool"), given.get("SEEDS", ""),
+                     **{k: given[k] for k in CONTENT if k in given})
+
+
+def _typed(name: str, text: str, declared: dict) -> object:
+    """`text` as the declared parameter's type: a number where the notebook's default is one."""
+    kind = declared.get("inferred_type_name")
+    if kind not in ("int", "float"):
+        return text
+    try:
+        return int(text) if kind == "int" else float(text)
+    except ValueError:
+        raise KitError(f"{name}={text!r} is not a number; give a number (the notebook's default is "
+                       f"{declared.get('default')})") from None
+
+
+def notebook_parameters(notebook: Path, given: dict[str, str]) -> dict[str, object]:
+    """The given parameters that the notebook declares (and TAG), typed as its defaults."""
+    import papermill
+
+    declared = papermill.inspect_notebook(str(notebook))
+    return {name: _typed(name, given[name], declared[name]) for name in declared if name in given}
+
+
+def _error_line(exc: Exception, name: str, kept: Path | None) -> str:
+    ename, evalue = getattr(exc, "ename", type(exc).__name__), getattr(exc, "evalue", str(exc))
+    text = " ".join(str(evalue).splitlines())
+    if ename == "KitError":
+        return text
+    where = f"; the failed notebook is kept as {kept}" if kept else ""
+    return f"notebooks/{name}.ipynb failed: {ename}: {text}{where}"
+
+
+def run(name: str, given: dict[str, str], root: Path = Path(".")) -> Path:
+    """Execute notebooks/NAME.ipynb with the given parameters; returns the executed notebook."""
+    import papermill
+
+    source = root / NOTEBOOKS / f"{name}.ipynb"
+    if not source.is_file():
+        raise KitError(f"no notebook {source}; choose one of {', '.join(sorted(OUTPUTS))} or explore")
+    given = {**given, "TAG": given.get("TAG") or tag_of(given)}
+    output_dir = resolve(given.get("OUTPUT_DIR") or "build")
+    folder = output_dir / "notebooks"
+    seed = f"-{path_part(given.get('SEED', ''))}" if name == "explore" else ""  # one page per seed
+    stem = f"{name}{seed}-{given['TAG']}"
+    out, tmp, failed = folder / f"{stem}.ipynb", folder / f"{stem}.tmp.ipynb", folder / f"{stem}.failed.ipynb"
+    parameters = notebook_parameters(source, given)
+    announce_notebook(name, given.get("PROFILE", ""), given.get("PROTOCOL", ""), given.get("MODELS", ""))
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        papermill.execute_notebook(str(source), str(tmp), parameters=parameters, progress_bar=False,
+                                   log_output=False, cwd=str(root))
+        expected = OUTPUTS.get(name)
+        table = output_dir / "tables" / expected.format(tag=given["TAG"]) if expected else None
+        if table is not None and not table.is_file():
+            raise KitError(f"notebooks/{name}.ipynb ran but did not write {table}; see its last cells")
+        os.replace(tmp, out)
+    except papermill.PapermillExecutionError as exc:
+        kept = None
+        if exc.ename != "KitError" and tmp.exists():
+            os.replace(tmp, failed)
+            kept = failed
+        raise KitError(_error_line(exc, name, kept)) from None
+    finally:
+        tmp.unlink(missing_ok=True)
+    failed.unlink(missing_ok=True)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m evalkit.study.launch NOTEBOOK (parameters in EVALKIT_PARAM_* variables)",
+              file=sys.stderr)
+        return 2
+    try:
+        print(run(argv[0], environment_parameters()))
+    except KitError as exc:
+        print(f"evalkit: error: {' '.join(str(exc).splitlines())}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

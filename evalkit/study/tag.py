@@ -1,0 +1,61 @@
+"""The build tag that names a study's outputs, from the parameters that change their content.
+
+``PROFILE-PROTOCOL``; a smoke run (SEEDS) adds ``-smoke-HASH`` of the sorted seed ids; any
+parameter that changes a table's rows (MODELS, REFERENCE_MODEL, a non-default DISCOUNT,
+INSTRUCTIONS, CORPUS, the recipe's BEIR / FOLLOWIR / INSTRUCTIR) adds ``-custom-HASH`` of
+those values, so a partial model list or another instruction file never overwrites the full
+study's tables. A profile or protocol name that is not a plain path part becomes ``x`` plus
+its hash (the parameter check refuses it later, in one line).
+
+Standard library only: the Makefile runs this file with the system Python to name its
+targets (``python3 evalkit/study/tag.py NAME=VALUE ...``), before the kit is installed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import sys
+
+CONTENT = ("MODELS", "REFERENCE_MODEL", "DISCOUNT", "INSTRUCTIONS", "CORPUS", "BEIR", "FOLLOWIR", "INSTRUCTIR")
+DEFAULTS = {"DISCOUNT": "csfcube"}
+_PLAIN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*")
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+def path_part(text: str) -> str:
+    """`text` when it is a plain file-name part, else ``x`` plus its hash."""
+    return text if _PLAIN.fullmatch(text) else f"x{_digest(text)}"
+
+
+def seed_ids(seeds: str) -> list[str]:
+    """The seed ids of SEEDS, sorted and unique (blanks dropped)."""
+    return sorted({s.strip() for s in str(seeds).split(",") if s.strip()})
+
+
+def build_tag(profile: str, protocol: str, seeds: str = "", **content: str) -> str:
+    """PROFILE-PROTOCOL[-smoke-HASH][-custom-HASH] (see the module docstring)."""
+    tag = f"{path_part(profile)}-{path_part(protocol)}"
+    chosen = seed_ids(seeds)
+    if chosen:
+        tag += f"-smoke-{_digest(','.join(chosen))}"
+    unknown = sorted(set(content) - set(CONTENT))
+    if unknown:
+        raise ValueError(f"build_tag: {unknown[0]} does not name a content parameter")
+    changed = {k: str(v) for k, v in content.items() if str(v or "").strip() and str(v) != DEFAULTS.get(k)}
+    if changed:
+        tag += f"-custom-{_digest(chr(10).join(f'{k}={v}' for k, v in sorted(changed.items())))}"
+    return tag
+
+
+def main(argv: list[str]) -> None:
+    values = dict(arg.split("=", 1) for arg in argv if "=" in arg)
+    print(build_tag(values.pop("PROFILE", ""), values.pop("PROTOCOL", ""), values.pop("SEEDS", ""),
+                    **{k: v for k, v in values.items() if k in CONTENT}))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
