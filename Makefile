@@ -43,6 +43,8 @@ PARAMETERS := PROFILE PROTOCOL MODELS REFERENCE_MODEL DISCOUNT SEEDS CORPUS INST
 # (EVALKIT_PARAM_NAME; $(value ...) keeps a '$' unexpanded), never pasted into a shell line:
 # recipes read them as "$$EVALKIT_PARAM_NAME" and evalkit/study/launch.py hands them to papermill.
 $(foreach p,$(PARAMETERS),$(eval export EVALKIT_PARAM_$(p) := $$(value $(p))))
+# Not exported under their own names: make would expand a '$(...)' in a value to export it.
+unexport $(PARAMETERS)
 # The build tag names every output (evalkit/study/tag.py): PROFILE-PROTOCOL, -smoke-HASH for SEEDS,
 # -custom-HASH when MODELS, REFERENCE_MODEL, DISCOUNT, INSTRUCTIONS, CORPUS or a recipe dataset is
 # given, so a partial study never overwrites the full one and make reruns when one changes.

@@ -26,7 +26,7 @@ TAG = params.build_tag("offline", "pool", SEEDS)
 MODELS = {"relevance": "bm25,minilm,minilm-probe", "instruction_following": "bm25,minilm,minilm-probe",
           "sensitivity": "minilm-probe", "hybrid": "minilm", "promptriever": "minilm"}
 CONTRACT = {"PROFILE", "PROTOCOL", "CORPUS", "MODELS", "REFERENCE_MODEL", "DISCOUNT", "SEEDS", "OUTPUT_DIR",
-            "FIGURES_DIR", "RUNS_DIR"}
+            "FIGURES_DIR", "RUNS_DIR", "TAG"}
 STUDY = ("relevance", "instruction_following", "sensitivity", "hybrid", "summary")
 
 
@@ -40,7 +40,7 @@ def execute(name: str, workspace: Path, out: str | None = None, **overrides) -> 
     declared = parameters(name)
     given = {"PROFILE": "offline", "PROTOCOL": "pool", "SEEDS": SEEDS, "MODELS": MODELS.get(name, ""),
              "OUTPUT_DIR": str(workspace / "build"), "FIGURES_DIR": str(workspace / "figures"),
-             "RUNS_DIR": str(workspace / "runs"), **overrides}
+             "RUNS_DIR": str(workspace / "runs"), "TAG": TAG, **overrides}  # one tag for all, as make passes
     path = workspace / f"{out or name}.ipynb"
     papermill.execute_notebook(str(ROOT / "notebooks" / f"{name}.ipynb"), str(path), progress_bar=False,
                                parameters={k: v for k, v in given.items() if k in declared}, cwd=str(ROOT))
@@ -151,7 +151,7 @@ def test_check_cell_rejects_a_bad_value_with_one_line(workspace):
 
 def test_smoke_runs_get_their_own_tag_in_make_and_in_the_notebooks():
     assert TAG.startswith("offline-pool-smoke-") and params.build_tag("offline", "pool") == "offline-pool"
-    shown = subprocess.run(["make", "-n", "relevance", f"SEEDS={SEEDS}", "BUILD=/nonexistent"], cwd=ROOT,
+    shown = subprocess.run(["make", "-n", "relevance", f"SEEDS={SEEDS}", "OUTPUT_DIR=/nonexistent"], cwd=ROOT,
                            capture_output=True, text=True).stdout
     assert f"relevance-{TAG}.ipynb" in shown
 

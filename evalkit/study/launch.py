@@ -12,6 +12,7 @@ terminal as the kit's one line (a `KitError`'s message), with exit status 2.
 
 from __future__ import annotations
 
+import ast
 import os
 import sys
 from pathlib import Path
@@ -42,14 +43,17 @@ def tag_of(given: dict[str, str]) -> str:
 
 def _typed(name: str, text: str, declared: dict) -> object:
     """`text` as the declared parameter's type: a number where the notebook's default is one."""
-    kind = declared.get("inferred_type_name")
-    if kind not in ("int", "float"):
+    try:
+        default = ast.literal_eval(declared.get("default") or "''")
+    except (ValueError, SyntaxError):
+        return text
+    if isinstance(default, bool) or not isinstance(default, int | float):
         return text
     try:
-        return int(text) if kind == "int" else float(text)
+        return type(default)(text)
     except ValueError:
         raise KitError(f"{name}={text!r} is not a number; give a number (the notebook's default is "
-                       f"{declared.get('default')})") from None
+                       f"{default})") from None
 
 
 def notebook_parameters(notebook: Path, given: dict[str, str]) -> dict[str, object]:

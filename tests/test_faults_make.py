@@ -1,0 +1,142 @@
+"""Hostile make parameters and notebook failures: a parameter is data, never shell code.
+
+- every make parameter reaches the launched notebook as one literal string (quotes, ``$``,
+  backticks, spaces, ``$(shell ...)``): make runs a stand-in interpreter that records what it
+  was given, and nothing the values spell is executed;
+- the launcher (`evalkit.study.launch`) hands those strings to papermill unchanged, typed only
+  where the notebook's default is a number;
+- an error inside a notebook ends as the kit's one line, status 2, with no ``.tmp.ipynb`` and
+  no executed notebook that looks complete.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from evalkit.errors import KitError
+from evalkit.study import launch, tag
+
+ROOT = Path(__file__).resolve().parents[1]
+HOSTILE = ['bm25"; touch pwned-dq; echo "', "bm25'; touch pwned-sq; echo '", "a`touch pwned-bt`b",
+           "$(touch pwned-sub)", "$(shell touch pwned-make)", "x $HOME ${PATH} $$ y", "semi;colon & amp | pipe"]
+
+RECORDER = """#!{python}
+import json, os, sys
+with open({log!r}, "a") as log:
+    log.write(json.dumps({{"argv": sys.argv[1:], "env": {{k: v for k, v in os.environ.items()
+                          if k.startswith("EVALKIT_PARAM_")}}}}) + "\\n")
+"""
+
+
+@pytest.fixture
+def recorder(tmp_path):
+    """A stand-in for the venv's python and evalkit that records its arguments and parameters."""
+    log = tmp_path / "calls.jsonl"
+    script = tmp_path / "record"
+    script.write_text(RECORDER.format(python=sys.executable, log=str(log)))
+    script.chmod(0o755)
+    stamp = tmp_path / "stamp"
+    stamp.touch()
+    return script, stamp, log
+
+
+def _make(recorder, tmp_path, target: str, **params: str) -> subprocess.CompletedProcess:
+    script, stamp, _ = recorder
+    args = ["make", "-s", target, f"PY={script}", f"EVALKIT={script}", f"STAMP={stamp}",
+            f"OUTPUT_DIR={tmp_path / 'build'}", *(f"{k}={v}" for k, v in params.items())]
+    return subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+def _no_pwned(*folders: Path) -> None:
+    found = [p for folder in folders for p in folder.glob("pwned*")]
+    assert not found, f"a parameter ran as shell code: {found}"
+
+
+@pytest.mark.parametrize("value", HOSTILE)
+def test_every_make_parameter_reaches_the_notebook_literally(recorder, tmp_path, value):
+    params = {"MODELS": value, "SEEDS": value, "REFERENCE_MODEL": value, "CORPUS": value, "RUNS_DIR": value,
+              "FIGURES_DIR": value, "INSTRUCTIONS": value, "PROFILE": value}
+    done = _make(recorder, tmp_path, "relevance", **params)
+    assert done.returncode == 0, done.stderr
+    calls = [json.loads(line) for line in recorder[2].read_text().splitlines()]
+    launched = [c for c in calls if c["argv"][:2] == ["-m", "evalkit.study.launch"]]
+    assert [c["argv"] for c in launched] == [["-m", "evalkit.study.launch", "relevance"]]
+    env = launched[0]["env"]
+    assert all(env[f"EVALKIT_PARAM_{k}"] == v for k, v in params.items())
+    _no_pwned(ROOT, tmp_path, Path.cwd())
+    # the target make built is named by the same tag as the launcher computes
+    expected = tag.build_tag(value, "pool", value, MODELS=value, REFERENCE_MODEL=value, INSTRUCTIONS=value,
+                             CORPUS=value)
+    assert launch.tag_of(launch.environment_parameters(env)) == expected and "/" not in expected and "'" not in expected
+
+
+def test_explore_and_report_take_hostile_values_as_data(recorder, tmp_path):
+    value = HOSTILE[0]
+    done = _make(recorder, tmp_path, "explore", SEED=value, MODELS=value, K="7")
+    assert done.returncode == 0, done.stderr
+    _no_pwned(ROOT, tmp_path)
+    calls = [json.loads(line) for line in recorder[2].read_text().splitlines()]
+    explore = next(c for c in calls if c["argv"][-1:] == ["explore"])
+    assert explore["env"]["EVALKIT_PARAM_SEED"] == value and explore["env"]["EVALKIT_PARAM_MODELS"] == value
+
+
+# --- the launcher: parameters to papermill, errors in one line -----------------------------------------
+
+
+def _notebook(root: Path, name: str, body: str, parameters: str) -> Path:
+    notebook = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell(parameters)
+    cell.metadata["tags"] = ["parameters"]
+    notebook.cells = [cell, nbformat.v4.new_code_cell(body)]
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    path = root / "notebooks" / f"{name}.ipynb"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(notebook, path)
+    return path
+
+
+def test_the_launcher_passes_declared_parameters_literally_and_typed(tmp_path, monkeypatch):
+    import papermill
+
+    _notebook(tmp_path, "echo", "", 'MODELS = ""\nK = 10\nOUTPUT_DIR = "build"\nTAG = ""')
+    seen = {}
+
+    def fake_execute(source, out, parameters, **kwargs):
+        seen.update(parameters)
+        Path(out).write_text("{}")
+
+    monkeypatch.setattr(papermill, "execute_notebook", fake_execute)
+    given = {"MODELS": HOSTILE[1], "K": "7", "OUTPUT_DIR": str(tmp_path / "build"), "SEEDS": "1", "PROFILE": "p"}
+    out = launch.run("echo", given, root=tmp_path)
+    assert seen == {"MODELS": HOSTILE[1], "K": 7, "OUTPUT_DIR": str(tmp_path / "build"),
+                    "TAG": launch.tag_of(given)}  # SEEDS and PROFILE are not declared: not passed
+    assert out.is_file() and not list(out.parent.glob("*.tmp.ipynb"))
+    with pytest.raises(KitError, match=r"K='seven' is not a number"):
+        launch.run("echo", {**given, "K": "seven"}, root=tmp_path)
+
+
+@pytest.mark.parametrize("body, line, kept", [
+    ('from evalkit.errors import KitError\nraise KitError("SEEDS: 1 is no seed; list seed paper ids")',
+     "evalkit: error: SEEDS: 1 is no seed; list seed paper ids", False),
+    ("1 / 0", "evalkit: error: notebooks/broken.ipynb failed: ZeroDivisionError: division by zero", True),
+])
+def test_an_error_inside_a_notebook_is_one_line_and_leaves_nothing_complete(tmp_path, body, line, kept):
+    _notebook(tmp_path, "broken", body, 'OUTPUT_DIR = "build"')
+    env = {**os.environ, "EVALKIT_PARAM_OUTPUT_DIR": str(tmp_path / "build"), "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", "import sys; from evalkit.study import launch; "
+                           "sys.exit(launch.main(['broken']))"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 2
+    lines = [x for x in done.stderr.splitlines() if x.startswith("evalkit: error:")]
+    assert len(lines) == 1 and lines[0].startswith(line) and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1] == lines[0]  # the last thing printed
+    left = sorted(p.name for p in (tmp_path / "build" / "notebooks").iterdir())
+    assert not [n for n in left if n.endswith(".tmp.ipynb") or n == "broken-offline-pool.ipynb"]
+    assert left == (["broken-offline-pool.failed.ipynb"] if kept else [])
