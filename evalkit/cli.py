@@ -126,11 +126,10 @@ def _parse_measure_list(text: str) -> list[str]:
     return names
 
 
-MAX_K = 1_000_000  # no collection ranks more candidates per query; beyond it numpy's integers overflow
-
-
 def _check_measure_options(args: argparse.Namespace) -> None:
     """Before loading: --k and --discount shape only the default CSFCube table."""
+    from evalkit.measures import MAX_K
+
     if args.k is not None and args.k < 1:
         raise KitError(f"--k {args.k}: cut-off k={args.k} must be a positive integer")
     if args.k is not None and args.k > MAX_K:
@@ -160,7 +159,7 @@ def default_measures(collection, discount: str | None = None, k: int | None = No
 
 
 def _check_measures(names: Sequence[str], collection) -> None:
-    from evalkit.measures import parse_measure
+    from evalkit.measures import check_cutoff, parse_measure
 
     for name in names:
         if name == PMRR:
@@ -171,8 +170,7 @@ def _check_measures(names: Sequence[str], collection) -> None:
         if robust:
             if not collection.groups:
                 raise KitError(f"{name} needs query groups (InstructIR); {collection.name} has none")
-            if int(robust.group(1)) < 1:
-                raise KitError(f"measure {name!r}: cut-off k=0 must be a positive integer")
+            check_cutoff(name, robust.group(1))
             continue
         parse_measure(name, collection.relevance_level)
 

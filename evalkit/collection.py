@@ -173,7 +173,12 @@ class Collection:
 
     def check(self) -> None:
         """Reject qrels or candidate lists that name documents the corpus lacks, and pairs or
-        folds that name unknown queries: a silent nDCG of 0 is worse than an error."""
+        folds that name unknown queries, and empty collections: a silent nDCG of 0, or a
+        "complete" run of no query, is worse than an error."""
+        for part, found in (("documents", self.documents), ("queries", self.queries)):
+            if not found:
+                raise KitError(f"{self.name}: the collection has no {part}; check its files (an empty file, "
+                               "or qrels that judge no query)")
         for source, table in (("qrels", self.qrels), ("candidates", self.candidates or {})):
             for qid, docs in table.items():
                 missing = next((d for d in docs if d not in self.documents), None)

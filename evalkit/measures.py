@@ -63,6 +63,7 @@ CSFCUBE_NDCG = "nDCG_csfcube"
 _NAME = re.compile(r"(nDCG_csfcube|nDCG|AP|RR|P|R)(?:@(\d+))?")
 _NEEDS_CUTOFF = {"P", "R", CSFCUBE_NDCG}
 _BINARY = {"AP", "RR", "P", "R"}
+MAX_K = 1_000_000  # no collection ranks more candidates per query; beyond it numpy's integers overflow
 
 
 # --- ranking: the kit's tie rule ------------------------------------------------------------
@@ -120,15 +121,23 @@ def parse_measure(name: str, relevance_level: int) -> ir_measures.Measure:
     family, cutoff = match.group(1), match.group(2)
     if cutoff is None and family in _NEEDS_CUTOFF:
         raise KitError(f"measure {name!r} needs a cut-off; write e.g. {family}@20")
-    k = None if cutoff is None else int(cutoff)
-    if k is not None and k < 1:
-        raise KitError(f"measure {name!r}: cut-off k={k} must be a positive integer")
+    k = None if cutoff is None else check_cutoff(name, cutoff)
     if family == CSFCUBE_NDCG:
         return csfcube_measure(k)
     measure = getattr(ir_measures, family)
     if family in _BINARY:
         measure = measure(rel=relevance_level)
     return measure if k is None else measure @ k
+
+
+def check_cutoff(name: str, digits: str) -> int:
+    """The cut-off written in a measure name: a positive integer of at most `MAX_K` (as ``--k``)."""
+    k = int(digits) if len(digits) <= len(str(MAX_K)) else MAX_K + 1
+    if k < 1:
+        raise KitError(f"measure {name!r}: cut-off k={k} must be a positive integer")
+    if k > MAX_K:
+        raise KitError(f"measure {name[:40]!r}: cut-off is absurdly large; give at most {MAX_K:,}")
+    return k
 
 
 def _check_level(relevance_level: int) -> None:

@@ -51,7 +51,8 @@ def check_score(path: Path, where: str, value) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise KitError(f"{path}: {where} has non-numeric score {value!r}; scores must be numbers")
     if not math.isfinite(value):
-        raise KitError(f"{path}: {where} has the score {value!r}; give every candidate a finite number")
+        kind = "a NaN" if math.isnan(value) else "an infinite"
+        raise KitError(f"{path}: {where} has {kind} score; give every candidate a finite number")
     return float(value)
 
 

@@ -29,7 +29,7 @@ import random
 from pathlib import Path
 
 from evalkit.collection import Collection, Fold, Qrels, Query
-from evalkit.datasets.io import judged_queries, read_corpus, read_qrels, read_queries
+from evalkit.datasets.io import judged_queries, read_corpus, read_qrels, read_queries, text_of
 from evalkit.errors import KitError
 from evalkit.hashing import files_sha256
 
@@ -82,7 +82,7 @@ def load_beir(folder: Path) -> Collection:
     collection = Collection(
         name=folder.resolve().name,
         documents=documents,
-        queries={qid: Query(qid, str(records[qid]["text"])) for qid in qrels},
+        queries={qid: Query(qid, text_of(folder / "queries.jsonl", records[qid], "text", qid)) for qid in qrels},
         qrels=qrels,
         relevance_level=1,
         checksum=files_sha256([folder / rel for rel in read], read),

@@ -32,7 +32,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from evalkit.collection import Collection, Query
-from evalkit.datasets.io import judged_queries, read_corpus, read_jsonl, read_qrels, read_queries, with_instruction
+from evalkit.datasets.io import (
+    judged_queries,
+    read_corpus,
+    read_jsonl,
+    read_qrels,
+    read_queries,
+    text_of,
+    with_instruction,
+)
 from evalkit.errors import KitError
 from evalkit.hashing import files_sha256
 
@@ -83,7 +91,9 @@ def load_followir(folder: Path, name: str | None = None) -> Collection:
             pool = pools.get(qid) or pools.get(topic)
             if not pool:
                 raise KitError(f"{folder / 'top_ranked.jsonl'}: no candidates for query {topic}; list its pool")
-            queries[qid] = Query(qid, with_instruction(str(record["text"]), str(record[f"instruction_{suffix}"])))
+            source = folder / "queries.jsonl"
+            queries[qid] = Query(qid, with_instruction(text_of(source, record, "text", topic),
+                                                       text_of(source, record, f"instruction_{suffix}", topic)))
             qrels[qid] = judged[suffix].get(topic, {})
             candidates[qid] = tuple(pool)
             strata[qid] = stratum

