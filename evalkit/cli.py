@@ -168,9 +168,9 @@ def _check_measures(names: Sequence[str], collection) -> None:
             continue
         robust = _ROBUSTNESS.fullmatch(name)
         if robust:
+            check_cutoff(name, robust.group(1))
             if not collection.groups:
                 raise KitError(f"{name} needs query groups (InstructIR); {collection.name} has none")
-            check_cutoff(name, robust.group(1))
             continue
         parse_measure(name, collection.relevance_level)
 
@@ -269,7 +269,7 @@ def load_any_run(runs: Path, name: str | None, collection) -> tuple[dict, str | 
     A file is a TREC run; a folder holding run.trec is a run-store folder (verified against its
     sidecar when it has one); another folder holds official CSFCube files picked by --name."""
     from evalkit.runs import read_trec
-    from evalkit.runstore import RANKING, load_verified, read_sidecar
+    from evalkit.runstore import RANKING, SIDECAR, load_verified, read_sidecar
 
     if runs.is_file():
         if name:
@@ -277,7 +277,9 @@ def load_any_run(runs: Path, name: str | None, collection) -> tuple[dict, str | 
         return read_trec(runs), None
     if not runs.is_dir():
         raise KitError(f"{runs}: no such run file or directory; check --runs")
-    if (runs / RANKING).is_file():
+    if (runs / RANKING).is_file() or (runs / SIDECAR).is_file():
+        if not (runs / RANKING).is_file():
+            raise KitError(f"{runs}: a run-store folder without {RANKING}; the run is incomplete: run it again")
         if name:
             raise KitError(f"--name picks official CSFCube files; {runs} is a run-store folder (drop --name)")
         sidecar = read_sidecar(runs)

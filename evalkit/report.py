@@ -24,7 +24,8 @@ def read_notebook(path: Path):
         raise KitError(f"{path}: no such notebook; give executed .ipynb files")
     try:
         notebook = nbformat.read(str(path), as_version=4)
-    except (ValueError, RecursionError, UnicodeDecodeError, KeyError, TypeError, AttributeError) as exc:
+    except (ValueError, RecursionError, UnicodeDecodeError, KeyError, TypeError, AttributeError,
+            nbformat.ValidationError) as exc:
         first = str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise KitError(f"{path}: not a readable .ipynb notebook ({first[:200]}); give executed notebooks") from None
     if not isinstance(getattr(notebook, "cells", None), list):

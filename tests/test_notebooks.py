@@ -151,8 +151,8 @@ def test_check_cell_rejects_a_bad_value_with_one_line(workspace):
 
 def test_smoke_runs_get_their_own_tag_in_make_and_in_the_notebooks():
     assert TAG.startswith("offline-pool-smoke-") and params.build_tag("offline", "pool") == "offline-pool"
-    shown = subprocess.run(["make", "-n", "--debug=b", "relevance", f"SEEDS={SEEDS}", "OUTPUT_DIR=/nonexistent"], cwd=ROOT,
-                           capture_output=True, text=True).stdout
+    shown = subprocess.run(["make", "-n", "--debug=b", "relevance", f"SEEDS={SEEDS}", "OUTPUT_DIR=/nonexistent"],
+                           cwd=ROOT, capture_output=True, text=True).stdout
     assert f"Must remake target '/nonexistent/notebooks/relevance-{TAG}.ipynb'" in shown
 
 

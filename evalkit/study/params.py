@@ -30,7 +30,7 @@ from pathlib import Path
 
 from evalkit.collection import Collection
 from evalkit.errors import KitError
-from evalkit.models import registry
+from evalkit.models import prerequisites, registry
 from evalkit.runner import PROTOCOLS, RunSettings
 from evalkit.study.tag import build_tag, path_part
 from evalkit.workspace import resolve
@@ -121,6 +121,7 @@ def _models(profile: str, notebook: str, models: str) -> tuple[str, ...]:
         raise KitError(f"MODELS is empty and profile {profile} lists no {notebook} models; name some models")
     for name in names:
         registry.spec(name, profile)  # one-line error listing the valid names
+    prerequisites.check([registry.spec(name, profile) for name in dict.fromkeys(names)])  # before any model loads
     return tuple(dict.fromkeys(names))
 
 
