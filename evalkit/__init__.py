@@ -1,3 +1,10 @@
 """evalkit: evaluation kit for instruction-following retrieval on CSFCube."""
 
+import os as _os
+
 __version__ = "0.1.0"
+
+# EVALKIT_PROGRESS=off silences every bar, the Hugging Face libraries' too ("Loading weights",
+# downloads): they read this variable when first imported, which is after the kit's import.
+if (_os.environ.get("EVALKIT_PROGRESS") or "").strip().lower() == "off":
+    _os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")

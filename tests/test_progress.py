@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import sys
 
 from evalkit import progress
@@ -115,3 +116,16 @@ def test_ipykernel_terminal_copy(monkeypatch):
         seen += chunk
     os.close(read)
     assert b"encoding sentences" in seen and b"3/3" in seen and notebook.getvalue() == ""
+
+
+def test_progress_off_silences_the_hugging_face_loading_bars():
+    import subprocess
+
+    code = ("import evalkit, transformers.utils.logging as t, huggingface_hub.utils as h; "
+            "print(t.is_progress_bar_enabled(), h.are_progress_bars_disabled())")
+    env = {k: v for k, v in os.environ.items() if k != "HF_HUB_DISABLE_PROGRESS_BARS"}
+    off = subprocess.run([sys.executable, "-c", code], env={**env, "EVALKIT_PROGRESS": "off"}, capture_output=True,
+                         text=True, check=True)
+    on = subprocess.run([sys.executable, "-c", code], env={**env, "EVALKIT_PROGRESS": "auto"}, capture_output=True,
+                        text=True, check=True)
+    assert off.stdout.split() == ["False", "True"] and on.stdout.split() == ["True", "False"]
