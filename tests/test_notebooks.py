@@ -40,7 +40,9 @@ def execute(name: str, workspace: Path, out: str | None = None, **overrides) -> 
     declared = parameters(name)
     given = {"PROFILE": "offline", "PROTOCOL": "pool", "SEEDS": SEEDS, "MODELS": MODELS.get(name, ""),
              "OUTPUT_DIR": str(workspace / "build"), "FIGURES_DIR": str(workspace / "figures"),
-             "RUNS_DIR": str(workspace / "runs"), "TAG": TAG, **overrides}  # one tag for all, as make passes
+             "RUNS_DIR": str(workspace / "runs"), **overrides}
+    # one tag for every notebook of a study, as make passes it
+    given.setdefault("TAG", params.build_tag(given["PROFILE"], given["PROTOCOL"], given["SEEDS"]))
     path = workspace / f"{out or name}.ipynb"
     papermill.execute_notebook(str(ROOT / "notebooks" / f"{name}.ipynb"), str(path), progress_bar=False,
                                parameters={k: v for k, v in given.items() if k in declared}, cwd=str(ROOT))

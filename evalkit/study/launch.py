@@ -64,8 +64,8 @@ def notebook_parameters(notebook: Path, given: dict[str, str]) -> dict[str, obje
     return {name: _typed(name, given[name], declared[name]) for name in declared if name in given}
 
 
-def _error_line(exc: Exception, name: str, kept: Path | None) -> str:
-    ename, evalue = getattr(exc, "ename", type(exc).__name__), getattr(exc, "evalue", str(exc))
+def _error_line(ename: str, evalue: str, name: str, kept: Path | None) -> str:
+    """A KitError's own message; any other error named with its notebook (and the kept copy)."""
     text = " ".join(str(evalue).splitlines())
     if ename == "KitError":
         return text
@@ -102,7 +102,7 @@ def run(name: str, given: dict[str, str], root: Path = Path(".")) -> Path:
         if exc.ename != "KitError" and tmp.exists():
             os.replace(tmp, failed)
             kept = failed
-        raise KitError(_error_line(exc, name, kept)) from None
+        raise KitError(_error_line(exc.ename, exc.evalue, name, kept)) from None
     finally:
         tmp.unlink(missing_ok=True)
     failed.unlink(missing_ok=True)
