@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -47,11 +48,25 @@ def bootstrap_ci(
     return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
+def pvalue_or_nan(a: pd.Series, b: pd.Series) -> float:
+    """`paired_ttest`'s p-value, NaN where it is undefined (fewer than two queries hold both:
+    a study table over a one-query smoke run shows a blank, not an error)."""
+    both = pd.concat([a, b], axis=1, join="inner").dropna()
+    return paired_ttest(a, b).pvalue if len(both) >= 2 else float("nan")
+
+
+def interval_or_nan(values: pd.Series, seed: int = 0) -> tuple[float, float]:
+    """`bootstrap_ci`, (NaN, NaN) where it is undefined (fewer than two values)."""
+    return bootstrap_ci(values, seed=seed) if len(pd.Series(values).dropna()) >= 2 else (float("nan"), float("nan"))
+
+
 def holm(pvalues: Mapping[str, float]) -> dict[str, float]:
-    """Holm-Bonferroni adjusted p-values (step-down, monotone, capped at 1)."""
-    order = sorted(pvalues, key=lambda name: (pvalues[name], name))
+    """Holm-Bonferroni adjusted p-values (step-down, monotone, capped at 1); an undefined (NaN)
+    p-value stays NaN and does not count among the tests."""
+    defined = {name: p for name, p in pvalues.items() if not math.isnan(p)}
+    order = sorted(defined, key=lambda name: (defined[name], name))
     m, running, adjusted = len(order), 0.0, {}
     for i, name in enumerate(order):
-        running = max(running, min(1.0, (m - i) * pvalues[name]))
+        running = max(running, min(1.0, (m - i) * defined[name]))
         adjusted[name] = running
-    return {name: adjusted[name] for name in pvalues}
+    return {name: adjusted.get(name, math.nan) for name in pvalues}

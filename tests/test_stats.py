@@ -90,3 +90,16 @@ def test_bootstrap_ci_drops_nan_and_needs_two_values():
     assert stats.bootstrap_ci(values, n_resamples=500) == stats.bootstrap_ci(values.dropna(), n_resamples=500)
     with pytest.raises(KitError, match="at least two"):
         stats.bootstrap_ci(pd.Series([0.3, math.nan]))
+
+
+def test_undefined_tests_are_nan_for_study_tables_and_holm_skips_them():
+    from evalkit.stats import holm, interval_or_nan, paired_ttest, pvalue_or_nan
+
+    one = pd.Series({"q1": 0.5})
+    assert math.isnan(pvalue_or_nan(one, pd.Series({"q1": 0.2})))
+    assert all(math.isnan(v) for v in interval_or_nan(one))
+    a, b = pd.Series({"q1": 0.1, "q2": 0.4, "q3": 0.3}), pd.Series({"q1": 0.2, "q2": 0.1, "q3": 0.5})
+    assert pvalue_or_nan(a, b) == paired_ttest(a, b).pvalue
+    # Holm over the defined p-values only: 0.01 and 0.04 with m = 2, the NaN left as it is
+    adjusted = holm({"x": 0.04, "y": math.nan, "z": 0.01})
+    assert adjusted["z"] == pytest.approx(0.02) and adjusted["x"] == pytest.approx(0.04) and math.isnan(adjusted["y"])

@@ -125,15 +125,14 @@ def facet_intervals(values: pd.DataFrame, metric: str) -> pd.DataFrame:
     """Bootstrap 95% intervals (x100, as the tables) of the per-query mean of `metric` for each label
     and facet, and over all queries ("all"), from per-query values (`evalkit.study.per_query.values`:
     columns label, facet, metric)."""
-    from evalkit.stats import bootstrap_ci
+    from evalkit.stats import interval_or_nan
     from evalkit.study.params import BOOTSTRAP_SEED
 
     rows = []
     for label, group in values.groupby("label", sort=False):
         for facet in FACET_COLUMNS:
             chosen = group[metric] if facet == "all" else group.loc[group.facet == facet, metric]
-            chosen = chosen.dropna()
-            low, high = bootstrap_ci(chosen, seed=BOOTSTRAP_SEED) if len(chosen) >= 2 else (math.nan, math.nan)
+            low, high = interval_or_nan(chosen, seed=BOOTSTRAP_SEED)
             rows.append({"label": label, "facet": facet, "ci_low": low, "ci_high": high})
     return pd.DataFrame(rows, columns=["label", "facet", "ci_low", "ci_high"])
 

@@ -18,7 +18,7 @@ from evalkit.models import registry
 from evalkit.models.dense import BiEncoder
 from evalkit.runner import prepare
 from evalkit.selection import cross_validate
-from evalkit.stats import bootstrap_ci, paired_ttest
+from evalkit.stats import interval_or_nan, pvalue_or_nan
 from evalkit.study.params import BOOTSTRAP_SEED, Study
 
 CV_SETTING = "hybrid (a chosen on dev, per fold)"
@@ -41,16 +41,16 @@ def _model_rows(study: Study, collection: Collection, model: str, candidate_face
     label = registry.spec(model, study.profile).label
     cv = _row(collection, model, label, CV_SETTING, chosen_table, measure)
     cv["chosen_a"] = ", ".join(f"{fold}: {a:.1f}" for fold, a in chosen.items())
-    cv["p_vs_whole"] = paired_ttest(chosen_table[measure], tables[1.0][measure]).pvalue
-    cv["p_pmrr_vs_aspect_subset"] = paired_ttest(chosen_table[PMRR], tables[0.0][PMRR]).pvalue
+    cv["p_vs_whole"] = pvalue_or_nan(chosen_table[measure], tables[1.0][measure])
+    cv["p_pmrr_vs_aspect_subset"] = pvalue_or_nan(chosen_table[PMRR], tables[0.0][PMRR])
     rows = [_row(collection, model, label, f"a={a:.1f}", t, measure) for a, t in tables.items()]
     return pd.DataFrame([cv] + rows)
 
 
 def _row(collection: Collection, model: str, label: str, setting: str, table: pd.DataFrame, measure: str) -> dict:
     summary = summarize(collection, table)
-    low, high = bootstrap_ci(table[measure], seed=BOOTSTRAP_SEED)
-    pmrr_low, pmrr_high = bootstrap_ci(table[PMRR], seed=BOOTSTRAP_SEED)
+    low, high = interval_or_nan(table[measure], seed=BOOTSTRAP_SEED)
+    pmrr_low, pmrr_high = interval_or_nan(table[PMRR], seed=BOOTSTRAP_SEED)
     return {"model": model, "label": label, "setting": setting, measure: 100 * summary[measure]["all"],
             "ci": f"[{100 * low:.2f}, {100 * high:.2f}]", PMRR: 100 * summary[PMRR]["all"],
             "pmrr_ci": f"[{100 * pmrr_low:.2f}, {100 * pmrr_high:.2f}]"}

@@ -29,7 +29,7 @@ from evalkit.human import POOL_LABEL, human_per_query, protocol_label
 from evalkit.models import registry
 from evalkit.runner import ensure_run
 from evalkit.runs import Run
-from evalkit.stats import bootstrap_ci, holm, paired_ttest
+from evalkit.stats import holm, interval_or_nan, pvalue_or_nan
 from evalkit.study.params import BOOTSTRAP_SEED, Study
 
 PUBLISHED = Path(__file__).resolve().parents[1] / "config" / "published_mysore.csv"
@@ -85,9 +85,7 @@ def not_significant(table: pd.DataFrame, reference: pd.DataFrame, measure: str, 
     marked = []
     for column in COLUMNS:
         rows = table.index if column == "all" else table.index[table["stratum"] == column]
-        if len(rows) < 2:
-            continue
-        if paired_ttest(table.loc[rows, measure], reference[measure]).pvalue >= alpha:
+        if pvalue_or_nan(table.loc[rows, measure], reference[measure]) >= alpha:  # NaN: never marked
             marked.append(column)
     return ";".join(marked)
 
@@ -113,7 +111,7 @@ def _scaled(summary: dict[str, float]) -> dict[str, float]:
 
 
 def _interval(values: pd.Series) -> dict[str, float]:
-    low, high = bootstrap_ci(values, seed=BOOTSTRAP_SEED)
+    low, high = interval_or_nan(values, seed=BOOTSTRAP_SEED)
     return {"ci_low": 100 * low, "ci_high": 100 * high}
 
 
@@ -126,7 +124,7 @@ def relevance_table(study: Study, collection: Collection, data: CSFCube) -> pd.D
     measure = study.measure
     tables = {m: per_query(collection, run, [measure]) for m, run in runs(study, collection).items()}
     reference = tables[study.reference][measure]
-    pvalues = {m: paired_ttest(t[measure], reference).pvalue for m, t in tables.items() if m != study.reference}
+    pvalues = {m: pvalue_or_nan(t[measure], reference) for m, t in tables.items() if m != study.reference}
     adjusted = holm(pvalues) if pvalues else {}
     rows = []
     for model, table in tables.items():
