@@ -25,6 +25,8 @@ def cross_validate(tables: Mapping[Setting, pd.DataFrame], folds: Mapping[str, F
 
     `tables` maps each candidate setting to its per-query table over all queries;
     `choose` receives {setting: that table's dev rows of one fold} and returns a setting.
+    A fold none of whose dev or none of whose test queries were run (a smoke run over a few
+    seeds) selects nothing and is left out; when no fold is left, the table is empty.
     """
     if not folds:
         raise KitError("selection needs dev/test folds; this collection defines none")
@@ -33,10 +35,12 @@ def cross_validate(tables: Mapping[Setting, pd.DataFrame], folds: Mapping[str, F
         dev_ids = [q for q in fold.dev if any(q in t.index for t in tables.values())]
         test_ids = [q for q in fold.test if any(q in t.index for t in tables.values())]
         if not dev_ids or not test_ids:
-            raise KitError(f"fold {name} has no queries in its dev or test half; run every query of the folds")
+            continue
         chosen[name] = choose({s: t.loc[t.index.isin(dev_ids)].copy() for s, t in tables.items()})
         table = tables[chosen[name]]
         parts.append(table.loc[table.index.isin(test_ids)])
+    if not parts:
+        return next(iter(tables.values())).iloc[0:0], chosen
     return pd.concat(parts).sort_index(), chosen
 
 
