@@ -244,3 +244,16 @@ def test_trade_off_labels_do_not_overlap_and_points_at_one_place_share_a_label()
     boxes = [t.get_window_extent(renderer) for t in texts]
     assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
     assert figures.colour_of("all-MiniLM-L6-v2") == figures.colour_of("minilm") != figures.colour_of("bm25")
+
+
+def test_a_smoke_run_of_a_one_facet_seed_builds_its_tables(tmp_path):
+    """One query: no t-test, no bootstrap interval, no fold with both halves; blanks, not errors
+    (two-facet seeds are the workspace's smoke run)."""
+    seeds = "10014168"
+    tag = params.build_tag("offline", "pool", seeds)
+    for name in ("relevance", "instruction_following", "sensitivity"):
+        execute(name, tmp_path, SEEDS=seeds, MODELS="bm25", REFERENCE_MODEL="bm25")
+        assert (tmp_path / "build" / "tables" / f"{name}-{tag}.csv").is_file()
+    relevance = pd.read_csv(tmp_path / "build" / "tables" / f"relevance-{tag}.csv")
+    bm25 = relevance[relevance.model == "bm25"].iloc[0]
+    assert bm25["background"] > 0 and pd.isna(bm25["method"]) and pd.isna(bm25["result"])

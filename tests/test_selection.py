@@ -67,10 +67,15 @@ def test_reported_rows_are_each_folds_test_rows_under_its_own_choice():
     assert list(table.index) == sorted(table.index)
 
 
-def test_a_fold_without_queries_in_the_tables_is_an_error():
-    data = tables({"a": {"d1": (0.5, 0.0), "d2": (0.5, 0.0)}})  # no test-half rows of fold1
-    with pytest.raises(KitError, match="fold fold1 has no queries"):
-        selection.cross_validate(data, FOLDS, selection.best_mean(NDCG))
+def test_a_fold_with_an_empty_half_is_left_out_as_in_a_smoke_run():
+    data = tables({"a": {"d1": (0.5, 0.0), "d2": (0.7, 0.0)}, "b": {"d1": (0.6, 0.0), "d2": (0.1, 0.0)}})
+    # fold1's test half and fold2's dev half were not run: neither can select, nothing is reported
+    table, chosen = selection.cross_validate(data, FOLDS, selection.best_mean(NDCG))
+    assert chosen == {} and table.empty and list(table.columns) == [NDCG, PMRR]
+    # a fold whose halves both hold run queries still selects (on d1: b) and reports (d2 under b)
+    folds = {**FOLDS, "fold3": Fold(dev=("d1",), test=("d2",))}
+    table, chosen = selection.cross_validate(data, folds, selection.best_mean(NDCG))
+    assert chosen == {"fold3": "b"} and table[NDCG].to_dict() == {"d2": 0.1}
     with pytest.raises(KitError, match="defines none"):
         selection.cross_validate(data, {}, selection.best_mean(NDCG))
 
