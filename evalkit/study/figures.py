@@ -39,14 +39,17 @@ PAPER_EXTRA = ("#e5c494", "#b3b3b3", "#fccde5", "#bebada", "#ffed6f", "#ccebc5",
                "#80b1d3", "#b3de69")  # other published rows, by a stable hash of the name
 
 
-def save_table(table: pd.DataFrame, name: str, out_dir: Path, digits: int = 2) -> list[Path]:
-    """Write `name`.csv (full precision), .md and .tex (rounded) under out_dir."""
+def save_table(table: pd.DataFrame, name: str, out_dir: Path) -> list[Path]:
+    """Write `name`.csv (full precision) and, for reading, .md and .tex (`evalkit.study.printed`:
+    two decimals, p-values to three significant figures, blanks for missing values, LaTeX-escaped
+    text in a booktabs tabular) under out_dir."""
+    from evalkit.study import printed
+
     out_dir = Path(out_dir)
-    rounded = table.round(digits)
     paths = [out_dir / f"{name}.csv", out_dir / f"{name}.md", out_dir / f"{name}.tex"]
-    write_atomic(paths[0], table.to_csv(index=False, float_format="%.6f"))
-    write_atomic(paths[1], rounded.to_markdown(index=False, floatfmt=f".{digits}f") + "\n")
-    write_atomic(paths[2], rounded.to_latex(index=False, float_format=f"%.{digits}f", na_rep="--"))
+    write_atomic(paths[0], table.to_csv(index=False))
+    write_atomic(paths[1], printed.markdown(table))
+    write_atomic(paths[2], printed.latex(table))
     return paths
 
 
