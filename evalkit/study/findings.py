@@ -53,9 +53,12 @@ def findings(relevance: pd.DataFrame, following: pd.DataFrame, sensitivity: pd.D
     follow = following[(following.source == "kit") & following.role.isin(AWARE)]
     if len(follow):
         values = ", ".join(f"{r.label} {r.all:+.2f}" for r in follow.itertuples())
-        holds = all(v < FOLLOWS for v in follow["all"])
-        lines.append(f"(b) p-MRR of the instruction-aware models: {values}; "
-                     f"{'all below +5, i.e. near 0 or negative: holds' if holds else 'not all below +5: fails'}.")
+        above = [r.label for r in follow.itertuples() if r.all >= FOLLOWS]
+        verdict = (f"all are below +{FOLLOWS:.0f} (read as near 0 or negative), so the finding holds here" if not above
+                   else f"{len(above)} of {len(follow)} reach +{FOLLOWS:.0f} or more ({', '.join(above)}), so the "
+                        "finding does not hold for every model here")
+        lines.append(f"(b) The paper finds that instruction-aware models barely follow instructions (p-MRR near 0). "
+                     f"p-MRR (x100) of the kit's instruction-aware models: {values}; {verdict}.")
     measure = measure_of(sensitivity)
     for _, rows in sensitivity.groupby("model", sort=False):
         base = rows[rows.variant == "Base"].iloc[0]
