@@ -133,17 +133,22 @@ $(BUILD)/report-$(TAG).html: $(EXECUTED) $(POOLED_HYBRID)
 report: $(BUILD)/report-$(TAG).html ## one HTML report of the executed notebooks
 
 # One seed's exploration page: make explore SEED=929877 [MODELS=... K=10]; beside the report, which links it.
+# Its name holds every parameter that changes it: explore-SEED-MODEL+MODEL-kK[-DISCOUNT]-PROFILE-PROTOCOL.
 SEED ?=
 K ?= 10
 EXPLORE_MODELS ?= bm25,minilm,minilm-probe
+EXPLORE_LIST = $(or $(MODELS),$(EXPLORE_MODELS))
+EXPLORE_NAME = explore-$(SEED)-$(shell printf '%s' "$(EXPLORE_LIST)" | tr -d ' ' | tr ',' '+')-k$(K)$(if \
+	$(filter-out csfcube,$(DISCOUNT)),-$(DISCOUNT))-$(PROFILE)-$(PROTOCOL)
 explore: $(BUILD)/data.ok ## one seed's page: top k per model, annotators' grades, what p-MRR scores (SEED=ID)
 	@test -n "$(SEED)" || { echo "make explore needs SEED=ID (a CSFCube seed paper id, e.g. SEED=929877)"; exit 2; }
+	@printf '%s' "$(SEED)$(EXPLORE_LIST)$(K)" | grep -Eq '^[A-Za-z0-9_.,+ -]+$$' || { echo "SEED, MODELS and K \
+	name the page: use seed ids, comma-separated model names (letters, digits, . _ -) and a number"; exit 2; }
 	@mkdir -p $(BUILD)/notebooks
-	$(PAPERMILL) --log-level WARNING notebooks/explore.ipynb $(BUILD)/notebooks/explore-$(SEED)-$(PROFILE)-$(PROTOCOL).ipynb \
-		-r SEED "$(SEED)" -r MODELS "$(or $(MODELS),$(EXPLORE_MODELS))" -r PROFILE "$(PROFILE)" -r PROTOCOL "$(PROTOCOL)" \
+	$(PAPERMILL) --log-level WARNING notebooks/explore.ipynb $(BUILD)/notebooks/$(EXPLORE_NAME).ipynb \
+		-r SEED "$(SEED)" -r MODELS "$(EXPLORE_LIST)" -r PROFILE "$(PROFILE)" -r PROTOCOL "$(PROTOCOL)" \
 		-r CORPUS "$(CORPUS)" -p K "$(K)" -r DISCOUNT "$(DISCOUNT)" -r RUNS_DIR "$(RUNS)"
-	$(EVALKIT) report $(BUILD)/notebooks/explore-$(SEED)-$(PROFILE)-$(PROTOCOL).ipynb \
-		--out $(BUILD)/explore-$(SEED)-$(PROFILE)-$(PROTOCOL).html
+	$(EVALKIT) report $(BUILD)/notebooks/$(EXPLORE_NAME).ipynb --out $(BUILD)/$(EXPLORE_NAME).html
 
 pooled: $(BUILD)/data.ok ## the facet hybrid on the pooled protocol (first stage and depth of the profile)
 	$(MAKE) hybrid PROTOCOL=pooled

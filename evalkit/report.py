@@ -149,9 +149,11 @@ def provenance(read: list[tuple[Path, object]]) -> tuple[str, str]:
     seeds = sorted({str(r[1]["SEEDS"]) for r in runs if str(r[1].get("SEEDS", "")).strip()})
     executed = f"{times[0][:19].replace('T', ' ')} to {times[-1][:19].replace('T', ' ')} UTC" if times \
         else "unknown (not executed by papermill)"
+    explored = sorted({str(r[1]["SEED"]) for r in runs if r[0] == "explore" and r[1].get("SEED")})
+    scope = f"smoke run: {'; '.join(seeds)}" if seeds else "all 34 seeds (50 queries)"
     facts = [("kit", f"evalkit {__version__}, commit {git_commit()}"), ("notebooks executed", executed),
              ("profile", ", ".join(profiles) or "unknown"), ("protocol", ", ".join(protocols) or "unknown"),
-             ("seeds", f"smoke run: {'; '.join(seeds)}" if seeds else "all 34 seeds (50 queries)"),
+             ("seeds", f"explored: {', '.join(explored)} (runs over every query)" if explored else scope),
              ("data", f"CSFCube, manifest sha256 {checksum()} (evalkit/manifests/csfcube.tsv)"),
              ("machine (report built on)", machine())]
     models = [(name, m) for name, parameters, _ in runs if (m := _models(name, parameters))]
@@ -159,7 +161,8 @@ def provenance(read: list[tuple[Path, object]]) -> tuple[str, str]:
     rows = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in facts)
     table = pd.DataFrame([{"notebook": f"{name} ({p.name})", **{k: str(v) for k, v in parameters.items()}}
                           for (p, _), (name, parameters, _) in zip(read, runs)]).fillna("")
-    title = "evalkit: instruction-following retrieval on CSFCube"
+    title = f"evalkit: CSFCube seed {', '.join(explored)} explored" if explored and len(explored) == len(runs) \
+        else "evalkit: instruction-following retrieval on CSFCube"
     if profiles or protocols:
         title += f" ({', '.join(profiles)} profile, {', '.join(protocols)} protocol{'s' * (len(protocols) > 1)})"
     if seeds:

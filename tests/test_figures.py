@@ -175,6 +175,10 @@ def test_sensitivity_figure_has_error_bars_and_the_axis_its_caption_states():
     assert right.get_ylim()[0] < 0 < right.get_ylim()[1]
     bars = [c for c in left.containers if c.has_yerr]
     assert len(bars) == 2 and all(len(c.lines[2][0].get_segments()) == 5 for c in bars)
+    renderer = fig.canvas.get_renderer()
+    ticks = [t.get_window_extent(renderer) for t in left.get_xticklabels()]
+    assert not any(a.overlaps(b) for i, a in enumerate(ticks) for b in ticks[i + 1:])
+    assert all(t.get_fontsize() >= figures.MIN_FONT for t in left.get_xticklabels())
     plt.close(fig)
 
 

@@ -333,16 +333,17 @@ def sensitivity_plot(table: pd.DataFrame, measure: str) -> plt.Figure:
                 errors = [(rows[metric] - rows[lo]).clip(lower=0), (rows[hi] - rows[metric]).clip(lower=0)]
             ax.errorbar(xs, rows[metric], yerr=errors, marker="o", markersize=5, linewidth=1.2, capsize=3,
                         color=colour_of(label), label=label)
-        ax.set_xticks(np.arange(len(variants)), variants, fontsize=MIN_FONT + 1)
+        ax.set_xticks(np.arange(len(variants)), [v.replace(" (", "\n(") for v in variants], fontsize=MIN_FONT + 1)
         ax.tick_params(axis="y", labelsize=MIN_FONT + 1)
         ax.set_ylabel(f"{metric} (x100, all queries)", fontsize=10)
         ax.grid(axis="y", color="#e5e5e5", linewidth=0.6)
         ax.set_axisbelow(True)
     axes[0].set_ylim(*sensitivity_limits(table, measure))
     axes[1].axhline(0, color="black", linewidth=0.6)
+    fig.tight_layout()
     handles, names = axes[0].get_legend_handles_labels()
-    fig.legend(handles, names, loc="lower center", ncol=min(len(names), 3), fontsize=MIN_FONT + 1, frameon=False)
-    fig.tight_layout(rect=(0, 0.06 + 0.04 * ((len(names) - 1) // 3), 1, 1))
+    fig.legend(handles, names, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(len(names), 3),
+               fontsize=MIN_FONT + 1, frameon=False)  # under the panels; the saved figure's tight box holds it
     return fig
 
 

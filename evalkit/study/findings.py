@@ -47,7 +47,8 @@ def findings(relevance: pd.DataFrame, following: pd.DataFrame, sensitivity: pd.D
     if len(aware) and len(agnostic):
         best_aware, best_agnostic = aware.loc[aware["all"].idxmax()], agnostic.loc[agnostic["all"].idxmax()]
         verdict = "beats" if best_aware["all"] > best_agnostic["all"] else "does not beat"
-        lines.append(f"(a) The best instruction-aware model ({best_aware.label}, NDCG@20 {best_aware['all']:.2f}) "
+        lines.append(f"(a) The best instruction-aware model ({best_aware.label}, {best_aware.measure} "
+                     f"{best_aware['all']:.2f}) "
                      f"{verdict} the best instruction-agnostic model ({best_agnostic.label}, "
                      f"{best_agnostic['all']:.2f}).")
     follow = following[(following.source == "kit") & following.role.isin(AWARE)]
@@ -66,7 +67,7 @@ def findings(relevance: pd.DataFrame, following: pd.DataFrame, sensitivity: pd.D
         lines.append(
             f"(c) {base.label}: Aspect subset {'raises' if subset[PMRR] > base[PMRR] else 'does not raise'} "
             f"p-MRR ({base[PMRR]:+.2f} -> {subset[PMRR]:+.2f}) and "
-            f"{'lowers' if subset[measure] < base[measure] else 'does not lower'} NDCG@20 "
+            f"{'lowers' if subset[measure] < base[measure] else 'does not lower'} {measure} "
             f"({base[measure]:.2f} -> {subset[measure]:.2f})."
         )
     return lines

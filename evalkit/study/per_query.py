@@ -134,11 +134,13 @@ def plot(table: pd.DataFrame, metrics, reference: str, at: dict | None = None) -
         ax.grid(axis="x", color="#e5e5e5", linewidth=0.6)
         ax.set_axisbelow(True)
         ax.set_xlabel(f"{metric} (x100)", fontsize=10)
-        ax.set_title(f"{metric}: queries {order_rule(table, metric, reference).split(',')[0].removeprefix('ordered ')}",
+        ax.set_title(f"{metric}, best first: by the kit models' mean ({reference} is constant)"
+                     if _constant(table, metric, reference) else f"{metric}, best first: by {reference}",
                      fontsize=MIN_FONT + 1, loc="left")
+    fig.tight_layout()
     handles, names = axes[0, 0].get_legend_handles_labels()
-    fig.legend(handles, names, loc="lower center", ncol=min(len(names), 3), fontsize=MIN_FONT + 1, frameon=False)
-    fig.tight_layout(rect=(0, 0.03 + 0.025 * ((len(names) + 2) // 3), 1, 1))
+    fig.legend(handles, names, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(len(names), 3),
+               fontsize=MIN_FONT + 1, frameon=False)  # under the panels; the saved figure's tight box holds it
     return fig
 
 
