@@ -168,7 +168,7 @@ def provenance(read: list[tuple[Path, object]]) -> tuple[str, str]:
     if seeds:
         title += ", smoke run"
     block = (f'<table class="provenance">{rows}</table><p class="evalkit-block">Parameters of each notebook '
-             f"(papermill)</p>{printed.show(table)._repr_html_() if len(table.columns) > 1 else ''}")
+             f"(papermill)</p>{printed.show(table, split=False)._repr_html_() if len(table.columns) > 1 else ''}")
     return title, block
 
 

@@ -127,6 +127,16 @@ def test_summary_states_the_findings_from_the_built_tables(workspace, tmp_path):
     assert "nDCG_csfcube@20 1.00) does not beat" in changed[0] and changed[1:] == stated[1:] and changed[0] != stated[0]
 
 
+def test_every_exported_latex_table_compiles(workspace, tmp_path):
+    from tests.latex import compile_tables
+
+    tables = sorted((workspace / "build" / "tables").glob("*.tex"))
+    assert {p.name.split("-offline")[0] for p in tables} >= {"relevance", "instruction_following", "sensitivity",
+                                                           "sensitivity-paper", "hybrid", "tradeoff"}
+    assert not any("nan" in p.read_text().split() for p in tables)
+    compile_tables(tables, tmp_path)
+
+
 def test_summary_names_a_missing_table(tmp_path):
     with pytest.raises(Exception, match=r"sensitivity-offline-pool\.csv is missing; build it first"):
         findings.read_tables(tmp_path, "offline-pool", ("sensitivity",))

@@ -106,7 +106,7 @@ def plot(table: pd.DataFrame, metrics, reference: str, at: dict | None = None) -
     metrics = [metrics] if isinstance(metrics, str) else list(metrics)
     reference = reference if reference in set(table.model) else table.model.iloc[0]
     counts = [table.loc[table.model == reference, m].notna().sum() for m in metrics]
-    fig, axes = plt.subplots(1, len(metrics), figsize=(6.2 * len(metrics), 1.6 + 0.17 * max(counts)),
+    fig, axes = plt.subplots(1, len(metrics), figsize=(max(9.0, 6.2 * len(metrics)), 1.6 + 0.17 * max(counts)),
                              squeeze=False)
     for ax, metric in zip(axes[0], metrics):
         qids = order(table, metric, reference)
@@ -139,7 +139,7 @@ def plot(table: pd.DataFrame, metrics, reference: str, at: dict | None = None) -
                      fontsize=MIN_FONT + 1, loc="left")
     fig.tight_layout()
     handles, names = axes[0, 0].get_legend_handles_labels()
-    fig.legend(handles, names, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(len(names), 3),
+    fig.legend(handles, names, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(len(names), 1 + len(metrics)),
                fontsize=MIN_FONT + 1, frameon=False)  # under the panels; the saved figure's tight box holds it
     return fig
 

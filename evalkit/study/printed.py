@@ -18,11 +18,11 @@ import pandas as pd
 
 DIGITS = {"kendall_tau": 3, "score": 3}  # columns not on the x100 scale, more digits
 # Columns a block states once in its title when they are constant in it (else shown as columns).
-TITLE_COLUMNS = ("measure", "source")
+TITLE_COLUMNS = ("measure", "role", "source")
 KEYS = ("label", "variant", "setting", "dataset")  # repeated in every part of a split table
 WIDTH = 1150  # px a part may take (the report's page is 1,200 px wide)
 WRAP = 36  # characters after which a text cell wraps (the report's CSS: max-width 36ch)
-CHAR_PX, CELL_PX = 8.0, 16.0  # estimated px per character at the report's 13 px font, and cell padding
+CHAR_PX, CELL_PX = 7.5, 16.0  # estimated px per character at the report's 13 px font, and cell padding
 KIT_TITLE = "This kit"
 PAPER_TITLE = ("The paper's published rows (Mysore et al.; full corpus, hub models): context, "
                "not the same setting")
@@ -142,20 +142,29 @@ def width(table: pd.DataFrame, column: str) -> float:
 
 
 def parts(table: pd.DataFrame, budget: float = WIDTH) -> list[pd.DataFrame]:
-    """Column groups of a table, each within `budget` px (`width`), the key columns (`KEYS`, else the
-    first column) repeated in every group, columns in table order."""
+    """Column groups of a table, each within `budget` px (`width`), as few as fit and of even widths,
+    the key columns (`KEYS`, else the first column) repeated in every group, columns in table order."""
     keys = key_columns(table) or list(table.columns[:1])
     rest = [c for c in table.columns if c not in keys]
     base = sum(width(table, c) for c in keys)
-    groups: list[list[str]] = [[]]
-    used = base
-    for column in rest:
-        needed = width(table, column)
-        if groups[-1] and used + needed > budget:
-            groups.append([])
-            used = base
-        groups[-1].append(column)
-        used += needed
+    widths = {c: width(table, c) for c in rest}
+
+    def pack(limit: float) -> list[list[str]]:
+        groups: list[list[str]] = [[]]
+        used = base
+        for column in rest:
+            if groups[-1] and used + widths[column] > limit:
+                groups.append([])
+                used = base
+            groups[-1].append(column)
+            used += widths[column]
+        return groups
+
+    groups = pack(budget)
+    even = base + sum(widths.values()) / len(groups)  # the same number of parts, of even widths
+    while even < budget and len(pack(even)) > len(groups):
+        even += CHAR_PX
+    groups = pack(min(even, budget))
     return [table[keys + group] for group in groups]
 
 
@@ -178,28 +187,33 @@ def html_table(table: pd.DataFrame) -> str:
 
 
 class Table:
-    """A study table for display (notebook and HTML report): its blocks (`blocks`), each in parts
-    (`parts`), as static HTML; plain text as a fallback."""
+    """A study table for display (notebook and HTML report): its blocks (`blocks`; one untitled block
+    with `split=False`), each in parts (`parts`), as static HTML; plain text as a fallback."""
 
-    def __init__(self, table: pd.DataFrame, title: str | None = None):
-        self.table, self.title = table, title
+    def __init__(self, table: pd.DataFrame, title: str | None = None, split: bool = True):
+        self.table, self.title, self.split = table, title, split
+
+    def _blocks(self) -> list[tuple[str, pd.DataFrame]]:
+        return blocks(self.table) if self.split else [("", self.table)]
 
     def _repr_html_(self) -> str:
         out = [STYLE]
         if self.title:
             out.append(f"<p class=\"evalkit-block\">{html.escape(self.title)}</p>")
-        for title, rows in blocks(self.table):
+        for title, rows in self._blocks():
             split = parts(rows)
             for i, part in enumerate(split):
                 suffix = f" (columns, part {i + 1} of {len(split)})" if len(split) > 1 else ""
-                out.append(f"<p class=\"evalkit-block\">{html.escape(title + suffix)}</p>")
+                if title or suffix:
+                    out.append(f"<p class=\"evalkit-block\">{html.escape((title + suffix).strip())}</p>")
                 out.append(html_table(part))
         return "\n".join(out)
 
     def __repr__(self) -> str:
-        return "\n\n".join(f"{title}\n{formatted(rows).to_string(index=False)}" for title, rows in blocks(self.table))
+        return "\n\n".join(f"{title}\n{formatted(rows).to_string(index=False)}" for title, rows in self._blocks())
 
 
-def show(table: pd.DataFrame, title: str | None = None) -> Table:
-    """A study table as printed, for the last line of a notebook cell."""
-    return Table(table, title)
+def show(table: pd.DataFrame, title: str | None = None, split: bool = True) -> Table:
+    """A study table as printed, for the last line of a notebook cell; `split=False` for a table that
+    is not the kit's and the paper's rows (one block)."""
+    return Table(table, title, split)
