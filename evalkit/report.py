@@ -269,6 +269,38 @@ def page(title: str, links: str, provenance_html: str, sections: list[str], smok
             "</main></body>\n</html>\n")
 
 
+# The other tables `make all` writes (under the report's folder, tables/), shown in their own section.
+CHECKS = {"specter-sample.json": "The release's SPECTER sample rankings through the kit's evaluator (the official "
+                                 "CSFCube script gives nDCG 66.24 / 37.65 / 56.43 / 53.14 for background / method / "
+                                 "result / all)",
+          "human.json": "The Human reference (`evalkit human`, the pool recipe), every measure"}
+
+
+def checks(out: Path) -> str:
+    """HTML of the JSON tables `make all` writes beside the notebooks' (`CHECKS`), x100, measures by
+    facet; "" when there are none."""
+    import json
+
+    import pandas as pd
+
+    from evalkit.study import printed
+
+    found = []
+    for name, what in CHECKS.items():
+        path = Path(out).parent / "tables" / name
+        try:
+            values = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        rows = [{"measure": m, **{f: (None if v is None else 100 * v) for f, v in by.items()}}
+                for m, by in values.items() if isinstance(by, dict) and m not in ("queries", "settings")]
+        table = pd.DataFrame(rows)
+        found.append(f"<p>{html.escape(what)} (<code>tables/{name}</code>, x100):</p>"
+                     f"{printed.show(table, split=False)._repr_html_()}")
+    return "<section id=\"checks\"><h2 id=\"checks-h\">Checks built by make all</h2>" + "".join(found) + \
+        "</section>" if found else ""
+
+
 def html_report(notebooks: list[Path], out: Path, smoke: bool = False) -> Path:
     """One self-contained HTML page of the executed notebooks, in order (see the module docstring), with
     links to the explore pages beside it (`explore_links`)."""
@@ -283,5 +315,6 @@ def html_report(notebooks: list[Path], out: Path, smoke: bool = False) -> Path:
     except (ValueError, KeyError, TypeError, AttributeError) as exc:  # cells nbformat read but cannot render
         first = str(exc).splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
         raise KitError(f"cannot render the notebooks ({first}); give notebooks executed by papermill") from None
+    sections.append(checks(out))
     write_atomic(Path(out), page(title, explore_links(out), block, sections, found is not None))
     return Path(out)

@@ -66,3 +66,12 @@ def test_smoke_reports_say_so(tmp_path):
                              tmp_path / "r.html", smoke=True)
     page = out.read_text()
     assert "smoke run: 929877" in page and 'class="smoke"' in page and "smoke run</title>" in page
+
+
+def test_the_other_tables_of_make_all_are_in_the_report(tmp_path):
+    (tmp_path / "tables").mkdir()
+    (tmp_path / "tables" / "specter-sample.json").write_text(
+        '{"nDCG_csfcube@20": {"background": 0.5, "all": 0.25}, "p-MRR": {"all": null}, "queries": 50}')
+    page = report.html_report([executed(tmp_path / "relevance-offline-pool.ipynb")], tmp_path / "r.html").read_text()
+    assert '<a href="#checks-h">Checks built by make all</a>' in page and "tables/specter-sample.json" in page
+    assert "50.00" in page and "25.00" in page
