@@ -47,10 +47,6 @@ def short(label: str) -> str:
     return re.sub(r"\s*\([^)]*\)\s*$", "", str(label)) or str(label)
 
 
-def _legend(ax, handles: list, ncol: int = 1) -> None:
-    ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(0.0, -0.13), frameon=False, ncol=ncol)
-
-
 def plot(table: pd.DataFrame) -> plt.Figure:
     """Relevance against p-MRR. Left, the kit: each model at Base (filled circle, its colour as in every
     figure, `figures.colour_of`) and under each instruction variant (open circle, same colour, the
@@ -96,7 +92,7 @@ def plot(table: pd.DataFrame) -> plt.Figure:
         xs.append(r[X]), ys.append(r[Y]), texts.append("a chosen on dev"), colours.append("black")
     if (kit.kind == "kit").any():
         handles.append(Line2D([], [], color="grey", marker="o", markerfacecolor="white", linestyle="none",
-                              label="open circle: an instruction variant (named) of the model of that colour"))
+                              label="open circle, in the model's colour: an instruction variant (named)"))
     measures = sorted(set(kit.measure))
     ax.set_xlabel(f"{' / '.join(measures)} (x100), this kit", fontsize=10)
     ax.set_title("This kit: models, instruction variants, Human, facet hybrid", fontsize=10, loc="left")
@@ -113,10 +109,8 @@ def plot(table: pd.DataFrame) -> plt.Figure:
         panel.grid(color="#eeeeee", linewidth=0.6)
         panel.set_axisbelow(True)
         panel.margins(0.12)
-    _legend(ax, handles)
-    if len(paper):
-        _legend(right, [Line2D([], [], color="grey", marker="s", markeredgecolor="black", linestyle="none",
-                               label="a published row (Tables 1 and 2), labelled")])
+    ax.legend(handles=handles, fontsize=MIN_FONT, loc="upper left", bbox_to_anchor=(0.0, -0.13), frameon=False)
+    # the paper's points are each labelled with their name: no legend there
     fig.tight_layout()
     place_labels(ax, xs, ys, texts, fontsize=MIN_FONT, colours=colours, lines=lines)
     place_labels(right, list(paper[X]), list(paper[Y]), [short(t) for t in paper.label], fontsize=MIN_FONT)
