@@ -211,15 +211,22 @@ def _markdown(source: str, prefix: str) -> str:
     return re.sub(r'(id="|href="#)([^"]+)"', lambda m: f'{m.group(1)}{prefix}-{m.group(2)}"', body)
 
 
-def section(index: int, path: Path, notebook) -> str:
-    """One notebook's cells as a section: narrative, folded code and outputs (parameter cells left out)."""
+def section(index: int, path: Path, notebook, suffix: str = "") -> str:
+    """One notebook's cells as a section: narrative, folded code and outputs (parameter cells left out);
+    `suffix` goes after its first heading (the protocol, when a report holds several)."""
     out = [f'<section id="s{index}"><p class="source">Executed notebook: <code>{html.escape(path.name)}</code></p>']
     for cell in notebook.cells:
         tags = set(cell.get("metadata", {}).get("tags", []))
         if tags & SKIPPED_TAGS:
             continue
         if cell.cell_type == "markdown":
-            out.append(_markdown(cell.source, f"s{index}"))
+            body = _markdown(cell.source, f"s{index}")
+            if suffix and "<h2" in body:
+                marked = html.escape(suffix)
+                body = re.sub(r'(<h2 id="[^"]+">)(.*?)(<a class="anchor-link"|</h2>)',
+                              lambda m, marked=marked: f"{m.group(1)}{m.group(2)} {marked}{m.group(3)}", body, count=1)
+                suffix = ""
+            out.append(body)
         elif cell.cell_type == "code":
             if cell.source.strip():
                 out.append(f'<details class="code"><summary>code</summary><pre>{html.escape(cell.source)}</pre>'
@@ -311,7 +318,10 @@ def html_report(notebooks: list[Path], out: Path, smoke: bool = False) -> Path:
                        "--smoke, or give the full-study notebooks")
     try:
         title, block = provenance(read)
-        sections = [section(i, p, nb) for i, (p, nb) in enumerate(read, start=1)]
+        protocols = [str(_parameters(nb).get("PROTOCOL", "")) for _, nb in read]
+        several = len(set(protocols) - {""}) > 1
+        sections = [section(i, p, nb, f"({protocol} protocol)" if several and protocol else "")
+                    for i, ((p, nb), protocol) in enumerate(zip(read, protocols), start=1)]
     except (ValueError, KeyError, TypeError, AttributeError) as exc:  # cells nbformat read but cannot render
         first = str(exc).splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
         raise KitError(f"cannot render the notebooks ({first}); give notebooks executed by papermill") from None

@@ -19,11 +19,11 @@ def remote_references(page: str) -> list[str]:
     return REMOTE.findall(page) + re.findall(r"@import|url\(\s*['\"]?(?:https?:)?//", page)
 
 
-def executed(path, name: str = "relevance", seeds: str = ""):
+def executed(path, name: str = "relevance", seeds: str = "", protocol: str = "pool"):
     notebook = nbformat.v4.new_notebook()
     notebook.metadata["papermill"] = {"input_path": f"notebooks/{name}.ipynb", "start_time": "2026-12-01T10:00:00",
                                       "end_time": "2026-12-01T10:05:00",
-                                      "parameters": {"PROFILE": "offline", "PROTOCOL": "pool", "SEEDS": seeds,
+                                      "parameters": {"PROFILE": "offline", "PROTOCOL": protocol, "SEEDS": seeds,
                                                      "MODELS": "bm25,minilm"}}
     notebook.cells.append(nbformat.v4.new_markdown_cell("# Ranking relevance\n\nThe narrative.\n\n## Details"))
     notebook.cells.append(nbformat.v4.new_code_cell('PROFILE = "offline"', metadata={"tags": ["parameters"]}))
@@ -75,3 +75,11 @@ def test_the_other_tables_of_make_all_are_in_the_report(tmp_path):
     page = report.html_report([executed(tmp_path / "relevance-offline-pool.ipynb")], tmp_path / "r.html").read_text()
     assert '<a href="#checks-h">Checks built by make all</a>' in page and "tables/specter-sample.json" in page
     assert "50.00" in page and "25.00" in page
+
+
+def test_a_report_of_several_protocols_names_each_sections_protocol(tmp_path):
+    notebooks = [executed(tmp_path / "hybrid-offline-pool.ipynb", "hybrid"),
+                 executed(tmp_path / "hybrid-offline-pooled.ipynb", "hybrid", protocol="pooled")]
+    page = report.html_report(notebooks, tmp_path / "r.html").read_text()
+    assert ">Ranking relevance (pool protocol)</a>" in page and ">Ranking relevance (pooled protocol)</a>" in page
+    assert "pool, pooled protocols)</title>" in page

@@ -126,8 +126,18 @@ def blocks(table: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
                 rows = rows.drop(columns=column)
         if "source" in rows.columns and (rows["source"] == "kit").all():
             rows = rows.drop(columns="source")
+        if {"label", "model"} <= set(rows.columns) and (rows["label"] == rows["model"] + " (paper)").all():
+            rows = rows.drop(columns="model")  # the paper's rows: the label says it all
+        rows = rows[_reading_order(rows)]
         out.append((title + (f" ({'; '.join(stated)})" if stated else ""), rows.reset_index(drop=True)))
     return out
+
+
+def _reading_order(table: pd.DataFrame) -> list[str]:
+    """Keys and the model name first, then the numbers (so a split keeps them together), then text."""
+    first = [c for c in table.columns if c in KEYS or c == "model"]
+    numbers = [c for c in table.columns if c not in first and numeric(table, c)]
+    return first + numbers + [c for c in table.columns if c not in first and c not in numbers]
 
 
 def key_columns(table: pd.DataFrame) -> list[str]:
