@@ -246,19 +246,29 @@ def table_html(frame: pd.DataFrame, uuid: str, grades: tuple[str, ...] = (), dig
     return styler.to_html()
 
 
+WIDTH = 1150  # px the side-by-side tables may take (the report's page is 1,200 px wide)
 CSS = ("<style>table.explore{border-collapse:collapse;font-size:12.5px;margin:0.2em 0 1em 0}"
-       "table.explore th,table.explore td{padding:2px 6px;border-bottom:1px solid #e3e3e3;white-space:nowrap;"
-       "text-align:left}table.explore td.n{text-align:right;font-variant-numeric:tabular-nums}"
-       "table.explore td.t{max-width:19em;overflow:hidden;text-overflow:ellipsis}"
+       "table.explore th,table.explore td{padding:2px 5px;border-bottom:1px solid #e3e3e3;white-space:nowrap;"
+       "text-align:left}table.explore th{white-space:normal;vertical-align:bottom}"
+       "table.explore td.n{text-align:right;font-variant-numeric:tabular-nums}"
+       "table.explore td.t{overflow:hidden;text-overflow:ellipsis}"
        "table.explore .m{border-left:2px solid #999}</style>")
 
 
-def _cell(value, shade: bool = False, number: bool = True, first: bool = False, title: str | None = None) -> str:
+def _title_px(models: int, numbers: int, fixed: int = 40, per: int = 46) -> int:
+    """The px a title cell may take so that `models` column groups of a title and `numbers` number
+    columns (`per` px each), beside `fixed` px of leading columns, fit in `WIDTH`."""
+    return max(110, int((WIDTH - fixed - models * numbers * per) / max(models, 1)) - 12)
+
+
+def _cell(value, shade: bool = False, number: bool = True, first: bool = False, title: str | None = None,
+          width: int | None = None) -> str:
     from evalkit.study.printed import cell
 
     text = cell(value, "") if number else str(value)
     classes = " ".join(c for c in ("n" if number else "t", "m" if first else "") if c)
-    style = f' style="{_grade_style(value)}"' if shade and _grade_style(value) else ""
+    styles = [s for s in (_grade_style(value) if shade else "", f"max-width:{width}px" if width else "") if s]
+    style = f' style="{";".join(styles)}"' if styles else ""
     hover = f' title="{html.escape(title)}"' if title else ""
     return f'<td class="{classes}"{style}{hover}>{html.escape(text)}</td>'
 
@@ -277,6 +287,7 @@ def side_by_side(explorer: Explorer, models: list[str], qid: str, k: int) -> str
     grade, each annotator's grade), one line per rank so the models' rows align."""
     frames = [top_k(explorer, m, qid, k) for m in models]
     annotators = list(explorer.data.queries[qid].annotators)
+    width = _title_px(len(models), 1 + len(annotators))
     rows = []
     for rank in range(1, k + 1):
         cells = [_cell(rank)]
@@ -286,7 +297,7 @@ def side_by_side(explorer: Explorer, models: list[str], qid: str, k: int) -> str
                 cells += [_cell("", number=False, first=True)] + [_cell(math.nan)] * (1 + len(annotators))
                 continue
             row = row.iloc[0]
-            cells.append(_cell(row.title, number=False, first=True, title=f"{row.doc}: {row.title}"))
+            cells.append(_cell(row.title, number=False, first=True, title=f"{row.doc}: {row.title}", width=width))
             cells += [_cell(row[c], shade=True) for c in ["grade", *annotators]]
         rows.append("<tr>" + "".join(cells) + "</tr>")
     head = _header(models, explorer, ["title", "grade", *annotators], ["rank"])
@@ -303,7 +314,8 @@ def moved_side_by_side(explorer: Explorer, models: list[str], qid: str) -> str:
     docs = sorted(first.index, key=lambda d: (-first.loc[d, "grade"], d))
     rows = []
     for doc in docs:
-        cells = [_cell(doc, number=False), _cell(first.loc[doc, "title"], number=False, title=first.loc[doc, "title"]),
+        cells = [_cell(doc, number=False), _cell(first.loc[doc, "title"], number=False, title=first.loc[doc, "title"],
+                                                 width=_title_px(1, 3 * len(models) + 2, fixed=130, per=58)),
                  _cell(first.loc[doc, "grade"], shade=True), _cell(first.loc[doc, "grade_other"], shade=True)]
         for model in models:
             row = frames[model].loc[doc]

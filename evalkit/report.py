@@ -326,5 +326,6 @@ def html_report(notebooks: list[Path], out: Path, smoke: bool = False) -> Path:
         first = str(exc).splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
         raise KitError(f"cannot render the notebooks ({first}); give notebooks executed by papermill") from None
     sections.append(checks(out))
-    write_atomic(Path(out), page(title, explore_links(out), block, sections, found is not None))
+    links = "" if all(notebook_name(p, nb) == "explore" for p, nb in read) else explore_links(out)
+    write_atomic(Path(out), page(title, links, block, sections, found is not None))
     return Path(out)
