@@ -14,7 +14,10 @@ the interactive notebook (JupyterLab: a seed and model picker, `picker`) and the
   per-facet and overall values (`evalkit.evaluation.summarize`).
 
 `Explorer` holds the data, the collection and the models' runs (`load`); `render` joins the
-views of one seed into one HTML block.
+views of one seed into one HTML block, the models side by side in one table per view (rows
+aligned: one line per document, long titles cut with the full title on hover). Every measure
+on the page is x100 (the tables' scale); the models' own scores are not measures and are left
+out of the side-by-side view.
 """
 
 from __future__ import annotations
@@ -68,11 +71,12 @@ class Explorer:
 
 
 def check_seed(data: CSFCube, seed: str) -> str:
+    """The seed id, or a one-line KitError listing every valid seed."""
     seed = str(seed).strip()
     if not any(q.seed == seed for q in data.queries.values()):
-        known = sorted({q.seed for q in data.queries.values()})
-        raise KitError(f"SEED {seed or '(empty)'} is no CSFCube seed; choose one of {', '.join(known[:5])}, ... "
-                       f"({len(known)} seeds)")
+        known = sorted({q.seed for q in data.queries.values()}, key=lambda s: (len(s), s))
+        raise KitError(f"SEED {seed or '(empty)'} is no CSFCube seed; choose one of the {len(known)} seeds: "
+                       f"{', '.join(known)}")
     return seed
 
 
@@ -183,7 +187,8 @@ def top_k(explorer: Explorer, model: str, qid: str, k: int = DEFAULT_K) -> pd.Da
 def movement(explorer: Explorer, model: str, qid: str) -> pd.DataFrame:
     """The documents p-MRR scores for query i -> i' (its seed's other facet): relevant under i and not
     under i'; their rank under each instruction (a document a run lacks ranks after its last),
-    "up"/"down"/"same" under i relative to i', and the per-document p-MRR. Empty for an unpaired seed."""
+    "up"/"down"/"same" under i relative to i', and the per-document p-MRR x100 (their mean is the
+    query's p-MRR, x100 as everywhere on the page). Empty for an unpaired seed."""
     collection = explorer.collection
     other = collection.pairs.get(qid)
     columns = ["doc", "title", "grade", "grade_other", "rank", "rank_other", "moved", "p-MRR"]
@@ -196,7 +201,8 @@ def movement(explorer: Explorer, model: str, qid: str) -> pd.DataFrame:
         r_i, r_o = rank_i.get(doc, len(rank_i) + 1), rank_o.get(doc, len(rank_o) + 1)
         rows.append({"doc": doc, "title": collection.documents[doc].title, "grade": collection.qrels[qid][doc],
                      "grade_other": collection.qrels[other].get(doc, math.nan), "rank": r_i, "rank_other": r_o,
-                     "moved": "up" if r_i < r_o else "down" if r_i > r_o else "same", "p-MRR": pair_score(r_i, r_o)})
+                     "moved": "up" if r_i < r_o else "down" if r_i > r_o else "same",
+                     "p-MRR": 100 * pair_score(r_i, r_o)})
     return pd.DataFrame(rows, columns=columns).sort_values(["p-MRR", "doc"], ascending=[False, True],
                                                            ignore_index=True)
 
@@ -240,32 +246,110 @@ def table_html(frame: pd.DataFrame, uuid: str, grades: tuple[str, ...] = (), dig
     return styler.to_html()
 
 
+WIDTH = 1150  # px the side-by-side tables may take (the report's page is 1,200 px wide)
+CSS = ("<style>table.explore{border-collapse:collapse;font-size:12.5px;margin:0.2em 0 1em 0}"
+       "table.explore th,table.explore td{padding:2px 5px;border-bottom:1px solid #e3e3e3;white-space:nowrap;"
+       "text-align:left}table.explore th{white-space:normal;vertical-align:bottom}"
+       "table.explore td.n{text-align:right;font-variant-numeric:tabular-nums}"
+       "table.explore td.t{overflow:hidden;text-overflow:ellipsis}"
+       "table.explore .m{border-left:2px solid #999}</style>")
+
+
+def _title_px(models: int, numbers: int, fixed: int = 40, per: int = 46) -> int:
+    """The px a title cell may take so that `models` column groups of a title and `numbers` number
+    columns (`per` px each), beside `fixed` px of leading columns, fit in `WIDTH`."""
+    return max(110, int((WIDTH - fixed - models * numbers * per) / max(models, 1)) - 12)
+
+
+def _cell(value, shade: bool = False, number: bool = True, first: bool = False, title: str | None = None,
+          width: int | None = None) -> str:
+    from evalkit.study.printed import cell
+
+    text = cell(value, "") if number else str(value)
+    classes = " ".join(c for c in ("n" if number else "t", "m" if first else "") if c)
+    styles = [s for s in (_grade_style(value) if shade else "", f"max-width:{width}px" if width else "") if s]
+    style = f' style="{";".join(styles)}"' if styles else ""
+    hover = f' title="{html.escape(title)}"' if title else ""
+    return f'<td class="{classes}"{style}{hover}>{html.escape(text)}</td>'
+
+
+def _header(models: list[str], explorer: Explorer, columns: list[str], lead: list[str]) -> str:
+    top = f'<th colspan="{len(lead)}"></th>' if lead else ""
+    groups = "".join(f'<th class="m" colspan="{len(columns)}">{html.escape(explorer.label(m))}</th>' for m in models)
+    names = "".join(f"<th>{html.escape(c)}</th>" for c in lead) + "".join(
+        "".join(("<th class=\"m\">" if i == 0 else "<th>") + f"{html.escape(c)}</th>" for i, c in enumerate(columns))
+        for _ in models)
+    return f"<thead><tr>{top}{groups}</tr><tr>{names}</tr></thead>"
+
+
+def side_by_side(explorer: Explorer, models: list[str], qid: str, k: int) -> str:
+    """HTML: the models' top k for one query in one table, a column group per model (title, adjudicated
+    grade, each annotator's grade), one line per rank so the models' rows align."""
+    frames = [top_k(explorer, m, qid, k) for m in models]
+    annotators = list(explorer.data.queries[qid].annotators)
+    width = _title_px(len(models), 1 + len(annotators))
+    rows = []
+    for rank in range(1, k + 1):
+        cells = [_cell(rank)]
+        for frame in frames:
+            row = frame[frame["rank"] == rank]
+            if row.empty:
+                cells += [_cell("", number=False, first=True)] + [_cell(math.nan)] * (1 + len(annotators))
+                continue
+            row = row.iloc[0]
+            cells.append(_cell(row.title, number=False, first=True, title=f"{row.doc}: {row.title}", width=width))
+            cells += [_cell(row[c], shade=True) for c in ["grade", *annotators]]
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    head = _header(models, explorer, ["title", "grade", *annotators], ["rank"])
+    return f'<table class="explore">{head}<tbody>{"".join(rows)}</tbody></table>'
+
+
+def moved_side_by_side(explorer: Explorer, models: list[str], qid: str) -> str:
+    """HTML: the documents p-MRR scores for a query (the same for every model: they come from the
+    grades), their grades, then per model their rank under each instruction and their p-MRR (x100)."""
+    frames = {m: movement(explorer, m, qid).set_index("doc") for m in models}
+    first = next(iter(frames.values()))
+    if first.empty:
+        return "<p><i>none</i></p>"
+    docs = sorted(first.index, key=lambda d: (-first.loc[d, "grade"], d))
+    rows = []
+    for doc in docs:
+        cells = [_cell(doc, number=False), _cell(first.loc[doc, "title"], number=False, title=first.loc[doc, "title"],
+                                                 width=_title_px(1, 3 * len(models) + 2, fixed=130, per=58)),
+                 _cell(first.loc[doc, "grade"], shade=True), _cell(first.loc[doc, "grade_other"], shade=True)]
+        for model in models:
+            row = frames[model].loc[doc]
+            cells += [_cell(row["rank"], first=True), _cell(row["rank_other"]), _cell(row["p-MRR"])]
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    other = explorer.collection.pairs[qid].split("_", 1)[1]
+    head = _header(models, explorer, ["rank", f"rank ({other})", "p-MRR"],
+                   ["doc", "title", "grade", f"grade ({other})"])
+    return f'<table class="explore">{head}<tbody>{"".join(rows)}</tbody></table>'
+
+
 def render(explorer: Explorer, seed: str, models=None, k: int = DEFAULT_K) -> str:
-    """Every view of one seed as one HTML block (what the notebook shows, static or in the picker)."""
+    """Every view of one seed as one HTML block (what the notebook shows, static or in the picker): the
+    models side by side in each table, every measure x100."""
     seed = check_seed(explorer.data, seed)
     k = check_k(k)
     models = list(models or explorer.runs)
     unknown = [m for m in models if m not in explorer.runs]
     if unknown:
         raise KitError(f"model {unknown[0]} has no run here; choose among {', '.join(explorer.runs)}")
-    parts = [seed_view(explorer, seed), "<h4>Per-query values beside the collection's (x100)</h4>",
+    parts = [CSS, seed_view(explorer, seed), "<h4>Per-query values beside the collection's (x100)</h4>",
              table_html(query_scores(explorer, seed).query("model in @labels", local_dict={
                  "labels": [explorer.label(m) for m in models]}), f"scores-{seed}")]
-    for model in models:
-        parts.append(f"<h4>{html.escape(explorer.label(model))} ({html.escape(model)})</h4>")
-        for facet in explorer.facets(seed):
-            qid = f"{seed}_{facet}"
-            frame = top_k(explorer, model, qid, k)
-            annotators = tuple(explorer.data.queries[qid].annotators)
-            parts.append(f"<h5>{facet}: top {k} (grade: adjudicated; {', '.join(annotators)}: each annotator)</h5>")
-            parts.append(table_html(frame, f"top-{model}-{qid}", ("grade", *annotators), digits=3))
-            other = explorer.collection.pairs.get(qid)
-            if other is not None:
-                moved = movement(explorer, model, qid)
-                score = moved["p-MRR"].mean() if len(moved) else math.nan
-                parts.append(f"<h5>{facet} vs {other.split('_', 1)[1]}: documents relevant only under {facet} "
-                             f"(rank under each instruction; p-MRR of the query {100 * score:.1f})</h5>")
-                parts.append(table_html(moved, f"moved-{model}-{qid}", ("grade", "grade_other"), digits=3))
+    for facet in explorer.facets(seed):
+        qid = f"{seed}_{facet}"
+        annotators = ", ".join(explorer.data.queries[qid].annotators)
+        parts.append(f"<h4>{facet}: each model's top {k} (grade: adjudicated; {annotators}: each annotator)</h4>")
+        parts.append(side_by_side(explorer, models, qid, k))
+        other = explorer.collection.pairs.get(qid)
+        if other is not None:
+            scores = "; ".join(f"{explorer.label(m)} {movement(explorer, m, qid)['p-MRR'].mean():.2f}" for m in models)
+            parts.append(f"<h4>{facet} vs {other.split('_', 1)[1]}: documents relevant only under {facet}, their "
+                         f"rank under each instruction and p-MRR (x100; the query's p-MRR: {scores})</h4>")
+            parts.append(moved_side_by_side(explorer, models, qid))
     return "\n".join(parts)
 
 

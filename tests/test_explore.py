@@ -45,7 +45,7 @@ def test_movement_lists_the_documents_p_mrr_scores_and_averages_to_it(explorer, 
         for qid in (f"{SEED}_background", f"{SEED}_method"):
             moved = explore.movement(explorer, model, qid)
             assert (moved.grade >= 2).all() and not (moved.grade_other >= 2).any()
-            assert moved["p-MRR"].mean() == pytest.approx(table.loc[qid, PMRR])
+            assert moved["p-MRR"].mean() == pytest.approx(100 * table.loc[qid, PMRR])  # x100 on the whole page
     assert explore.movement(explorer, "moving", f"{SEED}_background")["p-MRR"].abs().sum() > 0
     unpaired = next(q for q in collection.queries if q not in collection.pairs)
     assert explore.movement(explorer, "moving", unpaired).empty
@@ -81,11 +81,30 @@ def test_picker_in_jupyterlab(explorer, monkeypatch):
     assert box.children[1].value.count("<table") > 1
 
 
-@pytest.mark.parametrize("seed,k,match", [("123", 5, "SEED 123 is no CSFCube seed"), (SEED, 0, "K 0"),
+@pytest.mark.parametrize("seed,k,match", [("123", 5, "SEED 123 is no CSFCube seed; choose one of the 34 seeds: "),
+                                          (SEED, 0, "K 0"),
                                           (SEED, "x", "K 'x'")])
 def test_bad_seed_or_k_is_one_line(explorer, seed, k, match):
     with pytest.raises(KitError, match=match):
         explore.render(explorer, seed, k=k)
+
+
+def test_an_unknown_seed_lists_every_valid_seed_in_one_line(explorer, data):
+    with pytest.raises(KitError) as raised:
+        explore.render(explorer, "123")
+    message = str(raised.value)
+    assert "\n" not in message and all(seed in message for seed in {q.seed for q in data.queries.values()})
+
+
+def test_models_sit_side_by_side_with_aligned_rows(explorer):
+    page = explore.render(explorer, SEED, ["blind", "moving"], k=4)
+    top = explore.side_by_side(explorer, ["blind", "moving"], f"{SEED}_method", 4)
+    assert top.count("<tr>") == 2 + 4 and top.count('colspan=') == 3  # one line per rank, a group per model
+    assert '<th class="m" colspan=' in top and "Blind" in top and "moving" in top
+    assert all(row.count('class="t') == 2 for row in top.split("<tr>")[3:])  # both models' titles on each line
+    moved = explore.moved_side_by_side(explorer, ["blind", "moving"], f"{SEED}_background")
+    assert moved.count("<tr>") == 2 + len(explore.movement(explorer, "blind", f"{SEED}_background"))
+    assert page.count("<table") == 1 + 2 + 2 and "p-MRR (x100; the query's p-MRR: Blind 0.00" in page
 
 
 def test_check_rejects_bad_parameters_before_loading():

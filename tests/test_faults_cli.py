@@ -199,7 +199,7 @@ def no_html(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("the report was built")
 
-    monkeypatch.setattr("nbconvert.HTMLExporter.from_notebook_node", refuse)
+    monkeypatch.setattr("evalkit.report.page", refuse)
 
 
 REPORT_FAULTS = {

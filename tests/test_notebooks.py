@@ -13,6 +13,7 @@ import nbformat
 import pandas as pd
 import papermill
 import pytest
+from matplotlib.text import Text
 
 from evalkit.errors import KitError
 from evalkit.evaluation import summarize
@@ -125,7 +126,17 @@ def test_summary_states_the_findings_from_the_built_tables(workspace, tmp_path):
     relevance.to_csv(tmp_path / f"relevance-{TAG}.csv", index=False)
     built = findings.read_tables(tmp_path, TAG)
     changed = findings.findings(built["relevance"], built["instruction_following"], built["sensitivity"])
-    assert "NDCG@20 1.00) does not beat" in changed[0] and changed[1:] == stated[1:] and changed[0] != stated[0]
+    assert "nDCG_csfcube@20 1.00) does not beat" in changed[0] and changed[1:] == stated[1:] and changed[0] != stated[0]
+
+
+def test_every_exported_latex_table_compiles(workspace, tmp_path):
+    from tests.latex import compile_tables
+
+    tables = sorted((workspace / "build" / "tables").glob("*.tex"))
+    assert {p.name.split("-offline")[0] for p in tables} >= {"relevance", "instruction_following", "sensitivity",
+                                                           "sensitivity-paper", "hybrid", "tradeoff"}
+    assert not any("nan" in p.read_text().split() for p in tables)
+    compile_tables(tables, tmp_path)
 
 
 def test_summary_names_a_missing_table(tmp_path):
@@ -233,15 +244,18 @@ def test_study_figures_carry_captions_and_the_per_query_figure(workspace):
 def test_trade_off_labels_do_not_overlap_and_points_at_one_place_share_a_label():
     from evalkit.study import figures, tradeoff
 
-    rows = [{"label": f"model {i}", "variant": "Base", "NDCG@20": 50 + 0.2 * (i % 5), "p-MRR": 0.1 * (i // 5),
-             "kind": "kit"} for i in range(15)]
-    rows += [{"label": "twin", "variant": "Base", "NDCG@20": 50.0, "p-MRR": 0.0, "kind": "paper"}]
+    rows = [{"label": f"model {i}", "variant": "Base", "relevance": 50 + 0.2 * (i % 5), "p-MRR": 0.1 * (i // 5),
+             "kind": "kit", "measure": "nDCG_csfcube@20"} for i in range(15)]
+    rows += [{"label": "twin", "variant": "Base", "relevance": 50.0, "p-MRR": 0.0, "kind": "human",
+              "measure": "nDCG_csfcube@20"}]
     fig = tradeoff.plot(pd.DataFrame(rows))
     ax = fig.axes[0]
     texts = [t for t in ax.texts]
     assert any(t.get_text() == "model 0 / twin" for t in texts) and len(texts) == 15
     renderer = fig.canvas.get_renderer()
-    boxes = [t.get_window_extent(renderer) for t in texts]
+    for text in texts:
+        text.update_positions(renderer)
+    boxes = [Text.get_window_extent(t, renderer) for t in texts]  # the text, not its leader line
     assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
     assert figures.colour_of("all-MiniLM-L6-v2") == figures.colour_of("minilm") != figures.colour_of("bm25")
 

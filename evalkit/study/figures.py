@@ -3,11 +3,12 @@ study's plain figures. Byte-identical on rerun: fixed SVG ids (``svg.hashsalt``)
 timestamps or software versions in the files.
 
 Figures a paper can print: one colour per model across every figure (`colour_of`: by the
-model's place in `config/models.yaml`, the paper's published rows hatched in their own
-colours, Human black), bootstrap 95% intervals as error bars (`facet_intervals`), the paper's
-rows beside the kit's, labels placed without overlaps (`place_labels`), and a caption saved
-beside each figure (``NAME.caption.txt``) that `image` shows under it, in the notebook and so
-in the HTML report."""
+model's place in `config/models.yaml`; the paper's published rows by their place in the
+published file; Human black), bootstrap 95% intervals as error bars (`facet_intervals`), the
+kit's rows and the paper's in separate panels, model names on the axis rather than in a long
+legend, labels placed without overlaps (`place_labels`), tick labels of at least `MIN_FONT` pt at
+the saved size, and a caption saved beside every figure (``NAME.caption.txt``) that `image`
+shows under it, in the notebook and so in the HTML report."""
 
 from __future__ import annotations
 
@@ -17,7 +18,6 @@ import matplotlib
 
 matplotlib.use("Agg")
 import base64  # noqa: E402
-import hashlib  # noqa: E402
 import html  # noqa: E402
 import math  # noqa: E402
 from functools import cache  # noqa: E402
@@ -25,34 +25,37 @@ from functools import cache  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
 
+from evalkit.errors import KitError  # noqa: E402
 from evalkit.runs import write_atomic  # noqa: E402
 
 FACET_COLUMNS = {"background": "Background", "method": "Method", "result": "Result", "all": "Agg."}
 HUMAN_COLOUR = "#000000"
-PAPER_HATCH = "////"
-# The paper's published rows (config/published_mysore.csv), each its own muted colour.
-PAPER_COLOURS = {"Human": "#555555", "SciNCL": "#b09c85", "Specter2": "#8491b4", "otAspire": "#91d1c2",
-                 "GritLM-7B": "#dc9f9f", "gpt-4o PRP": "#c4a5d8", "Llama-3-70B PRP": "#e0c879"}
-PAPER_EXTRA = ("#e5c494", "#b3b3b3", "#fccde5", "#bebada", "#ffed6f", "#ccebc5", "#bc80bd", "#fdb462",
-               "#80b1d3", "#b3de69")  # other published rows, by a stable hash of the name
+PAPER_HUMAN_COLOUR = "#555555"
+MIN_FONT = 8.0  # pt: the smallest text of a saved figure
+KIT_PANEL = "this kit"
+PAPER_PANEL = "the paper (Mysore et al.; full corpus, hub models)"
 
 
-def save_table(table: pd.DataFrame, name: str, out_dir: Path, digits: int = 2) -> list[Path]:
-    """Write `name`.csv (full precision), .md and .tex (rounded) under out_dir."""
+def save_table(table: pd.DataFrame, name: str, out_dir: Path) -> list[Path]:
+    """Write `name`.csv (full precision) and, for reading, .md and .tex (`evalkit.study.printed`:
+    two decimals, p-values to three significant figures, blanks for missing values, LaTeX-escaped
+    text in a booktabs tabular) under out_dir."""
+    from evalkit.study import printed
+
     out_dir = Path(out_dir)
-    rounded = table.round(digits)
     paths = [out_dir / f"{name}.csv", out_dir / f"{name}.md", out_dir / f"{name}.tex"]
-    write_atomic(paths[0], table.to_csv(index=False, float_format="%.6f"))
-    write_atomic(paths[1], rounded.to_markdown(index=False, floatfmt=f".{digits}f") + "\n")
-    write_atomic(paths[2], rounded.to_latex(index=False, float_format=f"%.{digits}f", na_rep="--"))
+    write_atomic(paths[0], table.to_csv(index=False))
+    write_atomic(paths[1], printed.markdown(table))
+    write_atomic(paths[2], printed.latex(table))
     return paths
 
 
-def save_figure(fig: plt.Figure, name: str, fig_dir: Path, caption: str | None = None) -> list[Path]:
-    """Write `name`.png and `name`.svg (no timestamps, fixed SVG ids) and close the figure; with a
-    caption, also `name`.caption.txt, which `image` shows under the figure."""
+def save_figure(fig: plt.Figure, name: str, fig_dir: Path, caption: str) -> list[Path]:
+    """Write `name`.png, `name`.svg (no timestamps, fixed SVG ids) and `name`.caption.txt, which
+    `image` shows under the figure, and close the figure. Every figure has a caption."""
+    if not str(caption).strip():
+        raise KitError(f"figure {name}: give it a caption (what it shows and the setting)")
     fig_dir = Path(fig_dir)
     fig_dir.mkdir(parents=True, exist_ok=True)
     paths = [fig_dir / f"{name}.png", fig_dir / f"{name}.svg"]
@@ -60,8 +63,7 @@ def save_figure(fig: plt.Figure, name: str, fig_dir: Path, caption: str | None =
         fig.savefig(paths[0], dpi=150, bbox_inches="tight", metadata={"Software": None})
         fig.savefig(paths[1], bbox_inches="tight", metadata={"Date": None, "Creator": None})
     plt.close(fig)
-    if caption:
-        write_atomic(caption_path(paths[0]), caption.strip() + "\n")
+    write_atomic(caption_path(paths[0]), caption.strip() + "\n")
     return paths
 
 
@@ -98,16 +100,24 @@ def _model_colours() -> dict[str, str]:
     return colours
 
 
+@cache
+def _paper_colours() -> dict[str, str]:
+    """The paper's published models -> a colour each, by their first place in published_mysore.csv."""
+    from matplotlib.colors import to_hex
+
+    from evalkit.study.tables import load_published
+
+    palette = [to_hex(c) for c in [*plt.get_cmap("tab10").colors, *plt.get_cmap("Dark2").colors]]
+    names = [m for m in dict.fromkeys(load_published().model) if m != "Human"]
+    return {"Human": PAPER_HUMAN_COLOUR, **{name: palette[i % len(palette)] for i, name in enumerate(names)}}
+
+
 def colour_of(key: str) -> str:
-    """The one colour of a model (name or table label) in every figure; Human black, the paper's rows
-    their own; anything else a fixed grey."""
+    """The one colour of a model (name or table label) in every figure; Human black; a published row
+    ("NAME (paper)") its own colour among the paper's rows; anything else a fixed grey."""
     key = str(key)
     if key.endswith(" (paper)"):
-        paper = key.removesuffix(" (paper)")
-        if paper in PAPER_COLOURS:
-            return PAPER_COLOURS[paper]
-        digest = int(hashlib.sha256(paper.encode()).hexdigest(), 16)  # stable across runs and figures
-        return PAPER_EXTRA[digest % len(PAPER_EXTRA)]
+        return _paper_colours().get(key.removesuffix(" (paper)"), "#7f7f7f")
     if key == "human" or key.startswith("Human"):
         return HUMAN_COLOUR
     return _model_colours().get(key, "#7f7f7f")
@@ -146,12 +156,22 @@ def _overlap(a, b) -> float:
     return dx * dy if dx > 0 and dy > 0 else 0.0
 
 
-def place_labels(ax, xs, ys, texts, fontsize: float = 6, colours=None, radius: float = 4.0) -> list:
+def _along(path, step: float) -> list[tuple[float, float]]:
+    """Pixel points every `step` px along a polyline (pixel coordinates)."""
+    out = []
+    for (x0, y0), (x1, y1) in zip(path[:-1], path[1:]):
+        n = max(int(math.hypot(x1 - x0, y1 - y0) / step), 1)
+        out += [(x0 + (x1 - x0) * t / n, y0 + (y1 - y0) * t / n) for t in range(n + 1)]
+    return out
+
+
+def place_labels(ax, xs, ys, texts, fontsize: float = 6, colours=None, radius: float = 4.0, lines=()) -> list:
     """Annotate points without overlapping labels: points at the same place share one label (joined
     by " / "); then, greedily in order, each label takes the first candidate position around its
-    point (8 directions, growing distance) whose box overlaps no placed label, no other point and
-    stays inside the axes; a label moved away from its point gets a thin leader line.
-    Deterministic (no randomness, fixed candidate order). Returns the annotations."""
+    point (8 directions, growing distance) whose box overlaps no placed label, no other point and no
+    drawn line (`lines`: (xs, ys) polylines in data coordinates); a label never leaves the axes. A
+    label moved away from its point gets a thin leader line. Deterministic (no randomness, fixed
+    candidate order). Returns the annotations."""
     fig = ax.figure
     colours = list(colours) if colours is not None else ["black"] * len(texts)
     merged: dict[tuple, list[int]] = {}
@@ -165,6 +185,10 @@ def place_labels(ax, xs, ys, texts, fontsize: float = 6, colours=None, radius: f
     box = ax.get_window_extent(renderer)
     marker = 4.0 * fig.dpi / 72  # half a marker, in pixels
     obstacles = [(px - marker, py - marker, px + marker, py + marker) for px, py in points.values()]
+    thick = 1.5 * fig.dpi / 72
+    for line_xs, line_ys in lines:
+        path = [tuple(ax.transData.transform((x, y))) for x, y in zip(line_xs, line_ys)]
+        obstacles += [(x - thick, y - thick, x + thick, y + thick) for x, y in _along(path, thick)]
     pad = 2.0 * fig.dpi / 72  # a little air around each label
     placed, annotations = [], []
     directions = [(1, 1), (1, -1), (-1, 1), (-1, -1), (1, 0), (-1, 0), (0, 1), (0, -1)]
@@ -178,7 +202,7 @@ def place_labels(ax, xs, ys, texts, fontsize: float = 6, colours=None, radius: f
         width, height = extent.width, extent.height
         own = (px - marker, py - marker, px + marker, py + marker)
         best, best_cost = None, math.inf
-        for step in range(0, 12):
+        for step in range(0, 24):
             distance = (radius + 6.0 * step) * fig.dpi / 72
             for dx, dy in directions:
                 left = px + dx * distance - (width if dx < 0 else 0 if dx > 0 else width / 2)
@@ -188,7 +212,7 @@ def place_labels(ax, xs, ys, texts, fontsize: float = 6, colours=None, radius: f
                     candidate[1] >= box.y0 and candidate[3] <= box.y1
                 cost = sum(_overlap(candidate, other) for other in placed)
                 cost += sum(_overlap(candidate, o) for o in obstacles if o != own)
-                cost += 0 if inside else width * height
+                cost += 0 if inside else 1e12  # never outside the axes (a cut label)
                 if cost < best_cost:
                     best, best_cost = (candidate, dx, dy, distance), cost
                 if cost == 0:
@@ -213,74 +237,122 @@ def write_lines(lines: list[str], path: Path) -> Path:
     return Path(path)
 
 
+def _paper_label(row) -> str:
+    label = str(row["label"])
+    return label if label.endswith(" (paper)") else f"{label} (paper)"
+
+
 def facet_bars(table: pd.DataFrame, metric: str, intervals: pd.DataFrame | None = None) -> plt.Figure:
-    """Grouped bars: one group per facet (and Agg.), one bar per row, in table order: the kit's rows
-    in their model colours with bootstrap 95% error bars (`intervals`, from `facet_intervals`; else a
-    table's ci_low/ci_high on Agg. only), the paper's published rows beside them, hatched."""
+    """Horizontal bars, one panel per facet (and Agg.), one bar per row in table order, model names on
+    the axis: the kit's rows (top panels) in their model colours with bootstrap 95% error bars
+    (`intervals`, from `facet_intervals`; else a table's ci_low/ci_high on Agg. only), the paper's
+    published rows (bottom panels) in theirs; the x axis names the measure of each block."""
     rows = table.to_dict("records")
+    kit = [r for r in rows if not is_paper(r)]
+    paper = [r for r in rows if is_paper(r)]
+    blocks = [(KIT_PANEL, kit, metric), (PAPER_PANEL, paper, _paper_measure(paper, metric))]
+    blocks = [b for b in blocks if b[1]]
     facets = list(FACET_COLUMNS)
-    width = 0.8 / max(len(rows), 1)
-    fig, ax = plt.subplots(figsize=(min(13, max(9, 0.6 * len(rows) + 5)), 4.8))
+    heights = [max(len(b[1]), 2) for b in blocks]
+    fig, axes = plt.subplots(len(blocks), len(facets), figsize=(13, 1.2 + 0.28 * sum(heights) + 0.9 * len(blocks)),
+                             squeeze=False, sharey="row", gridspec_kw={"height_ratios": heights})
     bounds = {}
     if intervals is not None:
         bounds = {(r["label"], r["facet"]): (r["ci_low"], r["ci_high"]) for r in intervals.to_dict("records")}
-    for i, row in enumerate(rows):
-        xs = np.arange(len(facets)) + (i - (len(rows) - 1) / 2) * width
-        heights = [float(row.get(f, math.nan)) for f in facets]
-        paper = is_paper(row)
-        colour = colour_of(row["label"]) if not paper else colour_of(row["label"] if str(
-            row["label"]).endswith(" (paper)") else f"{row['label']} (paper)")
-        ax.bar(xs, heights, width=width, color=colour, edgecolor="black" if paper else colour, linewidth=0.4,
-               hatch=PAPER_HATCH if paper else None, label=row["label"])
-        if paper:
-            continue
-        spans = [bounds.get((row["label"], f), (math.nan, math.nan)) for f in facets]
-        if not bounds and not (isinstance(row.get("ci_low"), float) and math.isnan(row.get("ci_low"))):
-            spans = [(math.nan, math.nan)] * (len(facets) - 1) + [(row.get("ci_low", math.nan),
-                                                                   row.get("ci_high", math.nan))]
-        known = [j for j, (lo, hi) in enumerate(spans) if not (math.isnan(float(lo)) or math.isnan(float(hi)))]
-        if known:
-            lower = [max(heights[j] - float(spans[j][0]), 0) for j in known]
-            upper = [max(float(spans[j][1]) - heights[j], 0) for j in known]
-            ax.errorbar(xs[known], [heights[j] for j in known], yerr=[lower, upper], fmt="none", ecolor="black",
-                        elinewidth=0.7, capsize=2)
-    ax.set_xticks(np.arange(len(facets)), [FACET_COLUMNS[f] for f in facets])
-    ax.set_ylabel(f"{metric} (x100)")
-    ax.axhline(0, color="black", linewidth=0.8)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    values = [float(r.get(f, math.nan)) for r in rows for f in facets]
+    spans = [v for v in values if not math.isnan(v)] + [float(b) for pair in bounds.values() for b in pair
+                                                       if not math.isnan(float(b))]
+    low, high = min(0.0, *spans), max(0.0, *spans)
+    pad = 0.05 * (high - low or 1)
+    for (title, block, measure), row_axes in zip(blocks, axes):
+        labels = [_paper_label(r) if title == PAPER_PANEL else str(r["label"]) for r in block]
+        ys = np.arange(len(block))
+        for ax, facet in zip(row_axes, facets):
+            widths = [float(r.get(facet, math.nan)) for r in block]
+            ax.barh(ys, widths, height=0.7, color=[colour_of(label) for label in labels])
+            if title == KIT_PANEL:
+                _error_bars(ax, block, facet, widths, ys, bounds)
+            ax.axvline(0, color="black", linewidth=0.6)
+            ax.set_xlim(low - pad, high + pad)
+            ax.set_title(FACET_COLUMNS[facet], fontsize=10)
+            ax.set_xlabel(f"{measure} (x100)" + ("" if title == KIT_PANEL else ", as published"),
+                          fontsize=MIN_FONT + 1)
+            ax.tick_params(labelsize=MIN_FONT + 1)
+            ax.grid(axis="x", color="#e5e5e5", linewidth=0.6)
+            ax.set_axisbelow(True)
+        row_axes[0].set_yticks(ys, [label.removesuffix(" (paper)") for label in labels])
+        row_axes[0].invert_yaxis()
+        row_axes[0].set_ylabel(title, fontsize=10)
     fig.tight_layout()
     return fig
+
+
+def _paper_measure(paper: list[dict], metric: str) -> str:
+    """The measure the paper's rows report: their `measure` column, else the kit's metric."""
+    found = {str(r["measure"]).removesuffix(" (paper)") for r in paper if isinstance(r.get("measure"), str)}
+    return found.pop() if len(found) == 1 else metric
+
+
+def _error_bars(ax, block, facet, widths, ys, bounds) -> None:
+    spans = []
+    for row in block:
+        span = bounds.get((row["label"], facet))
+        if span is None and not bounds and facet == "all":
+            span = (row.get("ci_low", math.nan), row.get("ci_high", math.nan))
+        spans.append(span or (math.nan, math.nan))
+    known = [j for j, (lo, hi) in enumerate(spans) if not (math.isnan(float(lo)) or math.isnan(float(hi)))]
+    if known:
+        lower = [max(widths[j] - float(spans[j][0]), 0) for j in known]
+        upper = [max(float(spans[j][1]) - widths[j], 0) for j in known]
+        ax.errorbar([widths[j] for j in known], ys[known], xerr=[lower, upper], fmt="none", ecolor="black",
+                    elinewidth=0.8, capsize=2)
+
+
+def sensitivity_limits(table: pd.DataFrame, measure: str) -> tuple[float, float]:
+    """The relevance panel's y range: from a multiple of 5 below every interval to one above."""
+    low = table[["ci_low", measure]].min().min() if "ci_low" in table else table[measure].min()
+    high = table[["ci_high", measure]].max().max() if "ci_high" in table else table[measure].max()
+    return 5 * math.floor(low / 5 - 1e-9), 5 * math.ceil(high / 5 + 1e-9)
 
 
 def sensitivity_plot(table: pd.DataFrame, measure: str) -> plt.Figure:
-    """`measure` and p-MRR per instruction variant, one line per model."""
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for ax, metric in zip(axes, [measure, "p-MRR"]):
-        sns.pointplot(data=table, x="variant", y=metric, hue="label", ax=ax,
-                      palette={label: colour_of(label) for label in table["label"].unique()})
-        ax.set_xlabel("")
-        ax.set_ylabel(f"{metric} (x100)")
-        ax.tick_params(axis="x", labelrotation=20, labelsize=8)
-        ax.legend(fontsize=7)
+    """`measure` and p-MRR (x100) per instruction variant, one line per model, each point with its
+    bootstrap 95% interval (`tables.sensitivity_table`); the relevance axis spans
+    `sensitivity_limits`, the p-MRR axis includes 0."""
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.6))
+    variants = list(dict.fromkeys(table["variant"]))
+    labels = list(dict.fromkeys(table["label"]))
+    offsets = (np.arange(len(labels)) - (len(labels) - 1) / 2) * min(0.12, 0.6 / max(len(labels), 1))
+    for ax, metric, (lo, hi) in zip(axes, [measure, "p-MRR"], [("ci_low", "ci_high"), ("pmrr_ci_low", "pmrr_ci_high")]):
+        for offset, label in zip(offsets, labels):
+            rows = table[table["label"] == label].set_index("variant").reindex(variants)
+            xs = np.arange(len(variants)) + offset
+            errors = None
+            if lo in rows and hi in rows:
+                errors = [(rows[metric] - rows[lo]).clip(lower=0), (rows[hi] - rows[metric]).clip(lower=0)]
+            ax.errorbar(xs, rows[metric], yerr=errors, marker="o", markersize=5, linewidth=1.2, capsize=3,
+                        color=colour_of(label), label=label)
+        ax.set_xticks(np.arange(len(variants)), [v.replace(" (", "\n(") for v in variants], fontsize=MIN_FONT + 1)
+        ax.tick_params(axis="y", labelsize=MIN_FONT + 1)
+        ax.set_ylabel(f"{metric} (x100, all queries)", fontsize=10)
+        ax.grid(axis="y", color="#e5e5e5", linewidth=0.6)
+        ax.set_axisbelow(True)
+    axes[0].set_ylim(*sensitivity_limits(table, measure))
+    axes[1].axhline(0, color="black", linewidth=0.6)
     fig.tight_layout()
+    handles, names = axes[0].get_legend_handles_labels()
+    fig.legend(handles, names, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(len(names), 3),
+               fontsize=MIN_FONT + 1, frameon=False)  # under the panels; the saved figure's tight box holds it
     return fig
 
 
-# Captions of figures saved without one (by kind, the name's part before the build tag).
-DEFAULT_CAPTIONS = {
-    "tradeoff": "Relevance (NDCG@20) against instruction following (p-MRR), x100: every kit model at Base and "
-                "under each instruction variant (variants in grey), Human, the paper's published points (squares, "
-                "full corpus) and the facet hybrid's curve over a (its cross-validated point a diamond); points at "
-                "one place share a label.",
-    "sensitivity": "The relevance measure and p-MRR (x100, aggregated) per instruction variant, one line per model.",
-}
-
-
-def default_caption(path: Path) -> str:
-    """A figure's caption when none was saved: its kind's text and the build tag from the file name."""
-    stem = Path(path).stem
-    kind = next((k for k in sorted(DEFAULT_CAPTIONS, key=len, reverse=True) if stem.startswith(f"{k}-")), None)
-    return f"{DEFAULT_CAPTIONS[kind]} Setting: build tag {stem[len(kind) + 1:]}." if kind else ""
+def sensitivity_caption(study, table: pd.DataFrame) -> str:
+    """The sensitivity figure's caption, with the relevance axis' range as drawn."""
+    low, high = sensitivity_limits(table, study.measure)
+    return caption(study, f"{study.measure} (left) and p-MRR (right), x100 over all queries, per instruction "
+                          "variant (Paraphrases: the mean of three), one line per model; error bars: bootstrap 95% "
+                          "intervals of the per-query mean. The left axis runs from "
+                          f"{low:.0f} to {high:.0f}, not from 0; the right axis includes 0.")
 
 
 class Figure:
@@ -290,8 +362,7 @@ class Figure:
     def __init__(self, path: Path):
         self.path = Path(path)
         captioned = caption_path(self.path)
-        self.caption = captioned.read_text(encoding="utf-8").strip() if captioned.is_file() \
-            else default_caption(self.path)
+        self.caption = captioned.read_text(encoding="utf-8").strip() if captioned.is_file() else ""
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         data = self.path.read_bytes()

@@ -64,6 +64,17 @@ def notebook_parameters(notebook: Path, given: dict[str, str]) -> dict[str, obje
     return {name: _typed(name, given[name], declared[name]) for name in declared if name in given}
 
 
+def explore_stem(given: dict[str, str]) -> str:
+    """An explore page's name, holding every parameter that changes it:
+    explore-SEED-MODEL+MODEL-kK[-DISCOUNT]-PROFILE-PROTOCOL (each part a plain file-name part)."""
+    models = "+".join(path_part(m.strip()) for m in given.get("MODELS", "").split(",") if m.strip())
+    discount = given.get("DISCOUNT", "csfcube")
+    parts = [path_part(given.get("SEED", "")), models or "default", f"k{path_part(given.get('K', '10'))}",
+             *([path_part(discount)] if discount != "csfcube" else []), path_part(given.get("PROFILE", "offline")),
+             path_part(given.get("PROTOCOL", "pool"))]
+    return "-".join(["explore", *parts])
+
+
 def _error_line(ename: str, evalue: str, name: str, kept: Path | None) -> str:
     """A KitError's own message; any other error named with its notebook (and the kept copy)."""
     text = " ".join(str(evalue).splitlines())
@@ -83,8 +94,7 @@ def run(name: str, given: dict[str, str], root: Path = Path(".")) -> Path:
     given = {**given, "TAG": given.get("TAG") or tag_of(given)}
     output_dir = resolve(given.get("OUTPUT_DIR") or "build")
     folder = output_dir / "notebooks"
-    seed = f"-{path_part(given.get('SEED', ''))}" if name == "explore" else ""  # one page per seed
-    stem = f"{name}{seed}-{given['TAG']}"
+    stem = explore_stem(given) if name == "explore" else f"{name}-{given['TAG']}"
     out, tmp, failed = folder / f"{stem}.ipynb", folder / f"{stem}.tmp.ipynb", folder / f"{stem}.failed.ipynb"
     parameters = notebook_parameters(source, given)
     announce_notebook(name, given.get("PROFILE", ""), given.get("PROTOCOL", ""), given.get("MODELS", ""))

@@ -113,7 +113,8 @@ def _tag(given: str, profile: str, protocol: str, seeds: str, **content: str | N
     return build_tag(profile, protocol, seeds, **{k: v for k, v in content.items() if v is not None})
 
 
-def _models(profile: str, notebook: str, models: str) -> tuple[str, ...]:
+def study_models(profile: str, notebook: str, models: str = "") -> tuple[str, ...]:
+    """MODELS checked against the registry, else the profile's default list for the notebook."""
     study = registry.profile_settings(profile).get("study", {})
     default = study.get(STUDY_LISTS[notebook])
     names = split(models) or ([default] if isinstance(default, str) else list(default or []))
@@ -143,7 +144,7 @@ def check(notebook: str, PROFILE: str, PROTOCOL: str, SEEDS: str = "", OUTPUT_DI
         if DISCOUNT not in DISCOUNTS:
             raise KitError(f"unknown DISCOUNT {DISCOUNT!r}; choose one of {', '.join(DISCOUNTS)}")
         measure = DISCOUNTS[DISCOUNT]
-    models = _models(PROFILE, notebook, MODELS) if MODELS is not None else ()
+    models = study_models(PROFILE, notebook, MODELS) if MODELS is not None else ()
     reference = None
     if REFERENCE_MODEL is not None:
         reference = REFERENCE_MODEL or registry.profile_settings(PROFILE).get("study", {}).get("reference", "")

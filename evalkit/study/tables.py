@@ -174,19 +174,25 @@ def ranking_movement(run: Run, collection: Collection) -> float:
 
 def sensitivity_table(study: Study, collection: Collection) -> pd.DataFrame:
     """The relevance measure and p-MRR x100 (aggregated) per model and instruction-variant group
-    (a group of several variants: the mean of their aggregates)."""
+    (a group of several variants: the mean of their aggregates), each with a bootstrap 95% interval
+    of the per-query mean (a group's per-query value: the mean over its variants), as the relevance
+    table's (`ci_low`, `ci_high`; `pmrr_ci_low`, `pmrr_ci_high`)."""
     measure = study.measure
-    summaries: dict[str, dict[str, dict]] = {m: {} for m in study.models}
+    tables: dict[str, dict[str, pd.DataFrame]] = {m: {} for m in study.models}
     for variant in [v for group in SENSITIVITY_GROUPS.values() for v in group]:
         for model, run in runs(study, collection, variant).items():
-            summaries[model][variant] = summarize(collection, per_query(collection, run, [measure]))
+            tables[model][variant] = per_query(collection, run, [measure])
     rows = []
     for model in study.models:
         for group, variants in SENSITIVITY_GROUPS.items():
-            chosen = [summaries[model][v] for v in variants]
+            chosen = [summarize(collection, tables[model][v]) for v in variants]
+            values = sum(tables[model][v][[measure, PMRR]] for v in variants) / len(variants)
+            pmrr = _interval(values[PMRR])
             rows.append({**_label(study.profile, model), "variant": group,
                          measure: 100 * float(np.mean([s[measure]["all"] for s in chosen])),
-                         PMRR: 100 * float(np.mean([s[PMRR]["all"] for s in chosen]))})
+                         **_interval(values[measure]),
+                         PMRR: 100 * float(np.mean([s[PMRR]["all"] for s in chosen])),
+                         "pmrr_ci_low": pmrr["ci_low"], "pmrr_ci_high": pmrr["ci_high"]})
     return pd.DataFrame(rows).drop(columns="source")
 
 
