@@ -140,3 +140,12 @@ def test_an_error_inside_a_notebook_is_one_line_and_leaves_nothing_complete(tmp_
     left = sorted(p.name for p in (tmp_path / "build" / "notebooks").iterdir())
     assert not [n for n in left if n.endswith(".tmp.ipynb") or n == "broken-offline-pool.ipynb"]
     assert left == (["broken-offline-pool.failed.ipynb"] if kept else [])
+
+
+def test_an_explore_page_is_named_by_every_parameter_that_changes_it():
+    given = {"SEED": "929877", "MODELS": "bm25, minilm", "K": "7", "DISCOUNT": "trec", "PROFILE": "offline",
+             "PROTOCOL": "pool"}
+    assert launch.explore_stem(given) == "explore-929877-bm25+minilm-k7-trec-offline-pool"
+    assert launch.explore_stem({**given, "DISCOUNT": "csfcube"}) == "explore-929877-bm25+minilm-k7-offline-pool"
+    hostile = launch.explore_stem({**given, "SEED": "../x", "MODELS": "st:/m/a,bm25"})
+    assert "/" not in hostile and hostile.startswith("explore-x") and "+bm25-k7-trec-" in hostile
