@@ -442,6 +442,27 @@ def _seed_queries(seeds: tuple[str, ...], collection) -> tuple[str, ...]:
     return tuple(qid for seed in seeds for qid in by_seed[seed])
 
 
+ST_OPTIONS = {"query_template": "--query-template", "doc_template": "--doc-template",
+              "empty_instruction_template": "--empty-instruction-template", "revision": "--revision"}
+
+
+def _model_spec(args: argparse.Namespace) -> str:
+    """--model, with the st: options folded into an st: spec (`evalkit.models.adhoc`)."""
+    from evalkit.models import adhoc
+
+    given = {key: getattr(args, key) for key in ST_OPTIONS if getattr(args, key) is not None}
+    if not given:
+        return args.model
+    if not adhoc.is_st(args.model):
+        raise KitError(f"{ST_OPTIONS[next(iter(given))]} applies to an st: model (--model st:PATH_OR_HUB_ID); "
+                       f"{args.model} takes its settings from the registry")
+    location, settings = adhoc.parse_st(args.model)
+    clash = next((key for key in given if key in settings), None)
+    if clash is not None:
+        raise KitError(f"{ST_OPTIONS[clash]} repeats a setting the st: spec already names; give it once")
+    return adhoc.st_spec(location, **{**settings, **given})
+
+
 def cmd_run(args: argparse.Namespace) -> None:
     from evalkit.models import registry
     from evalkit.runner import RunSettings, check_settings, execute
@@ -461,6 +482,10 @@ def cmd_run(args: argparse.Namespace) -> None:
         raise KitError("--prompt is empty; give the prompt text or drop --prompt")
     queries = _split_ids(args.queries, "--queries")
     seeds = _split_ids(args.seeds, "--seeds")
+    model = _model_spec(args)
+    if args.instructions is not None and not Path(args.instructions).is_file():
+        raise KitError(f"--instructions {args.instructions}: no such file; give a YAML file shaped as "
+                       "evalkit/config/instructions.yaml")
     runs_dir = Path(args.runs_dir)
     _check_runs_dir(runs_dir)
     collection = load_dataset(args.dataset)
@@ -470,9 +495,9 @@ def cmd_run(args: argparse.Namespace) -> None:
         unknown = next((q for q in queries if q not in collection.queries), None)
         if unknown is not None:
             raise KitError(f"--queries: {collection.name} has no query {unknown}; give ids of its queries")
-    settings = RunSettings(args.model, dataset=args.dataset, profile=args.profile, protocol=args.protocol,
+    settings = RunSettings(model, dataset=args.dataset, profile=args.profile, protocol=args.protocol,
                            variant=args.variant, prompt=args.prompt, first_stage=args.first_stage,
-                           depth=args.depth, queries=queries, corpus=args.corpus)
+                           depth=args.depth, queries=queries, corpus=args.corpus, instructions=args.instructions)
     check_settings(settings, collection)
     if args.first_stage:
         registry.spec(args.first_stage, args.profile)
@@ -564,7 +589,19 @@ def build_parser() -> ArgumentParser:
 
     run = command("run", "rank a dataset with one model and store the run (prints its folder)")
     run.add_argument("--dataset", required=True, metavar="SPEC", help="see datasets below")
-    run.add_argument("--model", required=True, help="a model name of the profile (see `evalkit models`)")
+    run.add_argument("--model", required=True,
+                     help="a model name of the profile (see `evalkit models`), or st:PATH_OR_HUB_ID for any "
+                          "sentence-transformers model (no registry entry needed)")
+    run.add_argument("--query-template", metavar="T", help="st: models: query text, fields {instruction} {query} "
+                                                           "(default {query})")
+    run.add_argument("--doc-template", metavar="T", help="st: models: document text, fields {text} {title} "
+                                                         "{abstract} (default {text})")
+    run.add_argument("--empty-instruction-template", metavar="T",
+                     help="st: models: query text when the instruction is blank, field {query} (default {query})")
+    run.add_argument("--revision", help="st: models: the hub revision (a hub id without one is never reused)")
+    run.add_argument("--instructions", metavar="YAML",
+                     help="csfcube: your instruction file (as evalkit/config/instructions.yaml, any variants); "
+                          "--variant picks one of its variants")
     run.add_argument("--profile", default="offline", help="model profile in config/models.yaml")
     run.add_argument("--protocol", choices=PROTOCOLS, default="pool",
                      help="pool: each query's given candidates (else the whole corpus); pooled: rerank a first "
