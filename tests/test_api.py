@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from scipy import stats as scistats
+from tiny_models import build_sentence_transformer
 
 from evalkit import api, cli
 from evalkit.errors import KitError
@@ -18,7 +19,6 @@ from evalkit.models import registry
 from evalkit.models.bm25 import BM25
 from evalkit.runstore import SIDECAR
 from evalkit.stats import holm
-from tiny_models import build_sentence_transformer
 
 SEEDS = ["929877", "3264891"]  # two seeds annotated for two facets each: p-MRR pairs
 ONE = ["929877"]  # its two facets: enough for a paired test over "all", half the encoding

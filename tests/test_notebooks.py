@@ -25,8 +25,8 @@ SEEDS = "929877,3264891,1936997,11844559"
 TAG = params.build_tag("offline", "pool", SEEDS)
 MODELS = {"relevance": "bm25,minilm,minilm-probe", "instruction_following": "bm25,minilm,minilm-probe",
           "sensitivity": "minilm-probe", "hybrid": "minilm", "promptriever": "minilm"}
-CONTRACT = {"PROFILE", "PROTOCOL", "CORPUS", "MODELS", "REFERENCE_MODEL", "DISCOUNT", "SEEDS", "OUTPUT_DIR", "INSTRUCTIONS",
-            "FIGURES_DIR", "RUNS_DIR"}
+CONTRACT = {"PROFILE", "PROTOCOL", "CORPUS", "MODELS", "REFERENCE_MODEL", "DISCOUNT", "SEEDS", "OUTPUT_DIR",
+            "FIGURES_DIR", "RUNS_DIR", "INSTRUCTIONS"}
 STUDY = ("relevance", "instruction_following", "sensitivity", "hybrid", "summary")
 
 
