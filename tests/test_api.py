@@ -236,5 +236,8 @@ def test_the_readme_examples_run_as_written(tiny, tmp_path, monkeypatch, capsys)
         exec(compile(block, "README.md", "exec"), scope)
     out = capsys.readouterr().out
     assert "nDCG_csfcube@20" in out and "p_holm" in out and "overlap" in out
+    import evalkit
+
+    assert evalkit.evaluate is api.evaluate and evalkit.register_model is api.register_model
     assert {p.name for p in (tmp_path / "runs" / "offline" / "csfcube" / "pool").iterdir()} == \
         {"my-minilm@subset-695b1ded6e", "bm25@subset-695b1ded6e", "overlap@subset-695b1ded6e"}
