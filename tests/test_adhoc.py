@@ -217,3 +217,19 @@ def test_malformed_instruction_files_fail_in_one_line(cached_data, capsys, tmp_p
                              str(path), "--runs-dir", str(tmp_path / "runs")], message)
     with pytest.raises(KitError, match=re.escape(message)):
         params.check("sensitivity", PROFILE="offline", PROTOCOL="pool", INSTRUCTIONS=str(path))
+
+
+def test_the_sensitivity_notebook_takes_an_st_model_and_an_instruction_file(tiny, tmp_path):
+    """Through papermill as make runs it: MODELS names an st: model, INSTRUCTIONS the README's file."""
+    import pandas as pd
+    import papermill
+
+    path = readme_instructions(tmp_path)
+    given = {"PROFILE": "offline", "PROTOCOL": "pool", "SEEDS": SEED, "MODELS": f"st:{tiny};query={{instruction}} "
+             "{query}", "OUTPUT_DIR": str(tmp_path / "build"), "FIGURES_DIR": str(tmp_path / "figures"),
+             "RUNS_DIR": str(tmp_path / "runs"), "INSTRUCTIONS": str(path)}
+    papermill.execute_notebook(str(ROOT / "notebooks" / "sensitivity.ipynb"), str(tmp_path / "out.ipynb"),
+                               progress_bar=False, parameters=given, cwd=str(ROOT))
+    table = pd.read_csv(next((tmp_path / "build" / "tables").glob("sensitivity-offline-pool-smoke-*.csv")))
+    assert list(table.variant) == ["Base", "terse"] and set(table.instructions) == {"my.yaml"}
+    assert set(table.label) == {"st:tiny-st"} and table.instructions_sha256.str.len().eq(64).all()
