@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fixtures_datasets import write_beir
 from scipy import stats as scistats
 from tiny_models import build_sentence_transformer
 
@@ -191,6 +192,20 @@ def test_holm_over_variants_is_per_variant_and_subset_notes(tmp_path):
     for (_, _, _), group in rows.groupby(["variant", "measure", "stratum"]):
         assert group.p_holm.tolist() == pytest.approx(list(holm(dict(zip(group.run, group.p))).values()))
     assert any("fold aggregate is undefined" in n for n in result.notes)  # two seeds cover one fold
+
+
+def test_any_dataset_spec_with_its_own_measures(tmp_path, capsys):
+    spec = f"beir:{write_beir(tmp_path / 'scifix')}"
+    result = api.evaluate(overlap, spec, name="words", reference="bm25", runs_dir=tmp_path / "runs")
+    assert cli.main(["evaluate", "--dataset", spec, "--runs", str(result.runs["base"]), "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert list(result.table.loc["base"].index) == printed["settings"]["measures"]
+    for measure, row in result.table.loc["base"].iterrows():
+        assert row["all"] == pytest.approx(printed[measure]["all"])
+    assert set(result.tests.run) == {"bm25", "words"}
+    with pytest.raises(KitError, match="takes no instruction file"):
+        api.evaluate(overlap, spec, name="words", instructions=ROOT / "evalkit" / "config" / "instructions.yaml",
+                     runs_dir=tmp_path / "runs")
 
 
 def test_bad_models_and_names_fail_in_one_line(tmp_path):
