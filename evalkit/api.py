@@ -99,8 +99,11 @@ def register_model(model, name: str | None = None, *, revision: str | None = Non
         raise KitError(f"name {name!r} is a model of the registry (profile {profile}); give your model another name")
     templates = {"query_template": query_template, "doc_template": doc_template,
                  "empty_instruction_template": empty_instruction_template}
-    role = role or (ROLES_READING if "{instruction}" in query_template or not hasattr(model, "encode")
-                    else "agnostic")
+    if hasattr(model, "encode") and not hasattr(model, "score"):
+        reads = "{instruction}" in query_template
+    else:  # a kit Scorer says whether it reads the instruction; a score() callable is assumed to
+        reads = bool(getattr(model, "reads_instruction", True))
+    role = role or (ROLES_READING if reads else "agnostic")
     if role not in registry.ROLES:
         raise KitError(f"role {role!r}: choose one of {', '.join(registry.ROLES)}")
     as_scorer(model, name, identity, templates)  # refuses an object the kit cannot rank, before any work

@@ -121,6 +121,7 @@ def test_a_kit_scorer_object_equals_the_registry_entry(tmp_path):
     mine = api.evaluate(BM25(), name="my-bm25", seeds=SEEDS, runs_dir=runs)
     kit = api.evaluate("bm25", seeds=SEEDS, runs_dir=runs)
     assert mine.table.equals(kit.table)
+    assert json.loads((mine.runs["base"] / SIDECAR).read_text())["role"] == "agnostic"  # BM25 reads no instruction
 
 
 def test_a_changed_scorer_under_the_same_name_gives_new_numbers(tmp_path):
