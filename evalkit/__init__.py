@@ -1,4 +1,8 @@
-"""evalkit: evaluation kit for instruction-following retrieval on CSFCube."""
+"""evalkit: evaluation kit for instruction-following retrieval on CSFCube.
+
+`evalkit.evaluate` and `evalkit.register_model` are the Python API (`evalkit.api`), imported on
+first use so that ``import evalkit`` stays light.
+"""
 
 import os as _os
 
@@ -8,3 +12,13 @@ __version__ = "0.1.0"
 # downloads): they read this variable when first imported, which is after the kit's import.
 if (_os.environ.get("EVALKIT_PROGRESS") or "").strip().lower() == "off":
     _os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+_API = ("evaluate", "register_model", "Evaluation")
+
+
+def __getattr__(name: str):
+    if name in _API:
+        from evalkit import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'evalkit' has no attribute {name!r}")

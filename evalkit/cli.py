@@ -230,12 +230,14 @@ def _print_summary(summary: dict, as_json: bool, title: str) -> None:
         return
     import pandas as pd
 
-    values = {k: v for k, v in summary.items() if k not in ("queries", "settings")}
+    values = {k: v for k, v in summary.items() if k not in ("queries", "settings", "notes")}
     print(title)
     print(pd.DataFrame(values).T.to_string(float_format=lambda v: f"{v:.4f}", na_rep="-"))
     settings = ", ".join(f"{k}={','.join(v) if isinstance(v, list) else v}" for k, v in summary["settings"].items())
     counts = ", ".join(f"{k}={v}" for k, v in summary["queries"].items())
     print(f"queries: {counts}; {settings}")
+    for note in summary.get("notes", []):
+        print(f"note: {note}")
 
 
 def _title(what: str, collection, aggregate_by: str) -> str:
@@ -306,26 +308,88 @@ def load_any_run(runs: Path, name: str | None, collection) -> tuple[dict, str | 
     return load_official_run(runs, name), None
 
 
+def _run_labels(paths: list[Path]) -> dict[Path, str]:
+    """Each run's name in a comparison: its run-store name (sidecar) where no other run has it,
+    else the path as given."""
+    from evalkit.runstore import RANKING, read_sidecar
+
+    recorded = {}
+    for path in paths:
+        sidecar = read_sidecar(path) if path.is_dir() and (path / RANKING).is_file() else None
+        name = sidecar.get("run") if sidecar else None
+        recorded[path] = name if isinstance(name, str) and name else None
+    names = list(recorded.values())
+    return {p: n if n is not None and names.count(n) == 1 and n not in map(str, paths) else str(p)
+            for p, n in recorded.items()}
+
+
 def cmd_evaluate(args: argparse.Namespace) -> None:
-    from evalkit.evaluation import check_run, per_query
+    from evalkit.evaluation import check_run, fold_notes, per_query
 
     _check_measure_options(args)
-    runs = Path(args.runs)
-    if not runs.exists():
-        raise KitError(f"{runs}: no such run file or directory; check --runs")
+    paths = [Path(p) for p in args.runs]
+    for runs in paths:
+        if not runs.exists():
+            raise KitError(f"{runs}: no such run file or directory; check --runs")
+    repeated = next((p for p in paths if sum(_same_file(p, q) or p == q for q in paths) > 1), None)
+    if repeated is not None:
+        raise KitError(f"--runs {repeated}: given twice; list each run once")
+    if len(paths) > 1 and args.name:
+        raise KitError("--name picks the official files of one folder; compare run files or run-store folders")
     if args.per_query:
         _check_output_file(Path(args.per_query), "--per-query")
-        _check_not_input(Path(args.per_query), runs, args.dataset, "--per-query")
+        for runs in paths:
+            _check_not_input(Path(args.per_query), runs, args.dataset, "--per-query")
     collection = load_dataset(args.dataset)
     names = _parse_measure_list(args.measures) if args.measures else default_measures(collection, args.discount, args.k)
     _check_measures(names, collection)
-    run, recorded = load_any_run(runs, args.name, collection)
-    protocol = args.protocol or recorded or "pool"
-    check_run(run, collection, source=str(runs), within_candidates=protocol == "pool")
-    table = per_query(collection, run, _computed(names))
-    summary = summary_of(collection, table, names, args.aggregate, _settings(args, collection, names))
-    _write_per_query(table, args.per_query)
-    _print_summary(summary, args.json, _title(args.name or str(runs), collection, args.aggregate))
+    tables = {}
+    for runs in paths:
+        run, recorded = load_any_run(runs, args.name, collection)
+        protocol = args.protocol or recorded or "pool"
+        check_run(run, collection, source=str(runs), within_candidates=protocol == "pool")
+        tables[runs] = per_query(collection, run, _computed(names))
+    settings = _settings(args, collection, names)
+    if len(paths) == 1:
+        table = tables[paths[0]]
+        summary = summary_of(collection, table, names, args.aggregate, settings)
+        notes = fold_notes(collection, table, settings["aggregate"])
+        _write_per_query(table, args.per_query)
+        _print_summary(summary | ({"notes": notes} if notes else {}), args.json,
+                       _title(args.name or str(paths[0]), collection, args.aggregate))
+        return
+    from evalkit.compare import compare
+
+    labels = _run_labels(paths)
+    named = {labels[p]: table for p, table in tables.items()}
+    compared = [n for n in names if not _ROBUSTNESS.fullmatch(n)]
+    result = compare(collection, named, compared, settings["aggregate"])
+    notes = sorted({f"{label}: {note}" for label, table in named.items()
+                    for note in fold_notes(collection, table, settings["aggregate"])})
+    if args.per_query:
+        _write_per_query(_concat_runs(named), args.per_query)
+    _print_comparison(result, notes, settings, args.json,
+                      _title(f"{len(named)} runs against {labels[paths[0]]}", collection, args.aggregate))
+
+
+def _concat_runs(tables: dict) -> object:
+    """Per-query tables of several runs, one below the other, with a `run` column first."""
+    import pandas as pd
+
+    return pd.concat([t.assign(run=name)[["run", *t.columns]] for name, t in tables.items()])
+
+
+def _print_comparison(result, notes: list[str], settings: dict, as_json: bool, title: str) -> None:
+    if as_json:
+        rows = [_null_nan(r) for r in result.to_dict(orient="records")]
+        print(json.dumps({"reference": result["run"].iloc[0], "rows": rows, "notes": notes, "settings": settings},
+                         allow_nan=False))
+        return
+    print(f"{title}: paired two-sided t-tests over per-query values, Holm-adjusted over the runs")
+    shown = result.assign(n=result["n"].astype(int))
+    print(shown.to_string(index=False, float_format=lambda v: f"{v:.4f}", na_rep="-"))
+    for note in notes:
+        print(f"note: {note}")
 
 
 # --- human ------------------------------------------------------------------------------------------
@@ -378,6 +442,27 @@ def _seed_queries(seeds: tuple[str, ...], collection) -> tuple[str, ...]:
     return tuple(qid for seed in seeds for qid in by_seed[seed])
 
 
+ST_OPTIONS = {"query_template": "--query-template", "doc_template": "--doc-template",
+              "empty_instruction_template": "--empty-instruction-template", "revision": "--revision"}
+
+
+def _model_spec(args: argparse.Namespace) -> str:
+    """--model, with the st: options folded into an st: spec (`evalkit.models.adhoc`)."""
+    from evalkit.models import adhoc
+
+    given = {key: getattr(args, key) for key in ST_OPTIONS if getattr(args, key) is not None}
+    if not given:
+        return args.model
+    if not adhoc.is_st(args.model):
+        raise KitError(f"{ST_OPTIONS[next(iter(given))]} applies to an st: model (--model st:PATH_OR_HUB_ID); "
+                       f"{args.model} takes its settings from the registry")
+    location, settings = adhoc.parse_st(args.model)
+    clash = next((key for key in given if key in settings), None)
+    if clash is not None:
+        raise KitError(f"{ST_OPTIONS[clash]} repeats a setting the st: spec already names; give it once")
+    return adhoc.st_spec(location, **{**settings, **given})
+
+
 def cmd_run(args: argparse.Namespace) -> None:
     from evalkit.models import registry
     from evalkit.runner import RunSettings, check_settings, ensure_stored
@@ -397,6 +482,10 @@ def cmd_run(args: argparse.Namespace) -> None:
         raise KitError("--prompt is empty; give the prompt text or drop --prompt")
     queries = _split_ids(args.queries, "--queries")
     seeds = _split_ids(args.seeds, "--seeds")
+    model = _model_spec(args)
+    if args.instructions is not None and not Path(args.instructions).is_file():
+        raise KitError(f"--instructions {args.instructions}: no such file; give a YAML file shaped as "
+                       "evalkit/config/instructions.yaml")
     runs_dir = Path(args.runs_dir)
     _check_runs_dir(runs_dir)
     collection = load_dataset(args.dataset)
@@ -406,9 +495,9 @@ def cmd_run(args: argparse.Namespace) -> None:
         unknown = next((q for q in queries if q not in collection.queries), None)
         if unknown is not None:
             raise KitError(f"--queries: {collection.name} has no query {unknown}; give ids of its queries")
-    settings = RunSettings(args.model, dataset=args.dataset, profile=args.profile, protocol=args.protocol,
+    settings = RunSettings(model, dataset=args.dataset, profile=args.profile, protocol=args.protocol,
                            variant=args.variant, prompt=args.prompt, first_stage=args.first_stage,
-                           depth=args.depth, queries=queries, corpus=args.corpus)
+                           depth=args.depth, queries=queries, corpus=args.corpus, instructions=args.instructions)
     check_settings(settings, collection)
     if args.first_stage:
         registry.spec(args.first_stage, args.profile)
@@ -500,7 +589,19 @@ def build_parser() -> ArgumentParser:
 
     run = command("run", "rank a dataset with one model and store the run (prints its folder)")
     run.add_argument("--dataset", required=True, metavar="SPEC", help="see datasets below")
-    run.add_argument("--model", required=True, help="a model name of the profile (see `evalkit models`)")
+    run.add_argument("--model", required=True,
+                     help="a model name of the profile (see `evalkit models`), or st:PATH_OR_HUB_ID for any "
+                          "sentence-transformers model (no registry entry needed)")
+    run.add_argument("--query-template", metavar="T", help="st: models: query text, fields {instruction} {query} "
+                                                           "(default {query})")
+    run.add_argument("--doc-template", metavar="T", help="st: models: document text, fields {text} {title} "
+                                                         "{abstract} (default {text})")
+    run.add_argument("--empty-instruction-template", metavar="T",
+                     help="st: models: query text when the instruction is blank, field {query} (default {query})")
+    run.add_argument("--revision", help="st: models: the hub revision (a hub id without one is never reused)")
+    run.add_argument("--instructions", metavar="YAML",
+                     help="csfcube: your instruction file (as evalkit/config/instructions.yaml, any variants); "
+                          "--variant picks one of its variants")
     run.add_argument("--profile", default="offline", help="model profile in config/models.yaml")
     run.add_argument("--protocol", choices=PROTOCOLS, default="pool",
                      help="pool: each query's given candidates (else the whole corpus); pooled: rerank a first "
@@ -520,9 +621,10 @@ def build_parser() -> ArgumentParser:
 
     evaluate = command("evaluate", "score a run against a dataset's judgments")
     evaluate.add_argument("--dataset", required=True, metavar="SPEC", help="see datasets below")
-    evaluate.add_argument("--runs", required=True, metavar="PATH",
+    evaluate.add_argument("--runs", required=True, metavar="PATH", action="append",
                           help="a TREC run file, a run-store folder (holding run.trec), or (csfcube) a folder of "
-                               "official ranking files with --name")
+                               "official ranking files with --name; repeat it to compare runs (paired t-tests "
+                               "against the first, Holm-adjusted)")
     evaluate.add_argument("--name", help="csfcube official files: NAME in test-pid2pool-csfcube-NAME-FACET-ranked.json")
     evaluate.add_argument("--protocol", choices=PROTOCOLS, default=None,
                           help="pool: documents must come from each query's candidates (default, or the run "

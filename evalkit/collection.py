@@ -16,7 +16,9 @@ optional parts some collections have:
 - ``exclude``: query -> a document never ranked for it (CSFCube's seed paper), explicit
   rather than BEIR's silent deletion of documents whose id equals the query id;
 - ``variants``: the instruction variants a collection defines (CSFCube's Base, Generic,
-  Definition, Paraphrases, Aspect subset) and the function that makes a variant's query.
+  Definition, Paraphrases, Aspect subset) and the function that makes a variant's query;
+  ``instructions_from`` reads a user's instruction file into other variants (CSFCube's
+  facet instructions), see `with_instructions`.
 
 Nothing here knows any dataset; adapters live in `evalkit.datasets`.
 """
@@ -26,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from pathlib import Path
 
 from evalkit.errors import KitError
 
@@ -118,6 +121,16 @@ class Collection:
     variants: tuple[str, ...] = (BASE,)
     make_variant: Callable[[Query, str], Query] = _base_only
     measures: tuple[str, ...] = ("nDCG@10",)  # the collection's headline measures (ir_measures names)
+    # a user's instruction file -> (variants, make_variant); None: the collection takes no such file
+    instructions_from: Callable[[Path], tuple[tuple[str, ...], Callable[[Query, str], Query]]] | None = None
+
+    def with_instructions(self, path: Path) -> Collection:
+        """The collection with the variants of an instruction file instead of its own."""
+        if self.instructions_from is None:
+            raise KitError(f"{self.name} takes no instruction file (its instructions come with its queries); "
+                           "drop --instructions")
+        variants, make_variant = self.instructions_from(Path(path))
+        return replace(self, variants=variants, make_variant=make_variant)
 
     def query(self, qid: str, variant: str = BASE) -> Query:
         """The query `qid` under an instruction variant."""

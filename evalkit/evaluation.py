@@ -69,3 +69,29 @@ def summarize(collection: Collection, table: pd.DataFrame, aggregate_by: str = "
 def robustness_of(collection: Collection, table: pd.DataFrame, measure: str) -> float:
     """InstructIR's robustness: the mean over query groups of the minimum per-instance `measure`."""
     return measures.robustness(table[measure].to_dict(), collection.groups)
+
+
+def fold_notes(collection: Collection, table: pd.DataFrame, aggregate_by: str = "folds") -> list[str]:
+    """Where the fold aggregate (the mean of the test folds' means) is undefined on the queries of
+    `table`: a stratum (or all queries) without a test query of some fold, whose value is then
+    the other folds' mean only. One line each; none when every fold is covered."""
+    if aggregate_by != "folds" or not collection.folds:
+        return []
+    strata = list(dict.fromkeys(collection.strata.values()))
+    notes = []
+    for label in [*strata, aggregate.ALL]:
+        rows = table if label == aggregate.ALL else table[table["stratum"] == label]
+        present = set(rows["fold"].dropna())
+        missing = [name for name in collection.folds if name not in present]
+        if not missing:
+            continue
+        if rows.empty:
+            notes.append(f"{label}: no query of it was evaluated (shown as -)")
+        elif not present:
+            notes.append(f"{label}: no evaluated query is in a test fold, so its fold aggregate is undefined "
+                         "(shown as -)")
+        else:
+            notes.append(f"{label}: no evaluated query is in the test half of {', '.join(missing)}, so the fold "
+                         f"aggregate is undefined; the value is the mean over {', '.join(sorted(present))} only "
+                         "(--aggregate mean for the plain mean)")
+    return notes

@@ -25,7 +25,7 @@ from pathlib import Path
 from evalkit import progress
 from evalkit.collection import BASE, Collection, Document, Query
 from evalkit.errors import KitError
-from evalkit.models import registry
+from evalkit.models import adhoc, registry
 from evalkit.models.base import Scorer
 from evalkit.runs import Run, ranked
 from evalkit.runstore import load_verified, run_folder, write_run
@@ -46,11 +46,31 @@ class RunSettings:
     depth: int | None = None  # pooled and full protocols; default: the profile's
     queries: tuple[str, ...] | None = None  # smoke runs: only these query ids
     corpus: str | None = None  # full protocol: abstracts-preds.zip (or a .jsonl in its format)
+    instructions: str | None = None  # a user's instruction file (its variants replace the collection's)
 
     @property
     def run_name(self) -> str:
-        name = self.model if self.variant == BASE else f"{self.model}--{self.variant}"
+        model = adhoc.run_name_of(self.model)
+        name = model if self.variant == BASE else f"{model}--{self.variant}"
+        if self.instructions is not None:
+            name = f"{name}--instructions-{instructions_identity(self.instructions)['sha256'][:10]}"
         return name if self.prompt is None else f"{name}--prompt-{_digest(self.prompt)}"
+
+
+def instructions_identity(path: str) -> dict:
+    """How sidecars and tables name an instruction file: its file name and sha256."""
+    from evalkit.hashing import file_sha256
+
+    try:
+        return {"file": Path(path).name, "sha256": file_sha256(Path(path))}
+    except OSError as exc:
+        raise KitError(f"instructions {path}: cannot read the file ({exc.strerror or exc}); give a YAML file "
+                       "shaped as evalkit/config/instructions.yaml") from None
+
+
+def with_settings_instructions(settings: RunSettings, collection: Collection) -> Collection:
+    """The collection under the run's instruction file (its variants), or as it is."""
+    return collection if settings.instructions is None else collection.with_instructions(Path(settings.instructions))
 
 
 def _digest(text: str) -> str:
@@ -68,6 +88,7 @@ def check_settings(settings: RunSettings, collection: Collection) -> None:
     """Every setting checked before any model is built or anything is scored."""
     if settings.protocol not in PROTOCOLS:
         raise KitError(f"unknown protocol {settings.protocol!r}; choose one of {', '.join(PROTOCOLS)}")
+    collection = with_settings_instructions(settings, collection)
     if settings.variant not in collection.variants:
         raise KitError(f"{collection.name} has no variant {settings.variant!r}; "
                        f"choose one of {', '.join(collection.variants)}")
@@ -100,6 +121,7 @@ def capabilities(collection: Collection) -> set[str]:
 
 def queries_of(settings: RunSettings, collection: Collection) -> list[Query]:
     """The selected queries under the run's variant and prompt, in collection order."""
+    collection = with_settings_instructions(settings, collection)
     qids = list(settings.queries) if settings.queries is not None else list(collection.queries)
     unknown = [q for q in qids if q not in collection.queries]
     if unknown:
@@ -113,9 +135,8 @@ def candidates_for(settings: RunSettings, collection: Collection,
     """Candidates per query under the protocol, and the protocol's description for the sidecar."""
     if settings.protocol == "pool":
         return {q.qid: collection.candidates_of(q.qid) for q in queries}, {"protocol": "pool"}
-    profile = registry.profile_settings(settings.profile)
-    name = settings.first_stage or profile["first_stage"]
-    depth = settings.depth or profile["depth"]
+    name = settings.first_stage or registry.profile_value(settings.profile, "first_stage")
+    depth = settings.depth or registry.profile_value(settings.profile, "depth")
     first = registry.build(registry.spec(name, settings.profile), collection)
     described = {"protocol": settings.protocol, "first_stage": name, "first_stage_model": first.describe(),
                  "depth": depth}
@@ -188,14 +209,18 @@ def execute(settings: RunSettings, collection: Collection, runs_dir: Path) -> Pa
 
 
 def sidecar_key(settings: RunSettings, collection: Collection) -> dict:
-    """What a stored run must match to be reused: the settings, the model's whole registry entry
-    and the data. Known before any model is built."""
+    """What a stored run must match to be reused: the settings (an instruction file by name and
+    sha256), the model's whole registry entry, the identity of user code behind it
+    (`registry.identity`) and the data. Known before any model is built."""
     from evalkit import __version__
 
     model_spec = registry.spec(settings.model, settings.profile)
+    run_settings = asdict(settings)
+    if settings.instructions is not None:  # the file by name and content, not by its path on this machine
+        run_settings["instructions"] = instructions_identity(settings.instructions)
     return {"run": settings.run_name, "dataset": collection.name, "data_sha256": collection.checksum,
-            "run_settings": asdict(settings), "model_entry": asdict(model_spec), "kit_version": __version__,
-            "scoring_code_sha256": scoring_code_digest()}
+            "run_settings": run_settings, "model_entry": asdict(model_spec), "kit_version": __version__,
+            "scoring_code_sha256": scoring_code_digest(), "model_identity": registry.identity(model_spec)}
 
 
 SCORING_CODE = ("collection.py", "datasets", "runner.py", "hybrid.py", "embeddings.py", "vector_cache.py", "models",
@@ -216,11 +241,12 @@ def scoring_code_digest() -> str:
 
 def ensure_stored(settings: RunSettings, collection: Collection, runs_dir: Path) -> tuple[Path, Run]:
     """The folder and run of `settings`: a stored complete, verified, matching run (nothing is
-    written), else a fresh one, stored and read back verified."""
+    written), else a fresh one, stored and read back verified. A model whose user code nothing
+    pins (`registry.identity` None) is always run again."""
     check_settings(settings, collection)
     folder = run_folder(runs_dir, settings, collection.name)
     key = sidecar_key(settings, collection)
-    run = load_verified(folder, key)
+    run = load_verified(folder, key) if key["model_identity"] is not None else None
     if run is None:
         folder = execute(settings, collection, runs_dir)
         run = load_verified(folder, key)

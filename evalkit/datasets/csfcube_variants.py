@@ -4,10 +4,19 @@ Every variant but ``aspect-subset`` queries with the seed's title and abstract a
 facet's instruction text of that variant (`config/instructions.yaml`); ``aspect-subset``
 queries with only the seed's sentences of the requested facet (all its sentences if it
 has none) and the facet's short ``aspect_subset`` instruction.
+
+An instruction file maps each facet (background, method, result) to its variants: a key
+with a text is a variant of that name (``_`` written ``-``), ``paraphrases`` a list of texts
+(variants ``paraphrase-1``, ``paraphrase-2``, ...), ``aspect_subset`` the Aspect-subset
+variant's text. The kit's own file has the study's seven variants (`VARIANTS`); a user's file
+(``--instructions``, ``INSTRUCTIONS``, the API's ``instructions``) may name any variants, the
+same ones for every facet. `load_instructions` checks the shape and reports a problem in one
+line.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from functools import cache
 from pathlib import Path
@@ -20,35 +29,83 @@ from evalkit.errors import KitError
 
 INSTRUCTIONS_FILE = Path(__file__).resolve().parents[1] / "config" / "instructions.yaml"
 VARIANTS = ("base", "generic", "definition", "paraphrase-1", "paraphrase-2", "paraphrase-3", "aspect-subset")
+ASPECT_SUBSET = "aspect-subset"
+_VARIANT_NAME = re.compile(r"[a-z0-9][a-z0-9-]*")
+
+
+def load_instructions(path: Path = INSTRUCTIONS_FILE) -> dict[str, dict[str, str]]:
+    """{facet: {variant: instruction text}} of an instruction file, its shape checked."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise KitError(f"{path}: cannot read instructions ({getattr(exc, 'strerror', None) or exc}); "
+                       "give a readable YAML file") from None
+    return _parse(str(path), text)
 
 
 @cache
-def load_instructions(path: Path = INSTRUCTIONS_FILE) -> dict[str, dict]:
+def _parse(where: str, text: str) -> dict[str, dict[str, str]]:
     try:
-        table = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise KitError(f"{path}: cannot read instructions ({exc}); restore the file") from None
-    for facet in FACETS:
-        entry = table.get(facet) if isinstance(table, dict) else None
-        if not entry or len(entry.get("paraphrases", [])) != 3:
-            raise KitError(f"{path}: facet {facet} needs base, generic, definition, 3 paraphrases, aspect_subset")
-    return table
+        table = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise KitError(f"{where}: not valid YAML ({' '.join(str(exc).split())[:120]}); fix the file") from None
+    if not isinstance(table, dict):
+        raise KitError(f"{where}: must map each facet ({', '.join(FACETS)}) to its variants, as "
+                       "evalkit/config/instructions.yaml")
+    unknown = next((k for k in table if k not in FACETS), None)
+    if unknown is not None:
+        raise KitError(f"{where}: unknown facet {unknown!r}; the facets are {', '.join(FACETS)}")
+    out = {facet: _facet_variants(where, facet, table.get(facet)) for facet in FACETS}
+    first = FACETS[0]
+    for facet in FACETS[1:]:
+        if list(out[facet]) != list(out[first]):
+            raise KitError(f"{where}: facet {facet} defines variants {', '.join(out[facet])} but {first} defines "
+                           f"{', '.join(out[first])}; give every facet the same variants")
+    return out
 
 
-def check_variant(variant: str) -> None:
-    if variant not in VARIANTS:
-        raise KitError(f"unknown variant {variant!r}; choose one of {', '.join(VARIANTS)}")
+def _facet_variants(where: str, facet: str, entry) -> dict[str, str]:
+    if not isinstance(entry, dict) or not entry:
+        raise KitError(f"{where}: facet {facet} is missing or not a mapping of variant names to instruction texts")
+    variants: dict[str, str] = {}
+    for key, value in entry.items():
+        if key == "paraphrases":
+            if not isinstance(value, list) or not value:
+                raise KitError(f"{where}: {facet}.paraphrases must be a list of instruction texts")
+            named = {f"paraphrase-{i}": text for i, text in enumerate(value, start=1)}
+        else:
+            named = {str(key).replace("_", "-"): value}
+        for name, text in named.items():
+            if not _VARIANT_NAME.fullmatch(name):
+                raise KitError(f"{where}: {facet}: variant name {name!r} must be lower-case letters, digits and -")
+            if not isinstance(text, str) or not text.strip():
+                raise KitError(f"{where}: {facet}.{key}: the instruction must be a non-empty text")
+            if name in variants:
+                raise KitError(f"{where}: {facet} names variant {name} twice; name each variant once")
+            variants[name] = text
+    return variants
 
 
-def instruction_text(facet: str, variant: str) -> str:
-    check_variant(variant)
-    entry = load_instructions()[facet]
-    if variant.startswith("paraphrase-"):
-        return entry["paraphrases"][int(variant[-1]) - 1]
-    return entry[variant.replace("-", "_")]
+def variants_of(path: Path = INSTRUCTIONS_FILE) -> tuple[str, ...]:
+    """The variant names an instruction file defines, in file order."""
+    return tuple(load_instructions(path)[FACETS[0]])
 
 
-def make_variant(query: Query, variant: str) -> Query:
-    """The query of `query`'s seed and facet under an instruction variant."""
-    text = query.facet_text if variant == "aspect-subset" else query.seed.full_text
-    return replace(query, text=text, instruction=instruction_text(query.facet, variant))
+def instruction_text(facet: str, variant: str, path: Path = INSTRUCTIONS_FILE) -> str:
+    table = load_instructions(path)[facet]
+    if variant not in table:
+        raise KitError(f"unknown variant {variant!r} in {Path(path).name}; choose one of {', '.join(table)}")
+    return table[variant]
+
+
+def make_variant(query: Query, variant: str, path: Path = INSTRUCTIONS_FILE) -> Query:
+    """The query of `query`'s seed and facet under an instruction variant (of the file `path`)."""
+    text = query.facet_text if variant == ASPECT_SUBSET else query.seed.full_text
+    return replace(query, text=text, instruction=instruction_text(query.facet, variant, path))
+
+
+def from_file(path: Path):
+    """(variants, make_variant) of an instruction file: CSFCube's `Collection.instructions_from`."""
+    path = Path(path)
+    return variants_of(path), lambda query, variant: make_variant(query, variant, path)

@@ -9,7 +9,10 @@ sentence-transformers models of the offline profile. An embedding entry naming
 do. `needs` says, before anything is built, what a model requires of a collection, so that
 a model that cannot serve one is refused in one line.
 
-Set ``EVALKIT_MODELS`` to a YAML file of the same shape to use your own registry.
+Set ``EVALKIT_MODELS`` to a YAML file of the same shape to use your own registry. Models
+without an entry (`evalkit.models.adhoc`): ``st:LOCATION`` specs, and Python objects the API
+registers (family ``python``). `identity` says what pins the user code behind a model, so
+that its runs are never reused after that code changes.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import yaml
 
 from evalkit.collection import Collection
 from evalkit.errors import KitError
+from evalkit.models import adhoc
 from evalkit.models.base import Scorer
 from evalkit.models.bm25 import BM25
 from evalkit.models.dense import BiEncoder, MultiVector
@@ -108,7 +112,7 @@ def _reranking(settings: dict, profile: str, collection: Collection) -> tuple[Sc
         if depth is not None:
             raise KitError(f"depth={depth} needs a first_stage to rerank; add first_stage or remove depth")
         return None, None
-    return build(_first_stage(name, profile), collection), int(depth or profile_settings(profile)["depth"])
+    return build(_first_stage(name, profile), collection), int(depth or profile_value(profile, "depth"))
 
 
 def _paper_builder(name: str):
@@ -164,7 +168,20 @@ def _build_oracle(settings: dict, profile: str, collection: Collection) -> Score
 
 
 def _first_stage(name: str | None, profile: str) -> ModelSpec:
-    return spec(name or profile_settings(profile)["first_stage"], profile)
+    return spec(name or profile_value(profile, "first_stage"), profile)
+
+
+def _build_python(settings: dict, profile: str, collection: Collection) -> Scorer:
+    """A Python model object registered by the API (`evalkit.models.objects`)."""
+    from evalkit.models.objects import as_scorer
+
+    settings = dict(settings)
+    name = settings.pop("object")
+    found = adhoc.registered(name)
+    if found is None:
+        raise KitError(f"model {name} is a Python object registered in another process; pass the object again")
+    model, identity, _, _, templates = found
+    return as_scorer(model, name, identity, templates)
 
 
 FAMILIES: dict[str, Callable[[dict, str, Collection], Scorer]] = {
@@ -177,6 +194,7 @@ FAMILIES: dict[str, Callable[[dict, str, Collection], Scorer]] = {
     "aspire": _paper_builder("aspire"),
     "llm": _build_llm,
     "oracle": _build_oracle,
+    adhoc.PYTHON_FAMILY: _build_python,
 }
 
 
@@ -236,10 +254,19 @@ def profiles() -> list[str]:
 
 
 def profile_settings(profile: str) -> dict:
-    table = _config()["profiles"]
+    table = _config()["profiles"]  # its shape is checked when read (check_config)
     if profile not in table:
         raise KitError(f"unknown profile {profile!r}; choose one of {', '.join(table)}")
     return table[profile]
+
+
+def profile_value(profile: str, key: str):
+    """A profile's `first_stage` or `depth`, or a one-line error naming what to add."""
+    value = profile_settings(profile).get(key)
+    if value is None:
+        raise KitError(f"profile {profile} sets no {key}; add `{key}:` to the profile in your model registry "
+                       f"(EVALKIT_MODELS) or name one (--first-stage / --depth)")
+    return value
 
 
 def model_names(profile: str) -> list[str]:
@@ -248,6 +275,16 @@ def model_names(profile: str) -> list[str]:
 
 def spec(name: str, profile: str) -> ModelSpec:
     models = profile_settings(profile)["models"]
+    if adhoc.is_st(name):
+        settings, label, role, identity = adhoc.st_settings(name)
+        if role not in ROLES:
+            raise KitError(f"model {name}: unknown role {role!r}; choose one of {', '.join(ROLES)}")
+        return ModelSpec(name, profile, "dense", label, role, {**settings, "identity": identity})
+    found = adhoc.registered(name)
+    if found is not None and name not in models:
+        _, identity, label, role, templates = found
+        return ModelSpec(name, profile, adhoc.PYTHON_FAMILY, label, role,
+                         {"object": name, **templates, "identity": identity})
     if name not in models:
         raise KitError(f"unknown model {name!r} in profile {profile}; choose one of {', '.join(models)}")
     settings = dict(models[name])
@@ -277,4 +314,35 @@ def needs(model: ModelSpec) -> set[str]:
         found |= {"qrels"}
     if model.family in ("llm", "oracle") or model.settings.get("first_stage"):
         found |= needs(_first_stage(model.settings.get("first_stage"), model.profile))
+    return found
+
+
+def identity(model: ModelSpec) -> dict | None:
+    """What pins the user code and files behind a model, for run keys: an ad-hoc model's
+    identity (`evalkit.models.adhoc`); for a family registered from outside the kit, its
+    builder's source fingerprint (`evalkit.models.identity`); a local model folder's file
+    sha256; and its first stage's. {} when the kit's own code and the entry pin everything;
+    None when something is not pinned (the run is never reused)."""
+    from evalkit.models.identity import folder_identity, object_identity
+
+    found: dict = {}
+    if adhoc.is_st(model.name) or model.family == adhoc.PYTHON_FAMILY:
+        if model.settings.get("identity") is None:
+            return None
+        found["model"] = model.settings["identity"]
+    else:
+        builder = FAMILIES[model.family]
+        if not getattr(builder, "__module__", "").startswith("evalkit."):
+            found["family_code"] = object_identity(builder)
+            if found["family_code"] is None:
+                return None
+        location = model.settings.get("model")
+        if isinstance(location, str) and ":" not in location and Path(location).expanduser().is_dir():
+            found["folder"] = folder_identity(Path(location).expanduser())
+    if model.family in ("llm", "oracle") or model.settings.get("first_stage"):
+        first = identity(_first_stage(model.settings.get("first_stage"), model.profile))
+        if first is None:
+            return None
+        if first:
+            found["first_stage"] = first
     return found

@@ -6,9 +6,12 @@ before any model is built:
 
 - ``PROFILE``: a profile of `evalkit/config/models.yaml` (offline | paper);
 - ``PROTOCOL``: pool | pooled | full (`evalkit.runner.PROTOCOLS`);
-- ``MODELS``: comma-separated model names; empty means the profile's study list for the notebook;
-- ``REFERENCE_MODEL``: the significance reference; empty means the profile's (the first of MODELS when
-  the profile's reference is not among them);
+- ``MODELS``: comma-separated model names (registry names or ``st:PATH_OR_HUB_ID`` specs,
+  `evalkit.models.adhoc`); empty means the profile's study list for the notebook;
+- ``REFERENCE_MODEL``: the significance reference; empty means the profile's ``study.reference``,
+  or the first of MODELS when the profile names none or its reference is not among them;
+- ``INSTRUCTIONS``: a user's instruction file (`evalkit.datasets.csfcube_variants`); empty means
+  the kit's `config/instructions.yaml`;
 - ``DISCOUNT``: csfcube | trec, i.e. the measure nDCG_csfcube@20 | nDCG@20;
 - ``SEEDS``: comma-separated seed paper ids for a smoke run (their queries only); empty means all;
 - ``OUTPUT_DIR``: tables go to OUTPUT_DIR/tables; ``FIGURES_DIR``: figures; ``RUNS_DIR``: runs;
@@ -57,6 +60,7 @@ class Study:
     figures_dir: Path = Path("figures")
     runs_dir: Path = Path("runs")
     corpus: str | None = None
+    instructions: str | None = None  # a user's instruction file; None: the kit's
 
     @property
     def tables_dir(self) -> Path:
@@ -79,7 +83,7 @@ class Study:
     def settings(self, model: str, collection: Collection, variant: str = "base",
                  prompt: str | None = None) -> RunSettings:
         return RunSettings(model, collection.name, self.profile, self.protocol, variant, prompt,
-                           queries=self.queries(collection), corpus=self.corpus)
+                           queries=self.queries(collection), corpus=self.corpus, instructions=self.instructions)
 
     def describe(self) -> str:
         parts = [f"tag {self.tag}"]
@@ -90,6 +94,11 @@ class Study:
         if self.measure:
             parts.append(f"measure {self.measure}")
         parts.append(f"seeds {', '.join(self.seeds) if self.seeds else 'all'}")
+        if self.instructions:
+            from evalkit.runner import instructions_identity
+
+            found = instructions_identity(self.instructions)
+            parts.append(f"instructions {found['file']} (sha256 {found['sha256'][:12]})")
         return " | ".join(parts)
 
 
@@ -128,7 +137,8 @@ def study_models(profile: str, notebook: str, models: str = "") -> tuple[str, ..
 
 def check(notebook: str, PROFILE: str, PROTOCOL: str, SEEDS: str = "", OUTPUT_DIR: str = "build",  # noqa: N803
           FIGURES_DIR: str = "figures", RUNS_DIR: str = "runs", CORPUS: str = "", MODELS: str | None = None,
-          REFERENCE_MODEL: str | None = None, DISCOUNT: str | None = None, TAG: str = "") -> Study:
+          REFERENCE_MODEL: str | None = None, DISCOUNT: str | None = None,
+          INSTRUCTIONS: str | None = None, TAG: str = "") -> Study:
     """Check a notebook's parameters (those it declares; None = not declared) and return them."""
     if notebook not in STUDY_LISTS:
         raise KitError(f"unknown study notebook {notebook!r}; choose one of {', '.join(STUDY_LISTS)}")
@@ -147,13 +157,25 @@ def check(notebook: str, PROFILE: str, PROTOCOL: str, SEEDS: str = "", OUTPUT_DI
     models = study_models(PROFILE, notebook, MODELS) if MODELS is not None else ()
     reference = None
     if REFERENCE_MODEL is not None:
-        reference = REFERENCE_MODEL or registry.profile_settings(PROFILE).get("study", {}).get("reference", "")
+        study = registry.profile_settings(PROFILE).get("study") or {}
+        reference = REFERENCE_MODEL or study.get("reference") or ""
         if not REFERENCE_MODEL and reference not in models:  # the profile's reference is not run: the first model
-            reference = models[0]
+            reference = models[0] if models else ""
+        if not reference:
+            raise KitError("REFERENCE_MODEL is empty and the profile names no study reference; name one")
         registry.spec(reference, PROFILE)
         if reference not in models:
             raise KitError(f"REFERENCE_MODEL {reference} is not among the models run; add it to MODELS")
+    instructions = None
+    if INSTRUCTIONS:
+        from evalkit.datasets.csfcube_variants import load_instructions
+
+        if not Path(INSTRUCTIONS).expanduser().is_file():
+            raise KitError(f"INSTRUCTIONS {INSTRUCTIONS}: no such file; give a YAML file shaped as "
+                           "evalkit/config/instructions.yaml")
+        instructions = str(Path(INSTRUCTIONS).expanduser())
+        load_instructions(Path(instructions))  # its shape, in one line
     tag = _tag(TAG, PROFILE, PROTOCOL, SEEDS, MODELS=MODELS, REFERENCE_MODEL=REFERENCE_MODEL, DISCOUNT=DISCOUNT,
-               CORPUS=CORPUS)
+               CORPUS=CORPUS, INSTRUCTIONS=INSTRUCTIONS)
     return Study(PROFILE, PROTOCOL, tag, models, reference, measure, seeds_of(SEEDS), resolve(OUTPUT_DIR),
-                 resolve(FIGURES_DIR), resolve(RUNS_DIR), CORPUS or None)
+                 resolve(FIGURES_DIR), resolve(RUNS_DIR), CORPUS or None, instructions)

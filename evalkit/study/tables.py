@@ -172,19 +172,49 @@ def ranking_movement(run: Run, collection: Collection) -> float:
     return float(np.mean(taus)) if taus else math.nan
 
 
+GROUP_LABELS = {"base": "Base", "generic": "Generic", "definition": "Definition", "aspect-subset": "Aspect subset"}
+
+
+def sensitivity_groups(instructions: str | None = None) -> dict[str, list[str]]:
+    """Variant groups of the sensitivity table: the study's (`SENSITIVITY_GROUPS`) for the kit's
+    instructions; for a user's file, one group per variant (the study's names where they are the
+    study's variants) and its paraphrases together, in file order."""
+    if instructions is None:
+        return SENSITIVITY_GROUPS
+    from evalkit.datasets.csfcube_variants import variants_of
+
+    variants = variants_of(Path(instructions))
+    paraphrases = [v for v in variants if v.startswith("paraphrase-")]
+    groups: dict[str, list[str]] = {}
+    for variant in variants:
+        if variant in paraphrases:
+            groups.setdefault(f"Paraphrases (mean of {len(paraphrases)})", paraphrases)
+        else:
+            groups[GROUP_LABELS.get(variant, variant)] = [variant]
+    return groups
+
+
 def sensitivity_table(study: Study, collection: Collection) -> pd.DataFrame:
     """The relevance measure and p-MRR x100 (aggregated) per model and instruction-variant group
     (a group of several variants: the mean of their aggregates), each with a bootstrap 95% interval
     of the per-query mean (a group's per-query value: the mean over its variants), as the relevance
-    table's (`ci_low`, `ci_high`; `pmrr_ci_low`, `pmrr_ci_high`)."""
+    table's (`ci_low`, `ci_high`; `pmrr_ci_low`, `pmrr_ci_high`); with a user's instruction file
+    (`study.instructions`), its variants, and columns naming the file and its sha256."""
     measure = study.measure
+    groups = sensitivity_groups(study.instructions)
     tables: dict[str, dict[str, pd.DataFrame]] = {m: {} for m in study.models}
-    for variant in [v for group in SENSITIVITY_GROUPS.values() for v in group]:
+    for variant in [v for group in groups.values() for v in group]:
         for model, run in runs(study, collection, variant).items():
             tables[model][variant] = per_query(collection, run, [measure])
+    named = {}
+    if study.instructions is not None:
+        from evalkit.runner import instructions_identity
+
+        found = instructions_identity(study.instructions)
+        named = {"instructions": found["file"], "instructions_sha256": found["sha256"]}
     rows = []
     for model in study.models:
-        for group, variants in SENSITIVITY_GROUPS.items():
+        for group, variants in groups.items():
             chosen = [summarize(collection, tables[model][v]) for v in variants]
             values = sum(tables[model][v][[measure, PMRR]] for v in variants) / len(variants)
             pmrr = _interval(values[PMRR])
@@ -192,7 +222,7 @@ def sensitivity_table(study: Study, collection: Collection) -> pd.DataFrame:
                          measure: 100 * float(np.mean([s[measure]["all"] for s in chosen])),
                          **_interval(values[measure]),
                          PMRR: 100 * float(np.mean([s[PMRR]["all"] for s in chosen])),
-                         "pmrr_ci_low": pmrr["ci_low"], "pmrr_ci_high": pmrr["ci_high"]})
+                         "pmrr_ci_low": pmrr["ci_low"], "pmrr_ci_high": pmrr["ci_high"], **named})
     return pd.DataFrame(rows).drop(columns="source")
 
 
@@ -250,7 +280,8 @@ def sensitivity_beside_paper(sensitivity: pd.DataFrame, measure: str) -> pd.Data
     """The kit's sensitivity table (`sensitivity_table`) beside Table 3: one row per variant group,
     each kit model's aggregated measure and p-MRR, then the paper's GritLM-7B (aggregated), x100."""
     paper = published_sensitivity().set_index("variant")
-    out = pd.DataFrame(index=pd.Index(list(SENSITIVITY_GROUPS), name="variant"))
+    groups = list(dict.fromkeys([*sensitivity["variant"], *SENSITIVITY_GROUPS]))
+    out = pd.DataFrame(index=pd.Index(groups, name="variant"))
     for label, rows in sensitivity.groupby("label", sort=False):
         rows = rows.set_index("variant")
         out[f"{label} {measure}"] = rows[measure]

@@ -1,0 +1,245 @@
+"""The Python API: evaluate your own model in one call, through the kit's own runner, run store,
+measures and statistics (the same path as ``evalkit run`` and ``evalkit evaluate``).
+
+``evaluate(model, "csfcube", ...)`` takes
+
+- a model object: a `SentenceTransformer`, any object with mteb's ``encode(inputs, *,
+  task_metadata, hf_split, hf_subset, prompt_type)`` or a plain ``encode(list[str]) -> array``,
+  a ``score(query, documents)`` callable, or a kit `Scorer` (`evalkit.models.objects`);
+  or a model name: a registry entry (`evalkit models`) or an ``st:`` spec
+  (`evalkit.models.adhoc`);
+- a dataset spec (`evalkit.datasets.load_dataset`), protocol, variant(s) and optionally a
+  user's instruction file (`evalkit.datasets.csfcube_variants`);
+
+and returns an `Evaluation`: per-query values, the default measures table ``evalkit
+evaluate`` prints (per stratum and all), and, with ``reference=`` (a registry model, an
+``st:`` spec, a run file or run-store folder, or another `Evaluation`), paired two-sided
+t-tests against it (`evalkit.compare`). Runs are stored in the verified run store with their
+sidecars (`evalkit.runner.ensure_run`), keyed by the model's identity: ``revision=`` when
+given, else the fingerprint the kit derives (`evalkit.models.identity`); a model with
+neither is run again every time, never reused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import pandas as pd
+
+from evalkit.collection import BASE, Collection
+from evalkit.errors import KitError
+
+ROLES_READING = "instructed"
+
+
+@dataclass
+class Evaluation:
+    """What `evaluate` returns. `per_query`: one row per variant and query (stratum, fold, each
+    measure); `table`: one row per variant and measure, a column per stratum and ``all`` (the
+    CLI's table, fractions); `tests`: with a reference, one row per variant, measure, stratum
+    and run (`evalkit.compare.COLUMNS`); `runs`: each variant's run-store folder; `notes`:
+    where the fold aggregate is undefined on the evaluated queries."""
+
+    name: str
+    dataset: str
+    per_query: pd.DataFrame
+    table: pd.DataFrame
+    tests: pd.DataFrame | None
+    runs: dict[str, Path]
+    notes: list[str] = field(default_factory=list)
+    settings: dict = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        parts = [f"{self.name} on {self.dataset}", self.table.to_string(float_format=lambda v: f"{v:.4f}",
+                                                                         na_rep="-")]
+        if self.tests is not None:
+            parts += ["paired two-sided t-tests against the reference:",
+                      self.tests.to_string(index=False, float_format=lambda v: f"{v:.4f}", na_rep="-")]
+        return "\n".join(parts + [f"note: {n}" for n in self.notes])
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-.")[:40] or "model"
+
+
+def _model_name(model, name: str | None, identity: dict | None) -> str:
+    """The user's name, else a slug of the object's class or function name and 8 hex digits of
+    its identity (so two different models never share a run folder)."""
+    from evalkit.runstore import check_run_name
+
+    if name is not None:
+        from evalkit.models.adhoc import is_st
+
+        if is_st(name):
+            raise KitError(f"name {name!r}: st: names a sentence-transformers location; give the object another name")
+        return check_run_name(name)
+    base = getattr(model, "__name__", None) or type(model).__name__
+    digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:8] if identity else "anon"
+    return f"{_slug(base)}-{digest}"
+
+
+def register_model(model, name: str | None = None, *, revision: str | None = None, profile: str = "offline",
+                   query_template: str = "{query}", doc_template: str = "{text}",
+                   empty_instruction_template: str = "{query}", label: str | None = None,
+                   role: str | None = None) -> str:
+    """Make a Python model object rankable by name in this process (the study notebooks' MODELS,
+    `evaluate`); returns the name. Its identity is `revision`, else the kit's fingerprint."""
+    from evalkit.models import adhoc, registry
+    from evalkit.models.identity import identity_of
+    from evalkit.models.objects import as_scorer
+
+    identity = identity_of(model, revision)
+    name = _model_name(model, name, identity)
+    if name in registry.model_names(profile):
+        raise KitError(f"name {name!r} is a model of the registry (profile {profile}); give your model another name")
+    templates = {"query_template": query_template, "doc_template": doc_template,
+                 "empty_instruction_template": empty_instruction_template}
+    if hasattr(model, "encode") and not hasattr(model, "score"):
+        reads = "{instruction}" in query_template
+    else:  # a kit Scorer says whether it reads the instruction; a score() callable is assumed to
+        reads = bool(getattr(model, "reads_instruction", True))
+    role = role or (ROLES_READING if reads else "agnostic")
+    if role not in registry.ROLES:
+        raise KitError(f"role {role!r}: choose one of {', '.join(registry.ROLES)}")
+    as_scorer(model, name, identity, templates)  # refuses an object the kit cannot rank, before any work
+    adhoc.register(name, model, identity, label or name, role, templates)
+    return name
+
+
+def _queries(collection: Collection, seeds: Sequence[str] | None, queries: Sequence[str] | None):
+    if seeds is not None and queries is not None:
+        raise KitError("give seeds or queries, not both")
+    if seeds is not None:
+        from evalkit.cli import _seed_queries
+
+        return _seed_queries(tuple(str(s) for s in seeds), collection)
+    if queries is not None:
+        unknown = next((q for q in queries if q not in collection.queries), None)
+        if unknown is not None:
+            raise KitError(f"queries: {collection.name} has no query {unknown}; give ids of its queries")
+        return tuple(queries)
+    return None
+
+
+def _reference_tables(reference, settings_of, collection: Collection, variants: Sequence[str], runs_dir: Path,
+                      names: list[str]) -> tuple[str, dict[str, pd.DataFrame]]:
+    """(label, {variant: per-query table}) of the reference."""
+    from evalkit.evaluation import check_run, per_query
+    from evalkit.models import adhoc, registry
+    from evalkit.runner import ensure_run
+
+    if isinstance(reference, Evaluation):
+        missing = next((v for v in variants if v not in reference.runs), None)
+        if missing is not None:
+            raise KitError(f"reference {reference.name} has no run of variant {missing}; evaluate it on that variant")
+        return reference.name, {v: reference.per_query.loc[v] for v in variants}
+    text = str(reference)
+    settings = settings_of(BASE)
+    known = text in registry.model_names(settings.profile) or adhoc.is_st(text) or adhoc.registered(text) is not None
+    if known:
+        tables = {}
+        for variant in variants:
+            chosen = settings_of(variant)
+            run = ensure_run(replace(chosen, model=text), collection, runs_dir)
+            tables[variant] = per_query(collection, run, names)
+        return text, tables
+    path = Path(text).expanduser()
+    if not path.exists():
+        raise KitError(f"reference {text!r} is neither a model of profile {settings.profile} nor a run file or folder; "
+                       "name a model (evalkit models) or give a run")
+    from evalkit.cli import load_any_run
+
+    run, recorded = load_any_run(path, None, collection)
+    check_run(run, collection, source=str(path), within_candidates=(recorded or settings.protocol) == "pool")
+    table = per_query(collection, run, names)
+    return text, dict.fromkeys(variants, table)
+
+
+def evaluate(model, dataset: str = "csfcube", *, name: str | None = None, revision: str | None = None,
+             variants: str | Sequence[str] | None = None, protocol: str = "pool", profile: str = "offline",
+             reference=None, instructions: str | Path | None = None, seeds: Sequence[str] | None = None,
+             queries: Sequence[str] | None = None, query_template: str = "{query}", doc_template: str = "{text}",
+             empty_instruction_template: str = "{query}", label: str | None = None, role: str | None = None,
+             measures: Sequence[str] | None = None, discount: str | None = None, k: int | None = None,
+             aggregate: str = "folds", runs_dir: str | Path = "runs", first_stage: str | None = None,
+             depth: int | None = None, corpus: str | None = None) -> Evaluation:
+    """Rank `dataset` with `model` under each variant, store the runs, and evaluate them (see the
+    module docstring). `variants`: default ``base``, or every variant of `instructions` when an
+    instruction file is given. `seeds` / `queries`: a smoke run over some queries only."""
+    from evalkit import cli
+    from evalkit.compare import compare
+    from evalkit.datasets import load_dataset
+    from evalkit.evaluation import AGGREGATIONS, fold_notes, per_query
+    from evalkit.models import adhoc, registry
+    from evalkit.runner import RunSettings, ensure_run, instructions_identity, run_folder
+
+    if aggregate not in AGGREGATIONS:
+        raise KitError(f"aggregate {aggregate!r}: choose one of {', '.join(AGGREGATIONS)}")
+    if isinstance(model, str):
+        if name is not None or revision is not None:
+            raise KitError("name and revision apply to a model object; a model named by a string is a registry "
+                           "entry or an st: spec (write st:LOCATION;revision=REV)")
+        registry.spec(model, profile)  # a registry name or st: spec: one-line error when unknown
+        model_name = model
+    else:
+        model_name = register_model(model, name, revision=revision, profile=profile, query_template=query_template,
+                                    doc_template=doc_template, empty_instruction_template=empty_instruction_template,
+                                    label=label, role=role)
+    collection = load_dataset(dataset)
+    if instructions is not None:
+        instructions = str(Path(instructions).expanduser())
+        chosen_variants = collection.with_instructions(Path(instructions)).variants
+    else:
+        chosen_variants = (BASE,)
+    variants = [variants] if isinstance(variants, str) else list(variants or chosen_variants)
+    if measures is not None:
+        if discount is not None or k is not None:
+            raise KitError("discount and k shape only the default measures; with measures name the measure itself")
+        names = list(measures)
+    else:
+        names = cli.default_measures(collection, discount, k)
+    cli._check_measures(names, collection)
+    subset = _queries(collection, seeds, queries)
+    runs_dir = Path(runs_dir)
+
+    def settings_of(variant: str) -> RunSettings:
+        return RunSettings(model_name, dataset, profile, protocol, variant, None, first_stage, depth, subset, corpus,
+                           instructions)
+
+    tables, folders = {}, {}
+    for variant in variants:
+        settings = settings_of(variant)
+        run = ensure_run(settings, collection, runs_dir)
+        folders[variant] = run_folder(runs_dir, settings, collection.name)
+        tables[variant] = per_query(collection, run, cli._computed(names))
+    used = "mean" if not collection.folds else aggregate
+    rows = []
+    for variant, table in tables.items():
+        summary = cli.summary_of(collection, table, names, aggregate, {})
+        rows += [{"variant": variant, "measure": m, **summary[m]} for m in names]
+    measures_table = pd.DataFrame(rows).set_index(["variant", "measure"])
+    per_query_table = pd.concat(tables, names=["variant", "qid"])
+    notes = sorted({n for t in tables.values() for n in fold_notes(collection, t, used)})
+    tests = None
+    if reference is not None:
+        label_of, references = _reference_tables(reference, settings_of, collection, variants, runs_dir,
+                                                 cli._computed(names))
+        if label_of == model_name:
+            raise KitError(f"reference {label_of} is the model evaluated; name another model or run")
+        compared = [m for m in names if not m.startswith("robustness@")]
+        tests = pd.concat([compare(collection, {label_of: references[v], model_name: tables[v]}, compared, used)
+                           .assign(variant=v) for v in variants], ignore_index=True)
+        tests = tests[["variant", *[c for c in tests.columns if c != "variant"]]]
+    settings = {"dataset": dataset, "profile": profile, "protocol": protocol, "variants": variants,
+                "measures": names, "aggregate": used, "model_identity": registry.identity(registry.spec(model_name,
+                                                                                                      profile))}
+    if instructions is not None:
+        settings["instructions"] = instructions_identity(instructions)
+    if adhoc.registered(model_name) is not None and settings["model_identity"] is None:
+        notes.append(f"{model_name}: no revision and no fingerprint, so its runs are never reused; give revision=")
+    return Evaluation(model_name, collection.name, per_query_table, measures_table, tests, folders, notes, settings)

@@ -1,0 +1,106 @@
+"""Models without a registry entry: ``st:`` specs (CLI, notebooks' MODELS lists) and Python
+objects registered by the API (`evalkit.api`), each with the identity that keys its runs.
+
+An ``st:`` spec names a sentence-transformers model by hub id or local folder, with optional
+``;key=value`` parts::
+
+    st:LOCATION[;query=TEMPLATE][;doc=TEMPLATE][;empty=TEMPLATE][;revision=REV][;role=ROLE]
+
+``query`` is the query template (fields ``{instruction}``, ``{query}``; default ``{query}``),
+``doc`` the document template (``{text}`` = title + " " + abstract, ``{title}``,
+``{abstract}``; default ``{text}``), ``empty`` the template for a blank instruction (``{query}``
+only), ``revision`` a hub revision, ``role`` a registry role (default: ``instructed`` when the
+query template reads ``{instruction}``, else ``agnostic``). It builds the registry's ``dense``
+family. Its identity: a local folder's file sha256 (weights included), else the revision
+given; a hub id without a revision has none, so its runs are never reused.
+
+A run name must be one TREC field and a folder name (`evalkit.runstore.check_run_name`), so an
+``st:`` model's run name is a slug of its location plus 8 hex digits of the whole spec.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+from evalkit.errors import KitError
+
+PREFIX = "st:"
+KEYS = {"query": "query_template", "doc": "doc_template", "empty": "empty_instruction_template",
+        "revision": "revision", "role": "role"}
+PYTHON_FAMILY = "python"
+
+# name -> (model object, identity, label, role, templates): Python models registered in this process
+_OBJECTS: dict[str, tuple[object, dict | None, str, str, dict]] = {}
+
+
+def is_st(name: str) -> bool:
+    return isinstance(name, str) and name.startswith(PREFIX)
+
+
+def st_spec(location: str, query_template: str | None = None, doc_template: str | None = None,
+            empty_instruction_template: str | None = None, revision: str | None = None,
+            role: str | None = None) -> str:
+    """The ``st:`` spec string of a location and options (the CLI's --query-template etc.)."""
+    parts = [f"{PREFIX}{location}"]
+    for key, value in (("query", query_template), ("doc", doc_template), ("empty", empty_instruction_template),
+                       ("revision", revision), ("role", role)):
+        if value is not None:
+            if ";" in value:
+                raise KitError(f"{key} {value!r} contains ';', which separates the parts of an st: model; "
+                               "remove it")
+            parts.append(f"{key}={value}")
+    return ";".join(parts)
+
+
+def parse_st(name: str) -> tuple[str, dict]:
+    """(location, {setting: value}) of an ``st:`` spec."""
+    location, *parts = name[len(PREFIX):].split(";")
+    if not location.strip():
+        raise KitError(f"model {name!r} names no location; write st:HUB_ID or st:FOLDER")
+    settings: dict = {}
+    for part in parts:
+        key, equals, value = part.partition("=")
+        if not equals or key.strip() not in KEYS:
+            raise KitError(f"model {name!r}: part {part!r} is not KEY=VALUE with KEY one of {', '.join(KEYS)}")
+        settings[KEYS[key.strip()]] = value
+    return location.strip(), settings
+
+
+def st_settings(name: str) -> tuple[dict, str, str, dict | None]:
+    """(dense family settings, label, role, identity) of an ``st:`` spec."""
+    from evalkit.models.identity import folder_identity
+
+    location, settings = parse_st(name)
+    role = settings.pop("role", None)
+    query = settings.get("query_template", "{query}")
+    role = role or ("instructed" if "{instruction}" in query else "agnostic")
+    folder = Path(location).expanduser()
+    if folder.is_dir():
+        location = str(folder.resolve())
+        identity = folder_identity(folder)
+    elif "/" in location and (location.startswith((".", "/", "~")) or folder.suffix):
+        raise KitError(f"model {name!r}: folder {location} not found; give a sentence-transformers folder or a hub id")
+    else:
+        identity = {"hub_id": location, "revision": settings["revision"]} if settings.get("revision") else None
+    return {"model": location, **settings}, f"{PREFIX}{Path(location).name or location}", role, identity
+
+
+def run_name_of(name: str) -> str:
+    """The run name of a model: its registry name, or for an ``st:`` spec a safe slug + hash."""
+    if not is_st(name):
+        return name
+    location, _ = parse_st(name)
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(location).name or location).strip("-.") or "model"
+    return f"st-{slug[:40]}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
+
+
+def register(name: str, model, identity: dict | None, label: str, role: str, templates: dict) -> None:
+    """Make a Python model object rankable by name in this process (`evalkit.api`); a new object
+    under a name replaces the old one (its identity keys its runs)."""
+    _OBJECTS[name] = (model, identity, label, role, dict(templates))
+
+
+def registered(name: str):
+    return _OBJECTS.get(name)
