@@ -86,6 +86,12 @@ $(BUILD)/data.ok: $(STAMP) evalkit/manifests/csfcube.tsv
 
 data: $(BUILD)/data.ok ## fetch CSFCube if needed and verify every file's sha256
 
+# Reproducing the paper on a GPU machine: the full corpus by command, and a pre-flight plan of a study
+# (what each row needs, its work, cost and time, missing prerequisites with their fixes).
+.PHONY: corpus plan
+corpus: $(STAMP) ## download the full corpus abstracts-preds.zip (figshare 14796339; resumed, md5-checked)
+	$(EVALKIT) data --corpus
+
 $(TABLES)/specter-sample.json: $(BUILD)/data.ok
 	@mkdir -p $(@D)
 	$(EVALKIT) evaluate --dataset csfcube --runs "$$($(EVALKIT) data --path)/sample_ranked_pools" --name specter --json > $@.tmp

@@ -344,8 +344,7 @@ def cmd_human(args: argparse.Namespace) -> None:
     if args.recipe == "pool" and args.protocol != "pool":
         raise KitError(f"the pool recipe ranks the judged pool whatever the protocol; use --recipe protocol "
                        f"for the {args.protocol} list")
-    if args.protocol == "full" and not args.corpus:
-        raise KitError("the full protocol needs --corpus PATH (abstracts-preds.zip from figshare 14796339)")
+    _corpus(args)
     if args.corpus and not Path(args.corpus).is_file():
         raise KitError(f"--corpus {args.corpus} is not a file; give the path of abstracts-preds.zip")
     data = csfcube.load()
@@ -393,6 +392,7 @@ def cmd_run(args: argparse.Namespace) -> None:
             raise KitError("--corpus applies to --protocol full; add it or drop --corpus")
         if not Path(args.corpus).is_file():
             raise KitError(f"--corpus {args.corpus}: no such file; give abstracts-preds.zip (figshare 14796339)")
+    _corpus(args)
     if args.prompt is not None and not args.prompt.strip():
         raise KitError("--prompt is empty; give the prompt text or drop --prompt")
     queries = _split_ids(args.queries, "--queries")
@@ -448,12 +448,37 @@ def cmd_report(args: argparse.Namespace) -> None:
 def cmd_data(args: argparse.Namespace) -> None:
     from evalkit.datasets import csfcube
 
+    if args.corpus:
+        _data_corpus(args.path)
+        return
     root = csfcube.fetch()
     if args.path:
         print(root)
         return
     data = csfcube.load(root)
     print(f"CSFCube at {root}: {len(data.queries)} queries, {len(data.papers)} papers, sha256 verified")
+
+
+def _data_corpus(path_only: bool) -> None:
+    """`evalkit data --corpus`: download abstracts-preds.zip (resumed, md5-checked) into the cache."""
+    from evalkit.datasets import csfcube_download
+
+    path = csfcube_download.download()
+    if path_only:
+        print(path)
+        return
+    record = json.loads(csfcube_download.record_path(path).read_text(encoding="utf-8"))
+    print(f"corpus at {path}: {record['size']:,} bytes, md5 {record['md5']} as published, sha256 {record['sha256']}")
+
+
+def _corpus(args: argparse.Namespace) -> None:
+    """The full protocol's corpus: --corpus, else the file `evalkit data --corpus` downloaded."""
+    from evalkit.datasets import csfcube_download
+
+    if args.protocol == "full" and not args.corpus:
+        args.corpus = csfcube_download.resolve(None)
+        if args.corpus is None:
+            raise KitError(csfcube_download.MISSING)
 
 
 def cmd_export(args: argparse.Namespace) -> None:
@@ -513,7 +538,8 @@ def build_parser() -> ArgumentParser:
     subset = run.add_mutually_exclusive_group()
     subset.add_argument("--queries", metavar="Q1,Q2", help="only these query ids (smoke runs)")
     subset.add_argument("--seeds", metavar="S1,S2", help="csfcube: only these seed papers' queries (smoke runs)")
-    run.add_argument("--corpus", metavar="PATH", help="full protocol: abstracts-preds.zip (figshare 14796339)")
+    run.add_argument("--corpus", metavar="PATH", help="full protocol: abstracts-preds.zip (figshare 14796339; "
+                                                      "default: the file `evalkit data --corpus` downloaded)")
     run.add_argument("--runs-dir", required=True, metavar="DIR",
                      help="run store: DIR/PROFILE/DATASET/PROTOCOL/NAME/{run.trec,sidecar.json}")
     run.set_defaults(func=cmd_run)
@@ -562,8 +588,12 @@ def build_parser() -> ArgumentParser:
     export.add_argument("out", metavar="OUT", help="a new or empty folder")
     export.set_defaults(func=cmd_export)
 
-    data = command("data", "fetch (if needed) and verify the CSFCube files")
-    data.add_argument("--path", action="store_true", help="print only the verified data folder")
+    data = command("data", "fetch (if needed) and verify the CSFCube files; with --corpus, download the full "
+                           "corpus")
+    data.add_argument("--path", action="store_true", help="print only the verified data folder (or corpus file)")
+    data.add_argument("--corpus", action="store_true",
+                      help="download abstracts-preds.zip (figshare 14796339; resumed, md5-checked) into the cache, "
+                           "where the full protocol finds it without --corpus")
     data.set_defaults(func=cmd_data)
     return parser
 

@@ -74,7 +74,9 @@ def check_settings(settings: RunSettings, collection: Collection) -> None:
     if settings.depth is not None and settings.depth < 1:
         raise KitError(f"depth {settings.depth} must be a positive integer")
     if settings.protocol == "full" and not settings.corpus:
-        raise KitError("the full protocol needs --corpus PATH (abstracts-preds.zip from figshare 14796339)")
+        from evalkit.datasets.csfcube_download import MISSING
+
+        raise KitError(MISSING)
     model_spec = registry.spec(settings.model, settings.profile)
     missing = sorted(registry.needs(model_spec) - capabilities(collection))
     if missing:

@@ -11,7 +11,8 @@ before any model is built:
 - ``DISCOUNT``: csfcube | trec, i.e. the measure nDCG_csfcube@20 | nDCG@20;
 - ``SEEDS``: comma-separated seed paper ids for a smoke run (their queries only); empty means all;
 - ``OUTPUT_DIR``: tables go to OUTPUT_DIR/tables; ``FIGURES_DIR``: figures; ``RUNS_DIR``: runs;
-- ``CORPUS``: the full protocol's abstracts-preds.zip.
+- ``CORPUS``: the full protocol's abstracts-preds.zip; empty means the file `evalkit data --corpus`
+  downloaded.
 
 Output names carry a tag, PROFILE-PROTOCOL, and for smoke runs ``-smoke-HASH`` of the
 sorted seed ids (the Makefile computes the same), so smoke outputs never overwrite full ones.
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evalkit.collection import Collection
+from evalkit.datasets import csfcube_download
 from evalkit.errors import KitError
 from evalkit.models import registry
 from evalkit.runner import PROTOCOLS, RunSettings
@@ -126,7 +128,9 @@ def check(notebook: str, PROFILE: str, PROTOCOL: str, SEEDS: str = "", OUTPUT_DI
     if PROTOCOL not in PROTOCOLS:
         raise KitError(f"unknown protocol {PROTOCOL!r}; choose one of {', '.join(PROTOCOLS)}")
     if PROTOCOL == "full" and not CORPUS:
-        raise KitError("the full protocol needs CORPUS=PATH (abstracts-preds.zip from figshare 14796339)")
+        CORPUS = csfcube_download.resolve(None) or ""  # noqa: N806
+        if not CORPUS:
+            raise KitError(csfcube_download.MISSING)
     if CORPUS and not Path(CORPUS).is_file():
         raise KitError(f"CORPUS {CORPUS} is not a file; give the path of abstracts-preds.zip")
     measure = None
