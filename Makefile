@@ -92,6 +92,10 @@ data: $(BUILD)/data.ok ## fetch CSFCube if needed and verify every file's sha256
 corpus: $(STAMP) ## download the full corpus abstracts-preds.zip (figshare 14796339; resumed, md5-checked)
 	$(EVALKIT) data --corpus
 
+plan: $(STAMP) ## before any work: each row's needs, work, cost and time, missing prerequisites (PROFILE, PROTOCOL, MODELS)
+	$(EVALKIT) plan --profile "$(PROFILE)" --protocol "$(PROTOCOL)" $(if $(strip $(MODELS)),--models "$(MODELS)") \
+		$(if $(strip $(SEEDS)),--seeds "$(SEEDS)") $(if $(strip $(CORPUS)),--corpus "$(CORPUS)")
+
 $(TABLES)/specter-sample.json: $(BUILD)/data.ok
 	@mkdir -p $(@D)
 	$(EVALKIT) evaluate --dataset csfcube --runs "$$($(EVALKIT) data --path)/sample_ranked_pools" --name specter --json > $@.tmp

@@ -2,7 +2,7 @@
 
 Commands: `run` (rank a dataset with one model into the run store), `evaluate` (score a
 run), `human` (CSFCube's Human reference), `models`, `report`, `data`, `export` (CSFCube as
-BEIR, FollowIR or TREC files).
+BEIR, FollowIR or TREC files), `plan` (what a study needs and costs, before any work).
 """
 
 from __future__ import annotations
@@ -481,6 +481,24 @@ def _corpus(args: argparse.Namespace) -> None:
             raise KitError(csfcube_download.MISSING)
 
 
+def cmd_plan(args: argparse.Namespace) -> None:
+    from evalkit.datasets import csfcube
+    from evalkit.models import registry
+    from evalkit.plan import plan, render
+
+    registry.profile_settings(args.profile)
+    models = _split_ids(args.models, "--models")
+    for name in models or ():
+        registry.spec(name, args.profile)
+    if args.corpus and not Path(args.corpus).is_file():
+        raise KitError(f"--corpus {args.corpus}: no such file; give abstracts-preds.zip (figshare 14796339)")
+    collection = csfcube.load_collection()
+    seeds = _split_ids(args.seeds, "--seeds")
+    queries = _seed_queries(seeds, collection) if seeds else None
+    result = plan(args.profile, args.protocol, collection, models, queries, args.corpus)
+    print(json.dumps(result, indent=1) if args.json else render(result))
+
+
 def cmd_export(args: argparse.Namespace) -> None:
     from evalkit.export import export
 
@@ -587,6 +605,17 @@ def build_parser() -> ArgumentParser:
                              "changed instruction per paired query; trec: qrels.txt, pairs.tsv, pools.txt")
     export.add_argument("out", metavar="OUT", help="a new or empty folder")
     export.set_defaults(func=cmd_export)
+
+    plan = command("plan", "before any work: what each row of a study needs (weights, GPU memory, keys, servers), "
+                           "its work (texts, LLM prompts and tokens), cost and time, and every missing prerequisite "
+                           "with its fix")
+    plan.add_argument("--profile", default="offline", help="model profile in config/models.yaml")
+    plan.add_argument("--protocol", choices=PROTOCOLS, default="pool", help="pool, pooled or full")
+    plan.add_argument("--models", metavar="M1,M2", help="the rows (default: every model of the profile's study lists)")
+    plan.add_argument("--seeds", metavar="S1,S2", help="only these seed papers' queries (a smoke run)")
+    plan.add_argument("--corpus", metavar="PATH", help="full protocol: abstracts-preds.zip (default: the download)")
+    plan.add_argument("--json", action="store_true", help="print the plan as one JSON object")
+    plan.set_defaults(func=cmd_plan)
 
     data = command("data", "fetch (if needed) and verify the CSFCube files; with --corpus, download the full "
                            "corpus")
