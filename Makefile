@@ -88,7 +88,12 @@ data: $(BUILD)/data.ok ## fetch CSFCube if needed and verify every file's sha256
 
 # Reproducing the paper on a GPU machine: the full corpus by command, and a pre-flight plan of a study
 # (what each row needs, its work, cost and time, missing prerequisites with their fixes).
+# A row that cannot run (no key, no server, no GPU) is "not run: <reason>" in the tables; STRICT=1 stops instead.
 .PHONY: corpus plan
+STRICT ?=
+ifneq ($(strip $(STRICT)),)
+export EVALKIT_STRICT := $(STRICT)
+endif
 corpus: $(STAMP) ## download the full corpus abstracts-preds.zip (figshare 14796339; resumed, md5-checked)
 	$(EVALKIT) data --corpus
 

@@ -37,8 +37,8 @@ class Loopback(ThreadingHTTPServer):
 
     def respond_get(self, path: str, headers) -> tuple:
         """(status, body[, extra headers]) for a GET of `path`, as `respond`; a body iterable that
-        stops before its Content-Length drops the connection there."""
-        raise NotImplementedError
+        stops before its Content-Length drops the connection there. Default: 404."""
+        return 404, {"error": f"no {path}"}
 
     @property
     def root(self) -> str:

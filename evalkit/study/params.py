@@ -14,6 +14,10 @@ before any model is built:
 - ``CORPUS``: the full protocol's abstracts-preds.zip; empty means the file `evalkit data --corpus`
   downloaded.
 
+A row whose prerequisites are missing (no key, no server, no GPU) or whose run fails with a kit
+error becomes "not run: <reason>" in the tables (`evalkit.study.rows`) unless ``EVALKIT_STRICT=1``
+(``make ... STRICT=1``) asks to stop at the first.
+
 Output names carry a tag, PROFILE-PROTOCOL, and for smoke runs ``-smoke-HASH`` of the
 sorted seed ids (the Makefile computes the same), so smoke outputs never overwrite full ones.
 """
@@ -21,7 +25,8 @@ sorted seed ids (the Makefile computes the same), so smoke outputs never overwri
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from evalkit.collection import Collection
@@ -30,6 +35,7 @@ from evalkit.errors import KitError
 from evalkit.models import registry
 from evalkit.runner import PROTOCOLS, RunSettings
 
+STRICT_ENV = "EVALKIT_STRICT"
 DISCOUNTS = {"csfcube": "nDCG_csfcube@20", "trec": "nDCG@20"}
 BOOTSTRAP_SEED = 0
 # Each notebook's default model list: the profile's `study` entry of this name.
@@ -52,6 +58,7 @@ class Study:
     figures_dir: Path = Path("figures")
     runs_dir: Path = Path("runs")
     corpus: str | None = None
+    strict: bool = False  # stop at the first row that cannot run (else it becomes "not run: <reason>")
 
     @property
     def tables_dir(self) -> Path:
@@ -75,6 +82,9 @@ class Study:
                  prompt: str | None = None) -> RunSettings:
         return RunSettings(model, collection.name, self.profile, self.protocol, variant, prompt,
                            queries=self.queries(collection), corpus=self.corpus)
+
+    def with_models(self, models: list[str]) -> Study:
+        return replace(self, models=tuple(models))
 
     def describe(self) -> str:
         parts = [f"tag {self.tag}"]
@@ -146,4 +156,12 @@ def check(notebook: str, PROFILE: str, PROTOCOL: str, SEEDS: str = "", OUTPUT_DI
         if reference not in models:
             raise KitError(f"REFERENCE_MODEL {reference} is not among the models run; add it to MODELS")
     return Study(PROFILE, PROTOCOL, build_tag(PROFILE, PROTOCOL, SEEDS), models, reference, measure,
-                 seeds_of(SEEDS), Path(OUTPUT_DIR), Path(FIGURES_DIR), Path(RUNS_DIR), CORPUS or None)
+                 seeds_of(SEEDS), Path(OUTPUT_DIR), Path(FIGURES_DIR), Path(RUNS_DIR), CORPUS or None, strict())
+
+
+def strict() -> bool:
+    """``EVALKIT_STRICT`` (``make ... STRICT=1``): a row that cannot run stops the study."""
+    value = os.environ.get(STRICT_ENV, "").strip().lower()
+    if value not in ("", "0", "1", "true", "false", "yes", "no"):
+        raise KitError(f"{STRICT_ENV}={value!r}: give 1 (stop at the first row that cannot run) or 0")
+    return value in ("1", "true", "yes")
