@@ -14,14 +14,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class Loopback(ThreadingHTTPServer):
-    """A server on a free port of 127.0.0.1 that answers each POST with `respond` and each GET
+    """A server on a free port (or `port`) of 127.0.0.1 that answers each POST with `respond` and each GET
     with `respond_get`; as a context manager it serves from a daemon thread and is shut down on exit."""
 
     daemon_threads = True
     request_queue_size = 1024  # many connections at once
 
-    def __init__(self):
-        super().__init__(("127.0.0.1", 0), _Handler)
+    def __init__(self, port: int = 0):
+        super().__init__(("127.0.0.1", port), _Handler)
         self.lock = threading.Lock()  # guards the state a subclass keeps across requests
 
     @property

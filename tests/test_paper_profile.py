@@ -134,6 +134,7 @@ def substitute(config: dict, stand_ins: dict[str, str], base_url: str) -> dict:
     config = copy.deepcopy(config)
     for name, entry in config["profiles"]["paper"]["models"].items():
         if entry.get("backend") == "openai":
+            entry.pop("serve", None)  # a server the kit would start: the loopback one instead
             entry["base_url"] = base_url
             entry["api_key_env"] = "EVALKIT_PAPER_TEST_KEY"
         else:
