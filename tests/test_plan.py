@@ -130,3 +130,13 @@ def test_cli_plan_json_for_a_smoke_run(monkeypatch, capsys):
             "fix": "export OPENAI_API_KEY=... (the key for https://api.openai.com/v1)"} in result["missing"]
     assert cli.main(["plan", "--profile", "paper", "--models", "nope"]) == 2
     assert "unknown model 'nope'" in capsys.readouterr().err
+
+
+def test_a_server_the_kit_starts_needs_vllm_and_gpus(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no vllm executable
+    monkeypatch.setattr(prerequisites, "gpu_count", lambda: 0)
+    spec = registry.spec("llama3-70b-prp", "paper")
+    assert spec.settings["serve"] == "vllm" and prerequisites.server_url(spec) is None
+    reasons = [m.reason for m in prerequisites.missing(spec) if not m.reason.startswith("first stage")]
+    assert reasons == ["vllm is not installed (the kit starts `vllm serve` for this row)",
+                       "no GPU for the vLLM server of meta-llama/Meta-Llama-3-70B-Instruct"]
