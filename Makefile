@@ -97,9 +97,12 @@ endif
 corpus: $(STAMP) ## download the full corpus abstracts-preds.zip (figshare 14796339; resumed, md5-checked)
 	$(EVALKIT) data --corpus
 
+# The parameters reach `evalkit plan` through the environment, never pasted into the shell line.
+PLAN_PARAMETERS := PROFILE PROTOCOL MODELS SEEDS CORPUS
+$(foreach p,$(PLAN_PARAMETERS),$(eval plan: export EVALKIT_PLAN_$(p) := $$(value $(p))))
 plan: $(STAMP) ## before any work: each row's needs, work, cost and time, missing prerequisites (PROFILE, PROTOCOL, MODELS)
-	$(EVALKIT) plan --profile "$(PROFILE)" --protocol "$(PROTOCOL)" $(if $(strip $(MODELS)),--models "$(MODELS)") \
-		$(if $(strip $(SEEDS)),--seeds "$(SEEDS)") $(if $(strip $(CORPUS)),--corpus "$(CORPUS)")
+	$(EVALKIT) plan --profile "$$EVALKIT_PLAN_PROFILE" --protocol "$$EVALKIT_PLAN_PROTOCOL" \
+		--models "$$EVALKIT_PLAN_MODELS" --seeds "$$EVALKIT_PLAN_SEEDS" --corpus "$$EVALKIT_PLAN_CORPUS"
 
 $(TABLES)/specter-sample.json: $(BUILD)/data.ok
 	@mkdir -p $(@D)

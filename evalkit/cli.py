@@ -396,7 +396,7 @@ def cmd_run(args: argparse.Namespace) -> None:
     if args.prompt is not None and not args.prompt.strip():
         raise KitError("--prompt is empty; give the prompt text or drop --prompt")
     queries = _split_ids(args.queries, "--queries")
-    seeds = _split_ids(args.seeds, "--seeds")
+    seeds = _split_ids(args.seeds or None, "--seeds")
     runs_dir = Path(args.runs_dir)
     _check_runs_dir(runs_dir)
     collection = load_dataset(args.dataset)
@@ -487,13 +487,13 @@ def cmd_plan(args: argparse.Namespace) -> None:
     from evalkit.plan import plan, render
 
     registry.profile_settings(args.profile)
-    models = _split_ids(args.models, "--models")
+    models = _split_ids(args.models or None, "--models")  # empty (make plan without MODELS): the study lists
     for name in models or ():
         registry.spec(name, args.profile)
     if args.corpus and not Path(args.corpus).is_file():
         raise KitError(f"--corpus {args.corpus}: no such file; give abstracts-preds.zip (figshare 14796339)")
     collection = csfcube.load_collection()
-    seeds = _split_ids(args.seeds, "--seeds")
+    seeds = _split_ids(args.seeds or None, "--seeds")
     queries = _seed_queries(seeds, collection) if seeds else None
     result = plan(args.profile, args.protocol, collection, models, queries, args.corpus)
     print(json.dumps(result, indent=1) if args.json else render(result))

@@ -4,6 +4,7 @@ collection; missing keys, servers and GPUs listed with their fixes; the paper pr
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -140,3 +141,15 @@ def test_a_server_the_kit_starts_needs_vllm_and_gpus(monkeypatch, tmp_path):
     reasons = [m.reason for m in prerequisites.missing(spec) if not m.reason.startswith("first stage")]
     assert reasons == ["vllm is not installed (the kit starts `vllm serve` for this row)",
                        "no GPU for the vLLM server of meta-llama/Meta-Llama-3-70B-Instruct"]
+
+
+def test_make_plan_hands_parameters_over_as_data(tmp_path):
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    if not (root / ".venv" / "bin" / "evalkit").exists():
+        pytest.skip("make plan runs the kit from .venv")
+    done = subprocess.run(["make", "-s", "plan", "PROFILE=offline", f"MODELS=bm25;touch {tmp_path}/pwned"],
+                          cwd=root, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and "unknown model 'bm25;touch" in done.stderr
+    assert not (tmp_path / "pwned").exists()
