@@ -102,11 +102,12 @@ def test_a_server_that_dies_mid_run_keeps_the_judgments_so_far(vllm, monkeypatch
     message = str(caught.value)
     assert "exited mid-run (status 1" in message and "judgments so far are cached" in message
     assert "\n" not in message
-    assert cached(vllm) == 3
+    kept = cached(vllm)  # the server answered 3 prompts; the last may have been in flight beside the failed one
+    assert kept in (2, 3)
     monkeypatch.setenv("FAKE_VLLM_MODE", "ok")
     model = LLMReranker(settings(vllm))
     model.rerank("Find.", "Seed.", DOCS, FIRST)
-    assert model.judge.backend.usage.prompts == 8 - 3  # the rest only
+    assert model.judge.backend.usage.prompts == 8 - kept  # the rest only
     assert cached(vllm) == 8
 
 
