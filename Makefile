@@ -36,6 +36,8 @@ K ?= 10
 EXPLORE_MODELS ?= bm25,minilm,minilm-probe
 # FORCE=1 reruns the notebook targets named even when they are up to date (nothing is reinstalled).
 FORCE ?=
+# STRICT=1 stops at the first row that cannot run instead of a "not run: <reason>" row (EVALKIT_STRICT).
+STRICT ?=
 
 PARAMETERS := PROFILE PROTOCOL MODELS REFERENCE_MODEL DISCOUNT SEEDS CORPUS INSTRUCTIONS OUTPUT_DIR FIGURES_DIR \
 	RUNS_DIR BEIR FOLLOWIR INSTRUCTIR SEED K
@@ -43,8 +45,9 @@ PARAMETERS := PROFILE PROTOCOL MODELS REFERENCE_MODEL DISCOUNT SEEDS CORPUS INST
 # (EVALKIT_PARAM_NAME; $(value ...) keeps a '$' unexpanded), never pasted into a shell line:
 # recipes read them as "$$EVALKIT_PARAM_NAME" and evalkit/study/launch.py hands them to papermill.
 $(foreach p,$(PARAMETERS),$(eval export EVALKIT_PARAM_$(p) := $$(value $(p))))
+export EVALKIT_STRICT := $(value STRICT)
 # Not exported under their own names: make would expand a '$(...)' in a value to export it.
-unexport $(PARAMETERS)
+unexport $(PARAMETERS) STRICT
 # The build tag names every output (evalkit/study/tag.py): PROFILE-PROTOCOL, -smoke-HASH for SEEDS,
 # -custom-HASH when MODELS, REFERENCE_MODEL, DISCOUNT, INSTRUCTIONS, CORPUS or a recipe dataset is
 # given, so a partial study never overwrites the full one and make reruns when one changes.
@@ -88,6 +91,17 @@ $(BUILD)/data.ok: $(STAMP) evalkit/manifests/csfcube.tsv
 	$(EVALKIT) data > "$$EVALKIT_PARAM_OUTPUT_DIR/data.ok.tmp" && mv "$$EVALKIT_PARAM_OUTPUT_DIR/data.ok.tmp" "$$EVALKIT_PARAM_OUTPUT_DIR/data.ok"
 
 data: $(BUILD)/data.ok ## fetch CSFCube if needed and verify every file's sha256
+
+# Reproducing the paper on a GPU machine: the full corpus by command, and a pre-flight plan of a study
+# (what each row needs, its work, cost and time, missing prerequisites with their fixes).
+# A row that cannot run (no key, no server, no GPU) is "not run: <reason>" in the tables; STRICT=1 stops instead.
+.PHONY: corpus plan
+corpus: $(STAMP) ## download the full corpus abstracts-preds.zip (figshare 14796339; resumed, md5-checked)
+	$(EVALKIT) data --corpus
+
+plan: $(STAMP) ## before any work: each row's needs, work, cost and time, missing prerequisites (PROFILE, PROTOCOL, MODELS)
+	$(EVALKIT) plan --profile "$$EVALKIT_PARAM_PROFILE" --protocol "$$EVALKIT_PARAM_PROTOCOL" \
+		--models "$$EVALKIT_PARAM_MODELS" --seeds "$$EVALKIT_PARAM_SEEDS" --corpus "$$EVALKIT_PARAM_CORPUS"
 
 $(BUILD)/tables/specter-sample.json: $(BUILD)/data.ok
 	@mkdir -p "$$EVALKIT_PARAM_OUTPUT_DIR/tables"

@@ -2,7 +2,7 @@
 
 Commands: `run` (rank a dataset with one model into the run store), `evaluate` (score a
 run), `human` (CSFCube's Human reference), `models`, `report`, `data`, `export` (CSFCube as
-BEIR, FollowIR or TREC files).
+BEIR, FollowIR or TREC files), `plan` (what a study needs and costs, before any work).
 """
 
 from __future__ import annotations
@@ -408,8 +408,7 @@ def cmd_human(args: argparse.Namespace) -> None:
     if args.recipe == "pool" and args.protocol != "pool":
         raise KitError(f"the pool recipe ranks the judged pool whatever the protocol; use --recipe protocol "
                        f"for the {args.protocol} list")
-    if args.protocol == "full" and not args.corpus:
-        raise KitError("the full protocol needs --corpus PATH (abstracts-preds.zip from figshare 14796339)")
+    _corpus(args)
     if args.corpus and not Path(args.corpus).is_file():
         raise KitError(f"--corpus {args.corpus} is not a file; give the path of abstracts-preds.zip")
     data = csfcube.load()
@@ -478,10 +477,11 @@ def cmd_run(args: argparse.Namespace) -> None:
             raise KitError("--corpus applies to --protocol full; add it or drop --corpus")
         if not Path(args.corpus).is_file():
             raise KitError(f"--corpus {args.corpus}: no such file; give abstracts-preds.zip (figshare 14796339)")
+    _corpus(args)
     if args.prompt is not None and not args.prompt.strip():
         raise KitError("--prompt is empty; give the prompt text or drop --prompt")
     queries = _split_ids(args.queries, "--queries")
-    seeds = _split_ids(args.seeds, "--seeds")
+    seeds = _split_ids(args.seeds or None, "--seeds")
     model = _model_spec(args)
     if args.instructions is not None and not Path(args.instructions).is_file():
         raise KitError(f"--instructions {args.instructions}: no such file; give a YAML file shaped as "
@@ -537,12 +537,55 @@ def cmd_report(args: argparse.Namespace) -> None:
 def cmd_data(args: argparse.Namespace) -> None:
     from evalkit.datasets import csfcube
 
+    if args.corpus:
+        _data_corpus(args.path)
+        return
     root = csfcube.fetch()
     if args.path:
         print(root)
         return
     data = csfcube.load(root)
     print(f"CSFCube at {root}: {len(data.queries)} queries, {len(data.papers)} papers, sha256 verified")
+
+
+def _data_corpus(path_only: bool) -> None:
+    """`evalkit data --corpus`: download abstracts-preds.zip (resumed, md5-checked) into the cache."""
+    from evalkit.datasets import csfcube_download
+
+    path = csfcube_download.download()
+    if path_only:
+        print(path)
+        return
+    record = json.loads(csfcube_download.record_path(path).read_text(encoding="utf-8"))
+    print(f"corpus at {path}: {record['size']:,} bytes, md5 {record['md5']} as published, sha256 {record['sha256']}")
+
+
+def _corpus(args: argparse.Namespace) -> None:
+    """The full protocol's corpus: --corpus, else the file `evalkit data --corpus` downloaded."""
+    from evalkit.datasets import csfcube_download
+
+    if args.protocol == "full" and not args.corpus:
+        args.corpus = csfcube_download.resolve(None)
+        if args.corpus is None:
+            raise KitError(csfcube_download.MISSING)
+
+
+def cmd_plan(args: argparse.Namespace) -> None:
+    from evalkit.datasets import csfcube
+    from evalkit.models import registry
+    from evalkit.plan import plan, render
+
+    registry.profile_settings(args.profile)
+    models = _split_ids(args.models or None, "--models")  # empty (make plan without MODELS): the study lists
+    for name in models or ():
+        registry.spec(name, args.profile)
+    if args.corpus and not Path(args.corpus).is_file():
+        raise KitError(f"--corpus {args.corpus}: no such file; give abstracts-preds.zip (figshare 14796339)")
+    collection = csfcube.load_collection()
+    seeds = _split_ids(args.seeds or None, "--seeds")
+    queries = _seed_queries(seeds, collection) if seeds else None
+    result = plan(args.profile, args.protocol, collection, models, queries, args.corpus)
+    print(json.dumps(result, indent=1) if args.json else render(result))
 
 
 def cmd_export(args: argparse.Namespace) -> None:
@@ -614,7 +657,8 @@ def build_parser() -> ArgumentParser:
     subset = run.add_mutually_exclusive_group()
     subset.add_argument("--queries", metavar="Q1,Q2", help="only these query ids (smoke runs)")
     subset.add_argument("--seeds", metavar="S1,S2", help="csfcube: only these seed papers' queries (smoke runs)")
-    run.add_argument("--corpus", metavar="PATH", help="full protocol: abstracts-preds.zip (figshare 14796339)")
+    run.add_argument("--corpus", metavar="PATH", help="full protocol: abstracts-preds.zip (figshare 14796339; "
+                                                      "default: the file `evalkit data --corpus` downloaded)")
     run.add_argument("--runs-dir", required=True, metavar="DIR",
                      help="run store: DIR/PROFILE/DATASET/PROTOCOL/NAME/{run.trec,sidecar.json}")
     run.set_defaults(func=cmd_run)
@@ -664,8 +708,23 @@ def build_parser() -> ArgumentParser:
     export.add_argument("out", metavar="OUT", help="a new or empty folder")
     export.set_defaults(func=cmd_export)
 
-    data = command("data", "fetch (if needed) and verify the CSFCube files")
-    data.add_argument("--path", action="store_true", help="print only the verified data folder")
+    plan = command("plan", "before any work: what each row of a study needs (weights, GPU memory, keys, servers), "
+                           "its work (texts, LLM prompts and tokens), cost and time, and every missing prerequisite "
+                           "with its fix")
+    plan.add_argument("--profile", default="offline", help="model profile in config/models.yaml")
+    plan.add_argument("--protocol", choices=PROTOCOLS, default="pool", help="pool, pooled or full")
+    plan.add_argument("--models", metavar="M1,M2", help="the rows (default: every model of the profile's study lists)")
+    plan.add_argument("--seeds", metavar="S1,S2", help="only these seed papers' queries (a smoke run)")
+    plan.add_argument("--corpus", metavar="PATH", help="full protocol: abstracts-preds.zip (default: the download)")
+    plan.add_argument("--json", action="store_true", help="print the plan as one JSON object")
+    plan.set_defaults(func=cmd_plan)
+
+    data = command("data", "fetch (if needed) and verify the CSFCube files; with --corpus, download the full "
+                           "corpus")
+    data.add_argument("--path", action="store_true", help="print only the verified data folder (or corpus file)")
+    data.add_argument("--corpus", action="store_true",
+                      help="download abstracts-preds.zip (figshare 14796339; resumed, md5-checked) into the cache, "
+                           "where the full protocol finds it without --corpus")
     data.set_defaults(func=cmd_data)
     return parser
 

@@ -95,7 +95,9 @@ def check_settings(settings: RunSettings, collection: Collection) -> None:
     if settings.depth is not None and settings.depth < 1:
         raise KitError(f"depth {settings.depth} must be a positive integer")
     if settings.protocol == "full" and not settings.corpus:
-        raise KitError("the full protocol needs --corpus PATH (abstracts-preds.zip from figshare 14796339)")
+        from evalkit.datasets.csfcube_download import MISSING
+
+        raise KitError(MISSING)
     model_spec = registry.spec(settings.model, settings.profile)
     missing = sorted(registry.needs(model_spec) - capabilities(collection))
     if missing:
@@ -237,6 +239,53 @@ def scoring_code_digest() -> str:
     files = sorted(p for name in SCORING_CODE for p in ([root / name] if (root / name).is_file()
                    else (root / name).rglob("*")) if p.is_file() and p.suffix in (".py", ".yaml", ".csv"))
     return files_sha256(files, [str(p.relative_to(root)) for p in files])
+
+
+@dataclass(frozen=True)
+class NotRun:
+    """A run that was not made, and why ("not run: <reason>")."""
+
+    reason: str
+
+
+def unavailable(settings: RunSettings) -> tuple[str, str] | None:
+    """(reason, fix) when a prerequisite of the run is missing (`evalkit.prerequisites`: the model's
+    own, its first stage's, the protocol's first stage on pooled and full), else None."""
+    from evalkit import prerequisites
+
+    specs = [registry.spec(settings.model, settings.profile)]
+    if settings.protocol != "pool":
+        specs.append(registry.spec(settings.first_stage or registry.profile_settings(settings.profile)["first_stage"],
+                                   settings.profile))
+    found = list({(m.reason, m.fix): m for spec in specs for m in prerequisites.missing(spec)}.values())
+    if not found:
+        return None
+    return "; ".join(m.reason for m in found), "; ".join(m.fix for m in found)
+
+
+def not_runnable(settings: RunSettings, strict: bool = False) -> NotRun | None:
+    """NotRun when a prerequisite is missing (`strict`: a KitError naming it and its fix), else None."""
+    missing = unavailable(settings)
+    if missing is None:
+        return None
+    if strict:
+        raise KitError(f"{settings.run_name}: {missing[0]}; fix: {missing[1]}")
+    return NotRun(f"not run: {missing[0]}")
+
+
+def run_or_reason(settings: RunSettings, collection: Collection, runs_dir: Path, strict: bool = False) -> Run | NotRun:
+    """`ensure_run`, or, for a run whose prerequisites are missing or which fails with a kit error
+    (a server that dies, weights that cannot be fetched), why it was not run. `strict` raises
+    instead (the first such run stops the study)."""
+    blocked = not_runnable(settings, strict)
+    if blocked is not None:
+        return blocked
+    try:
+        return ensure_run(settings, collection, runs_dir)
+    except KitError as exc:
+        if strict:
+            raise
+        return NotRun(f"not run: {' '.join(str(exc).splitlines())}")
 
 
 def ensure_stored(settings: RunSettings, collection: Collection, runs_dir: Path) -> tuple[Path, Run]:

@@ -14,14 +14,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class Loopback(ThreadingHTTPServer):
-    """A server on a free port of 127.0.0.1 that answers each POST with `respond`; as a context
-    manager it serves from a daemon thread and is shut down on exit."""
+    """A server on a free port (or `port`) of 127.0.0.1 that answers each POST with `respond` and each GET
+    with `respond_get`; as a context manager it serves from a daemon thread and is shut down on exit."""
 
     daemon_threads = True
     request_queue_size = 1024  # many connections at once
 
-    def __init__(self):
-        super().__init__(("127.0.0.1", 0), _Handler)
+    def __init__(self, port: int = 0):
+        super().__init__(("127.0.0.1", port), _Handler)
         self.lock = threading.Lock()  # guards the state a subclass keeps across requests
 
     @property
@@ -34,6 +34,15 @@ class Loopback(ThreadingHTTPServer):
         bytes, a dict (sent as JSON) or an iterable of byte chunks, each sent as it comes (then give
         Content-Length in the extra headers)."""
         raise NotImplementedError
+
+    def respond_get(self, path: str, headers) -> tuple:
+        """(status, body[, extra headers]) for a GET of `path`, as `respond`; a body iterable that
+        stops before its Content-Length drops the connection there. Default: 404."""
+        return 404, {"error": f"no {path}"}
+
+    @property
+    def root(self) -> str:
+        return f"http://127.0.0.1:{self.server_port}"
 
     def handle_error(self, request, client_address):
         if not isinstance(sys.exc_info()[1], ConnectionError):  # a client hung up on a slow answer: fine
@@ -54,7 +63,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self):
         payload = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        status, body, *extra = self.server.respond(payload, self.headers)
+        self._send(*self.server.respond(payload, self.headers))
+
+    def do_GET(self):
+        self._send(*self.server.respond_get(self.path, self.headers))
+
+    def _send(self, status, body, *extra):
         body = json.dumps(body).encode() if isinstance(body, dict) else body
         self.send_response(status)
         self.send_header("Content-Type", "application/json")

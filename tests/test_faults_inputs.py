@@ -6,7 +6,7 @@ Classes of fault, one section each: path parts that could leave the run store; b
 every shape; malformed or empty collections (no queries, no documents, empty qrels, null
 texts, repeated and negative judgments); blank and stopword-only queries or corpora for BM25
 (all scores 0, the tie rule ranks by id); malformed notebooks given to `report`; a run-store
-folder without its ranking; model prerequisites known before loading (hub, API key, server).
+folder without its ranking; a strict study's model prerequisites known before loading (hub, API key).
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ import pytest
 import yaml
 from fixtures_datasets import write_beir, write_jsonl, write_qrels
 
-from evalkit import cli, runstore
+from evalkit import cli, prerequisites, runstore
 from evalkit.collection import Document, Query
 from evalkit.errors import KitError
-from evalkit.models import prerequisites, registry
+from evalkit.models import registry
 from evalkit.models.bm25 import BM25
 from evalkit.runs import ranked
 
@@ -233,28 +233,36 @@ def test_a_run_folder_without_its_ranking_says_so(tmp_path, capsys):
 # --- prerequisites known before loading ------------------------------------------------------------------------
 
 
-def test_missing_prerequisites_are_listed_together_before_loading(monkeypatch, tmp_path):
+def test_a_strict_study_lists_every_missing_prerequisite_before_loading(monkeypatch, tmp_path):
+    from evalkit.study import params
+
     models = {"bm25": {"family": "bm25"}, "hubbed": {"family": "dense", "model": "org/never-downloaded"},
               "api": {"family": "llm", "backend": "openai", "base_url": "https://api.example.org/v1", "model": "m",
                       "api_key_env": "EVALKIT_TEST_KEY", "first_stage": "hubbed"},
-              "served": {"family": "llm", "backend": "openai", "base_url": "http://127.0.0.1:1/v1", "model": "m"},
               "local": {"family": "dense", "model": str(tmp_path)}}
     path = tmp_path / "models.yaml"
     path.write_text(yaml.safe_dump({"profiles": {"p": {"first_stage": "bm25", "depth": 5, "models": models}}}))
     monkeypatch.setenv("EVALKIT_MODELS", str(path))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("EVALKIT_TEST_KEY", raising=False)
-    monkeypatch.setattr(prerequisites, "_answers", lambda host, port: host == "127.0.0.1")
+    monkeypatch.setattr(prerequisites, "_hub_unreachable", lambda: True)
+    monkeypatch.setenv("EVALKIT_STRICT", "1")
+
+    def no_loading(*args, **kwargs):
+        raise AssertionError("a model was built before the parameter check finished")
+
+    monkeypatch.setattr(registry, "build", no_loading)
     with pytest.raises(KitError) as raised:
-        prerequisites.check([registry.spec(name, "p") for name in ("api", "served", "local")])
+        params.check("relevance", PROFILE="p", PROTOCOL="pool", MODELS="api,local,bm25", REFERENCE_MODEL="bm25")
     line = str(raised.value)
-    assert line.startswith("3 model prerequisites missing: ") and "\n" not in line
-    assert "api: no server answers at https://api.example.org/v1" in line
-    assert "api: the environment variable EVALKIT_TEST_KEY is empty" in line
+    assert line.startswith("2 missing prerequisites: ") and "\n" not in line
+    assert "api: no API key (EVALKIT_TEST_KEY is not set) (fix: export EVALKIT_TEST_KEY=" in line
     # the first stage is checked with its reranker
-    assert "hubbed: org/never-downloaded is not in the local Hugging Face cache and HF_HUB_OFFLINE is set" in line
-    assert "served:" not in line and "local:" not in line
+    assert "api: first stage hubbed: org/never-downloaded is not in the Hugging Face cache and the hub cannot be " \
+           "reached" in line
+    assert "local:" not in line and "bm25:" not in line
     monkeypatch.setenv("EVALKIT_TEST_KEY", "k")
-    monkeypatch.setattr(prerequisites, "_answers", lambda host, port: True)
-    prerequisites.check([registry.spec(name, "p") for name in ("served", "local")])  # all there: nothing raised
+    monkeypatch.setattr(prerequisites, "_hub_unreachable", lambda: False)
+    assert params.check("relevance", PROFILE="p", PROTOCOL="pool", MODELS="api,local,bm25",
+                        REFERENCE_MODEL="bm25").strict  # everything there: the check passes

@@ -38,7 +38,6 @@ pytest.importorskip("peft")
 pytestmark = [pytest.mark.filterwarnings("ignore::FutureWarning"), pytest.mark.filterwarnings("ignore::UserWarning")]
 
 ROOT = Path(__file__).resolve().parents[1]
-GOLDEN = Path(__file__).parent / "golden" / "specter2"
 SEEDS = "3264891,80628431,1791179"  # two facets each; both folds' dev and test halves
 LOCATION_KEYS = ("model", "base", "adapter")
 LLM_DEPTH, LLM_K = 8, 2  # time bound of this test (the paper: 200 and 20)
@@ -47,53 +46,12 @@ TABLE1 = ["scincl", "specter2", "otaspire", "gritlm-7b", "gpt-3.5-turbo-pw", "gp
 
 
 # -- stand-ins -------------------------------------------------------------------------------
-def build_e5_stand_in(mistral: Path, folder: Path) -> Path:
-    """A sentence-transformers folder over a tiny Mistral with last-token pooling (E5-Mistral's)."""
-    from sentence_transformers import SentenceTransformer
-    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
-    from transformers import AutoTokenizer
-
-    hf = folder / "hf"
-    tokenizer = AutoTokenizer.from_pretrained(mistral)
-    tokenizer.pad_token = tokenizer.eos_token
-    tokenizer.save_pretrained(hf)
-    from transformers import AutoModel
-
-    AutoModel.from_pretrained(mistral).save_pretrained(hf)
-    transformer = Transformer(str(hf), max_seq_length=128)
-    pooling = Pooling(transformer.get_embedding_dimension(), pooling_mode="lasttoken")
-    out = folder / "st"
-    SentenceTransformer(modules=[transformer, pooling, Normalize()], device="cpu").save(str(out))
-    return out
-
-
 @pytest.fixture(scope="module")
 def stand_ins(tmp_path_factory) -> dict[str, str]:
     """Hub id -> local folder, for every location the paper profile names."""
-    from test_encoder_bert_cls import build_tiny_bert
-    from test_encoder_gritlm import build_tiny_mistral
-    from test_encoder_promptriever import build_random_lora, build_tiny_llama
-    from tiny_models import build_tiny_lm
+    from tiny_models import build_paper_stand_ins
 
-    root = tmp_path_factory.mktemp("paper-stand-ins")
-    mistral = build_tiny_mistral(root / "gritlm")
-    llama = build_tiny_llama(root / "llama-base")
-    lora = build_random_lora(str(llama), root / "promptriever-lora")
-    bert = build_tiny_bert(root / "bert")
-    chat = build_tiny_lm(root / "chat-llama")
-    e5 = build_e5_stand_in(Path(mistral), root / "e5")
-    return {
-        "GritLM/GritLM-7B": str(mistral),
-        "intfloat/e5-mistral-7b-instruct": str(e5),
-        "samaya-ai/promptriever-llama2-7b-v1": str(lora),
-        "meta-llama/Llama-2-7b-hf": str(llama),
-        "malteos/scincl": str(bert),
-        "allenai/aspire-contextualsentence-multim-compsci": str(bert),
-        "allenai/specter2_base": str(GOLDEN / "base"),
-        "allenai/specter2": str(GOLDEN / "adapter_proximity"),
-        "mistralai/Mistral-7B-Instruct-v0.2": str(chat),
-        "meta-llama/Meta-Llama-3-8B-Instruct": str(chat),
-    }
+    return build_paper_stand_ins(tmp_path_factory.mktemp("paper-stand-ins"))
 
 
 # -- loopback OpenAI-compatible server ---------------------------------------------------------
@@ -134,6 +92,7 @@ def substitute(config: dict, stand_ins: dict[str, str], base_url: str) -> dict:
     config = copy.deepcopy(config)
     for name, entry in config["profiles"]["paper"]["models"].items():
         if entry.get("backend") == "openai":
+            entry.pop("serve", None)  # a server the kit would start: the loopback one instead
             entry["base_url"] = base_url
             entry["api_key_env"] = "EVALKIT_PAPER_TEST_KEY"
         else:

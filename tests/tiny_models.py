@@ -79,3 +79,53 @@ def build_tiny_lm(folder, chat: bool = True):
     LlamaForCausalLM(config).save_pretrained(folder)
     fast.save_pretrained(folder)
     return folder
+
+
+GOLDEN = Path(__file__).parent / "golden" / "specter2"
+
+
+def build_e5_stand_in(mistral: Path, folder: Path) -> Path:
+    """A sentence-transformers folder over a tiny Mistral with last-token pooling (E5-Mistral's)."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
+    from transformers import AutoTokenizer
+
+    hf = folder / "hf"
+    tokenizer = AutoTokenizer.from_pretrained(mistral)
+    tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.save_pretrained(hf)
+    from transformers import AutoModel
+
+    AutoModel.from_pretrained(mistral).save_pretrained(hf)
+    transformer = Transformer(str(hf), max_seq_length=128)
+    pooling = Pooling(transformer.get_embedding_dimension(), pooling_mode="lasttoken")
+    out = folder / "st"
+    SentenceTransformer(modules=[transformer, pooling, Normalize()], device="cpu").save(str(out))
+    return out
+
+
+def build_paper_stand_ins(root: Path) -> dict[str, str]:
+    """Hub id -> a tiny local stand-in of the same architecture, for every location the paper
+    profile names (tests/test_paper_profile.py, bench/bench_gpu_check.py)."""
+    from test_encoder_bert_cls import build_tiny_bert
+    from test_encoder_gritlm import build_tiny_mistral
+    from test_encoder_promptriever import build_random_lora, build_tiny_llama
+
+    mistral = build_tiny_mistral(root / "gritlm")
+    llama = build_tiny_llama(root / "llama-base")
+    lora = build_random_lora(str(llama), root / "promptriever-lora")
+    bert = build_tiny_bert(root / "bert")
+    chat = build_tiny_lm(root / "chat-llama")
+    e5 = build_e5_stand_in(Path(mistral), root / "e5")
+    return {
+        "GritLM/GritLM-7B": str(mistral),
+        "intfloat/e5-mistral-7b-instruct": str(e5),
+        "samaya-ai/promptriever-llama2-7b-v1": str(lora),
+        "meta-llama/Llama-2-7b-hf": str(llama),
+        "malteos/scincl": str(bert),
+        "allenai/aspire-contextualsentence-multim-compsci": str(bert),
+        "allenai/specter2_base": str(GOLDEN / "base"),
+        "allenai/specter2": str(GOLDEN / "adapter_proximity"),
+        "mistralai/Mistral-7B-Instruct-v0.2": str(chat),
+        "meta-llama/Meta-Llama-3-8B-Instruct": str(chat),
+    }

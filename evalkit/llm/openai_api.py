@@ -18,6 +18,9 @@ prompt; then, or at once on any other HTTP error, a KitError names the endpoint 
 the last problem. `timeout_s` bounds each whole request (connecting, headers and
 body), also against a server that trickles its answer.
 
+With a server the kit starts (``serve: vllm``, `evalkit.llm.vllm_server`) the server starts on the
+first request and a request failing after the server exited is an error at once.
+
 Up to `max_in_flight` requests run at once (a thread pool shared by every call;
 `submit` lets the scheduler keep it full across queries).
 
@@ -125,6 +128,7 @@ class OpenAIBackend:
         self.usage = Usage()
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
+        self.server = None  # a server the kit started (`evalkit.llm.vllm_server`): started on the first request
 
     def truncate(self, text: str, tokens: int) -> str:
         words = text.split()
@@ -210,6 +214,8 @@ class OpenAIBackend:
                 status, retry_after = f"unparsed answer: {failure}", None
                 with self._lock:
                     self.usage.unparsed += 1
+            if self.server is not None:
+                self.server.check()  # a server that died is one line at once, not retries until they run out
             if attempt == self.max_retries:
                 raise KitError(f"{self.url}: no judgment after {attempt + 1} attempts (last: {status}); "
                                "check the server or raise max_retries") from None
@@ -233,6 +239,8 @@ class OpenAIBackend:
 
     def submit(self, prompts: Prompts) -> list[Future]:
         """One future per prompt, run by the shared pool of `max_in_flight` threads."""
+        if self.server is not None:
+            self.server.ensure_started()
         with self._lock:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(self.max_in_flight, thread_name_prefix="evalkit-api")

@@ -15,6 +15,9 @@ Settings (a dict, e.g. one model entry of the registry):
   see `evalkit.llm.judge`.
 - ``cache``: the judgment cache file (default ``$EVALKIT_CACHE/llm/judgments.sqlite``);
   ``chunk`` (default 64): prompts per backend call (and cache commit) of a local model.
+- ``serve: vllm`` (backend openai, no base_url): the kit starts ``vllm serve`` for the model and
+  stops it when the reranking ends (`evalkit.llm.vllm_server`; ``tensor_parallel_size``,
+  ``vllm_executable``, ``vllm_args``, ``ready_timeout_s``).
 - ``parallel_queries`` (default 64): queries reranked at once by `rerank_many` (the API
   backend's ``max_in_flight`` bounds the requests in flight, the transformers backend's
   ``batch_size`` the prompts per forward pass); results do not depend on it. The
@@ -103,6 +106,33 @@ def build_backend(kind: str, settings: dict) -> Backend:
     return cls(**settings)
 
 
+SERVE = ("serve", "tensor_parallel_size", "vllm_executable", "vllm_args", "ready_timeout_s")
+
+
+def _server(kind: str, settings: dict):
+    """The vLLM server an entry asks the kit to start (``serve: vllm``; its settings popped from
+    `settings`, base_url pointed at it), else None."""
+    options = {key: settings.pop(key) for key in SERVE if key in settings}
+    serve = options.pop("serve", None)
+    if serve is None:
+        if options:
+            raise KitError(f"{', '.join(sorted(options))} apply to a server the kit starts; add serve: vllm")
+        return None
+    if serve != "vllm" or kind != "openai":
+        raise KitError(f"serve: {serve!r} with backend {kind}: the kit starts vllm servers for backend openai "
+                       "(serve: vllm)")
+    if "base_url" in settings:
+        raise KitError(f"serve: vllm starts a local server, so base_url {settings['base_url']} is not used; "
+                       "drop one of them")
+    from evalkit.llm.vllm_server import VLLMServer
+
+    server = VLLMServer(settings["model"], settings.get("revision"), options.get("tensor_parallel_size"),
+                        options.get("vllm_executable", "vllm"), options.get("vllm_args", ()),
+                        options.get("ready_timeout_s", 1800.0))
+    settings["base_url"] = server.base_url
+    return server
+
+
 class LLMReranker:
     reads_instruction = True
 
@@ -129,7 +159,10 @@ class LLMReranker:
             raise KitError(f"parallel_queries={self.parallel_queries} must be positive; fix the model settings")
         if kind == "transformers":
             s.setdefault("prefix_cache", self.parallel_queries)
+        self.server = _server(kind, s) if backend is None else None
         backend = backend or build_backend(kind, s)
+        if self.server is not None:
+            backend.server = self.server
         self.judge = Judge(backend, template, cache, disagreement, chunk)
 
     def rerank(self, instruction: str, seed_text: str, candidates: Sequence[tuple[str, str]],
@@ -141,6 +174,13 @@ class LLMReranker:
                     ) -> list[dict[str, float]]:
         """`rerank` of many queries (instruction, seed_text, candidates, first_stage) at once, with the
         results, judgments and cache contents of reranking them one after the other."""
+        try:
+            return self._rerank_many(jobs)
+        finally:  # success, failure or interrupt: a server the kit started is stopped
+            if self.server is not None:
+                self.server.stop()
+
+    def _rerank_many(self, jobs):
         start = time.perf_counter()
         tasks, orders = [], []
         for instruction, seed_text, candidates, first_stage in jobs:

@@ -15,6 +15,7 @@ import pandas as pd
 from evalkit.errors import KitError
 from evalkit.evaluation import PMRR
 from evalkit.study.hybrid_study import measure_of
+from evalkit.study.rows import ran
 
 TABLES = ("relevance", "instruction_following", "sensitivity", "hybrid")
 AWARE = ("instructed", "probe", "reranker", "aspect")
@@ -28,7 +29,7 @@ def read_tables(tables_dir: Path, tag: str, names: tuple[str, ...] = TABLES) -> 
         path = Path(tables_dir) / f"{name}-{tag}.csv"
         if not path.is_file():
             raise KitError(f"{path} is missing; build it first (make {name}) with the same PROFILE, PROTOCOL, SEEDS")
-        found[name] = pd.read_csv(path)
+        found[name] = ran(pd.read_csv(path))  # "not run" rows hold no values
     measures = {measure_of(found[n]) for n in ("sensitivity", "hybrid") if n in found}
     if "relevance" in found:
         measures |= set(found["relevance"].loc[found["relevance"].source == "kit", "measure"])

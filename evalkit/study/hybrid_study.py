@@ -8,6 +8,8 @@ on p-MRR) and bootstrap intervals. Values x100.
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from evalkit import hybrid
@@ -19,6 +21,7 @@ from evalkit.models.dense import BiEncoder
 from evalkit.runner import prepare
 from evalkit.selection import cross_validate
 from evalkit.stats import interval_or_nan, pvalue_or_nan
+from evalkit.study import rows
 from evalkit.study.params import BOOTSTRAP_SEED, Study
 
 CV_SETTING = "hybrid (a chosen on dev, per fold)"
@@ -26,8 +29,16 @@ AIM_PMRR_GAIN = 8.0  # x100 p-MRR over the whole abstract, with no loss of the r
 
 
 def hybrid_table(study: Study, collection: Collection, candidate_facet: bool = False) -> pd.DataFrame:
-    """For each study model: the cross-validated row first, then one row per weight of the grid."""
-    return pd.concat([_model_rows(study, collection, m, candidate_facet) for m in study.models], ignore_index=True)
+    """For each study model: the cross-validated row first, then one row per weight of the grid; a
+    model that cannot run is one "not run: <reason>" row (`evalkit.study.rows`)."""
+    parts = []
+    for model in study.models:
+        found = rows.attempt(study, collection, model,
+                             lambda m=model: _model_rows(study, collection, m, candidate_facet))
+        parts.append(pd.DataFrame([{"model": model, "label": registry.spec(model, study.profile).label,
+                                    "setting": CV_SETTING, study.measure: math.nan, PMRR: math.nan,
+                                    rows.STATUS: found}]) if isinstance(found, str) else found)
+    return pd.concat(parts, ignore_index=True)
 
 
 def _model_rows(study: Study, collection: Collection, model: str, candidate_facet: bool) -> pd.DataFrame:
@@ -43,8 +54,8 @@ def _model_rows(study: Study, collection: Collection, model: str, candidate_face
     cv["chosen_a"] = ", ".join(f"{fold}: {a:.1f}" for fold, a in chosen.items())
     cv["p_vs_whole"] = pvalue_or_nan(chosen_table[measure], tables[1.0][measure])
     cv["p_pmrr_vs_aspect_subset"] = pvalue_or_nan(chosen_table[PMRR], tables[0.0][PMRR])
-    rows = [_row(collection, model, label, f"a={a:.1f}", t, measure) for a, t in tables.items()]
-    return pd.DataFrame([cv] + rows)
+    grid = [_row(collection, model, label, f"a={a:.1f}", t, measure) for a, t in tables.items()]
+    return pd.DataFrame([cv] + grid).assign(**{rows.STATUS: rows.RAN})
 
 
 def _row(collection: Collection, model: str, label: str, setting: str, table: pd.DataFrame, measure: str) -> dict:
@@ -60,10 +71,13 @@ def verdicts(table: pd.DataFrame) -> list[str]:
     """One sentence per model: does the cross-validated hybrid get relevance and instruction following?"""
     measure = measure_of(table)
     lines = []
-    for _, rows in table.groupby("model", sort=False):
-        cv = rows[rows.setting == CV_SETTING].iloc[0]
-        whole = rows[rows.setting == "a=1.0"].iloc[0]
-        subset = rows[rows.setting == "a=0.0"].iloc[0]
+    for _, found in table.groupby("model", sort=False):
+        cv = found[found.setting == CV_SETTING].iloc[0]
+        if str(cv.get(rows.STATUS, "")).startswith(rows.NOT_RUN):
+            lines.append(f"{cv.label}: {cv[rows.STATUS]}.")
+            continue
+        whole = found[found.setting == "a=1.0"].iloc[0]
+        subset = found[found.setting == "a=0.0"].iloc[0]
         met = cv[measure] >= whole[measure] and cv[PMRR] - whole[PMRR] >= AIM_PMRR_GAIN
         lines.append(
             f"{cv.label}: cross-validated facet hybrid ({cv.chosen_a}): {measure} {cv[measure]:.2f} vs whole "

@@ -15,7 +15,12 @@ before any model is built:
 - ``DISCOUNT``: csfcube | trec, i.e. the measure nDCG_csfcube@20 | nDCG@20;
 - ``SEEDS``: comma-separated seed paper ids for a smoke run (their queries only); empty means all;
 - ``OUTPUT_DIR``: tables go to OUTPUT_DIR/tables; ``FIGURES_DIR``: figures; ``RUNS_DIR``: runs;
-- ``CORPUS``: the full protocol's abstracts-preds.zip.
+- ``CORPUS``: the full protocol's abstracts-preds.zip; empty means the file `evalkit data --corpus`
+  downloaded.
+
+A row whose prerequisites are missing (no key, no server, no GPU) or whose run fails with a kit
+error becomes "not run: <reason>" in the tables (`evalkit.study.rows`) unless ``EVALKIT_STRICT=1``
+(``make ... STRICT=1``) asks to stop at the first.
 
 - ``TAG``: the build tag naming the outputs; empty means computed from the parameters.
 
@@ -28,16 +33,20 @@ notebook started in JupyterLab from `notebooks/` writes where make does.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from evalkit import prerequisites
 from evalkit.collection import Collection
+from evalkit.datasets import csfcube_download
 from evalkit.errors import KitError
-from evalkit.models import prerequisites, registry
+from evalkit.models import registry
 from evalkit.runner import PROTOCOLS, RunSettings
 from evalkit.study.tag import build_tag, path_part
 from evalkit.workspace import resolve
 
+STRICT_ENV = "EVALKIT_STRICT"
 DISCOUNTS = {"csfcube": "nDCG_csfcube@20", "trec": "nDCG@20"}
 BOOTSTRAP_SEED = 0
 # Each notebook's default model list: the profile's `study` entry of this name.
@@ -61,6 +70,7 @@ class Study:
     runs_dir: Path = Path("runs")
     corpus: str | None = None
     instructions: str | None = None  # a user's instruction file; None: the kit's
+    strict: bool = False  # stop at the first row that cannot run (else it becomes "not run: <reason>")
 
     @property
     def tables_dir(self) -> Path:
@@ -84,6 +94,9 @@ class Study:
                  prompt: str | None = None) -> RunSettings:
         return RunSettings(model, collection.name, self.profile, self.protocol, variant, prompt,
                            queries=self.queries(collection), corpus=self.corpus, instructions=self.instructions)
+
+    def with_models(self, models: list[str]) -> Study:
+        return replace(self, models=tuple(models))
 
     def describe(self) -> str:
         parts = [f"tag {self.tag}"]
@@ -131,7 +144,6 @@ def study_models(profile: str, notebook: str, models: str = "") -> tuple[str, ..
         raise KitError(f"MODELS is empty and profile {profile} lists no {notebook} models; name some models")
     for name in names:
         registry.spec(name, profile)  # one-line error listing the valid names
-    prerequisites.check([registry.spec(name, profile) for name in dict.fromkeys(names)])  # before any model loads
     return tuple(dict.fromkeys(names))
 
 
@@ -145,8 +157,12 @@ def check(notebook: str, PROFILE: str, PROTOCOL: str, SEEDS: str = "", OUTPUT_DI
     registry.profile_settings(PROFILE)
     if PROTOCOL not in PROTOCOLS:
         raise KitError(f"unknown protocol {PROTOCOL!r}; choose one of {', '.join(PROTOCOLS)}")
+    content = {"MODELS": MODELS, "REFERENCE_MODEL": REFERENCE_MODEL, "DISCOUNT": DISCOUNT, "CORPUS": CORPUS,
+               "INSTRUCTIONS": INSTRUCTIONS}  # as given: the tag make computed from the same
     if PROTOCOL == "full" and not CORPUS:
-        raise KitError("the full protocol needs CORPUS=PATH (abstracts-preds.zip from figshare 14796339)")
+        CORPUS = csfcube_download.resolve(None) or ""  # noqa: N806
+        if not CORPUS:
+            raise KitError(csfcube_download.MISSING)
     if CORPUS and not Path(CORPUS).is_file():
         raise KitError(f"CORPUS {CORPUS} is not a file; give the path of abstracts-preds.zip")
     measure = None
@@ -175,7 +191,17 @@ def check(notebook: str, PROFILE: str, PROTOCOL: str, SEEDS: str = "", OUTPUT_DI
                            "evalkit/config/instructions.yaml")
         instructions = str(Path(INSTRUCTIONS).expanduser())
         load_instructions(Path(instructions))  # its shape, in one line
-    tag = _tag(TAG, PROFILE, PROTOCOL, SEEDS, MODELS=MODELS, REFERENCE_MODEL=REFERENCE_MODEL, DISCOUNT=DISCOUNT,
-               CORPUS=CORPUS, INSTRUCTIONS=INSTRUCTIONS)
+    if strict():  # fail early: every row's missing prerequisites in one line, before any model loads
+        prerequisites.check_all([registry.spec(name, PROFILE) for name in models])
+    tag = _tag(TAG, PROFILE, PROTOCOL, SEEDS, **content)
     return Study(PROFILE, PROTOCOL, tag, models, reference, measure, seeds_of(SEEDS), resolve(OUTPUT_DIR),
-                 resolve(FIGURES_DIR), resolve(RUNS_DIR), CORPUS or None, instructions)
+                 resolve(FIGURES_DIR), resolve(RUNS_DIR), CORPUS or None, instructions,
+                 strict())
+
+
+def strict() -> bool:
+    """``EVALKIT_STRICT`` (``make ... STRICT=1``): a row that cannot run stops the study."""
+    value = os.environ.get(STRICT_ENV, "").strip().lower()
+    if value not in ("", "0", "1", "true", "false", "yes", "no"):
+        raise KitError(f"{STRICT_ENV}={value!r}: give 1 (stop at the first row that cannot run) or 0")
+    return value in ("1", "true", "yes")

@@ -15,6 +15,8 @@ measure, x100.
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from evalkit.collection import Collection
@@ -25,7 +27,7 @@ from evalkit.promptriever.prompts import load_prompts
 from evalkit.promptriever.recipe import recipe_table
 from evalkit.runner import ensure_run
 from evalkit.selection import best_mean, cross_validate
-from evalkit.study import figures
+from evalkit.study import figures, rows
 from evalkit.study.params import Study, split
 
 
@@ -40,22 +42,32 @@ def _values(study: Study, collection: Collection, model: str, prompt: str | None
 
 
 def prompt_selection_table(study: Study, collection: Collection, prompts: list[str] | None = None) -> pd.DataFrame:
-    """One row per study model: none, Best, Selected, the best prompt and each fold's choice."""
+    """One row per study model: none, Best, Selected, the best prompt and each fold's choice; a
+    model that cannot run is a "not run: <reason>" row (`evalkit.study.rows`)."""
     prompts = prompts if prompts is not None else load_prompts()
-    measure = study.measure
-    rows = []
+    out = []
     for model in study.models:
-        tables = {p: _values(study, collection, model, p) for p in prompts}
-        selected, chosen = cross_validate(tables, collection.folds, best_mean(measure))
-        on_test = {p: _aggregate(collection, t, measure) for p, t in tables.items()}
-        best = max(on_test, key=lambda p: (on_test[p], -prompts.index(p)))
-        spec = registry.spec(model, study.profile)
-        none = _aggregate(collection, _values(study, collection, model, None), measure)
-        rows.append({"model": model, "label": spec.label, "role": spec.role, "measure": measure,
-                     "none": none, "Best": on_test[best],
-                     "Selected": _aggregate(collection, selected, measure), "best prompt": best,
-                     **{f"selected on {fold} dev": p for fold, p in chosen.items()}})
-    return pd.DataFrame(rows)
+        found = rows.attempt(study, collection, model, lambda m=model: _model_row(study, collection, m, prompts))
+        if isinstance(found, str):
+            spec = registry.spec(model, study.profile)
+            found = {"model": model, "label": spec.label, "role": spec.role, "measure": study.measure,
+                     "none": math.nan, "Best": math.nan, "Selected": math.nan, rows.STATUS: found}
+        out.append(found)
+    return pd.DataFrame(out)
+
+
+def _model_row(study: Study, collection: Collection, model: str, prompts: list[str]) -> dict:
+    measure = study.measure
+    tables = {p: _values(study, collection, model, p) for p in prompts}
+    selected, chosen = cross_validate(tables, collection.folds, best_mean(measure))
+    on_test = {p: _aggregate(collection, t, measure) for p, t in tables.items()}
+    best = max(on_test, key=lambda p: (on_test[p], -prompts.index(p)))
+    spec = registry.spec(model, study.profile)
+    none = _aggregate(collection, _values(study, collection, model, None), measure)
+    return {"model": model, "label": spec.label, "role": spec.role, "measure": measure,
+            "none": none, "Best": on_test[best],
+            "Selected": _aggregate(collection, selected, measure), "best prompt": best,
+            **{f"selected on {fold} dev": p for fold, p in chosen.items()}, rows.STATUS: rows.RAN}
 
 
 def recipe_datasets(study: Study, beir: str, followir: str, instructir: str) -> pd.DataFrame:

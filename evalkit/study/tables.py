@@ -27,9 +27,9 @@ from evalkit.errors import KitError
 from evalkit.evaluation import PMRR, per_query, summarize
 from evalkit.human import POOL_LABEL, human_per_query, protocol_label
 from evalkit.models import registry
-from evalkit.runner import ensure_run
 from evalkit.runs import Run
 from evalkit.stats import holm, interval_or_nan, pvalue_or_nan
+from evalkit.study import rows as study_rows
 from evalkit.study.params import BOOTSTRAP_SEED, Study
 
 PUBLISHED = Path(__file__).resolve().parents[1] / "config" / "published_mysore.csv"
@@ -55,8 +55,13 @@ SENSITIVITY_GROUPS = {
 
 
 def runs(study: Study, collection: Collection, variant: str = "base") -> dict[str, Run]:
-    """The study models' runs of one instruction variant, by model name."""
-    return {m: ensure_run(study.settings(m, collection, variant), collection, study.runs_dir) for m in study.models}
+    """The study models' runs of one instruction variant, by model name: those that ran
+    (`evalkit.study.rows`; the others are "not run" rows of the tables)."""
+    return study_rows.outcomes(study, collection, variant)[0]
+
+
+def _not_run_row(study: Study, model: str, reason: str, **values) -> dict:
+    return {**_label(study.profile, model), **values, **{c: math.nan for c in COLUMNS}, study_rows.STATUS: reason}
 
 
 def human_table(study: Study, data: CSFCube, collection: Collection, measures: list[str],
@@ -122,41 +127,51 @@ def relevance_table(study: Study, collection: Collection, data: CSFCube) -> pd.D
     for the reference itself, "yes" when p >= 0.05 (no significant difference, the paper's
     mark), else "no". Then Human and the paper's published rows."""
     measure = study.measure
-    tables = {m: per_query(collection, run, [measure]) for m, run in runs(study, collection).items()}
-    reference = tables[study.reference][measure]
-    pvalues = {m: pvalue_or_nan(t[measure], reference) for m, t in tables.items() if m != study.reference}
+    made, reasons = study_rows.outcomes(study, collection)
+    tables = {m: per_query(collection, run, [measure]) for m, run in made.items()}
+    reference = tables[study.reference][measure] if study.reference in tables else None
+    pvalues = {m: pvalue_or_nan(t[measure], reference) for m, t in tables.items()
+               if m != study.reference and reference is not None}
     adjusted = holm(pvalues) if pvalues else {}
-    rows = []
-    for model, table in tables.items():
-        p = pvalues.get(model, math.nan)
-        rows.append({**_label(study.profile, model), "measure": measure,
-                     **_scaled(summarize(collection, table)[measure]), **_interval(table[measure]),
-                     "p_vs_reference": p, "p_holm": adjusted.get(model, math.nan),
-                     "same_as_reference": "reference" if model == study.reference
-                     else "yes" if p >= ALPHA else "no",
-                     "not_significant": REFERENCE if model == study.reference
-                     else not_significant(table, tables[study.reference], measure)})
+    out = []
+    for model in study.models:
+        if model in reasons:
+            out.append(_not_run_row(study, model, reasons[model], measure=measure))
+            continue
+        table, p = tables[model], pvalues.get(model, math.nan)
+        compared = "reference" if model == study.reference else f"reference {study.reference} not run" \
+            if reference is None else "yes" if p >= ALPHA else "no"
+        out.append({**_label(study.profile, model), "measure": measure,
+                    **_scaled(summarize(collection, table)[measure]), **_interval(table[measure]),
+                    "p_vs_reference": p, "p_holm": adjusted.get(model, math.nan), "same_as_reference": compared,
+                    "not_significant": REFERENCE if model == study.reference else "" if reference is None
+                    else not_significant(table, tables[study.reference], measure), study_rows.STATUS: study_rows.RAN})
     for recipe, label in human_recipes(study).items():
         human = human_table(study, data, collection, [measure], recipe)
-        rows.append({"model": "human", "label": label, "role": "reference", "source": "kit", "measure": measure,
-                     "recipe": recipe, **_scaled(summarize(collection, human)[measure]),
-                     **_interval(human[measure])})
-    return pd.DataFrame(rows + published_rows("relevance"))
+        out.append({"model": "human", "label": label, "role": "reference", "source": "kit", "measure": measure,
+                    "recipe": recipe, **_scaled(summarize(collection, human)[measure]),
+                    **_interval(human[measure]), study_rows.STATUS: study_rows.RAN})
+    return pd.DataFrame(out + published_rows("relevance"))
 
 
 def instruction_following_table(study: Study, collection: Collection, data: CSFCube) -> pd.DataFrame:
     """p-MRR x100 per facet and aggregated (mean of facet means), and how much a model's ranking
     moves between a seed's two instructions: mean Kendall tau over paired seeds (1 = unchanged)."""
-    rows = []
-    for model, run in runs(study, collection).items():
-        table = per_query(collection, run, [])
-        rows.append({**_label(study.profile, model), **_scaled(summarize(collection, table)[PMRR]),
-                     "kendall_tau": ranking_movement(run, collection)})
+    made, reasons = study_rows.outcomes(study, collection)
+    out = []
+    for model in study.models:
+        if model in reasons:
+            out.append(_not_run_row(study, model, reasons[model], kendall_tau=math.nan))
+            continue
+        table = per_query(collection, made[model], [])
+        out.append({**_label(study.profile, model), **_scaled(summarize(collection, table)[PMRR]),
+                    "kendall_tau": ranking_movement(made[model], collection), study_rows.STATUS: study_rows.RAN})
     for recipe, label in human_recipes(study).items():
         human = human_table(study, data, collection, [], recipe)
-        rows.append({"model": "human", "label": label, "role": "reference", "source": "kit", "recipe": recipe,
-                     **_scaled(summarize(collection, human)[PMRR]), "kendall_tau": math.nan})
-    return pd.DataFrame(rows + published_rows(PMRR))
+        out.append({"model": "human", "label": label, "role": "reference", "source": "kit", "recipe": recipe,
+                    **_scaled(summarize(collection, human)[PMRR]), "kendall_tau": math.nan,
+                    study_rows.STATUS: study_rows.RAN})
+    return pd.DataFrame(out + published_rows(PMRR))
 
 
 def ranking_movement(run: Run, collection: Collection) -> float:
@@ -203,8 +218,12 @@ def sensitivity_table(study: Study, collection: Collection) -> pd.DataFrame:
     measure = study.measure
     groups = sensitivity_groups(study.instructions)
     tables: dict[str, dict[str, pd.DataFrame]] = {m: {} for m in study.models}
+    reasons: dict[str, str] = {}
     for variant in [v for group in groups.values() for v in group]:
-        for model, run in runs(study, collection, variant).items():
+        made, failed = study_rows.outcomes(study.with_models([m for m in study.models if m not in reasons]),
+                                           collection, variant)
+        reasons |= failed
+        for model, run in made.items():
             tables[model][variant] = per_query(collection, run, [measure])
     named = {}
     if study.instructions is not None:
@@ -212,18 +231,23 @@ def sensitivity_table(study: Study, collection: Collection) -> pd.DataFrame:
 
         found = instructions_identity(study.instructions)
         named = {"instructions": found["file"], "instructions_sha256": found["sha256"]}
-    rows = []
+    out = []
     for model in study.models:
         for group, variants in groups.items():
+            if model in reasons:
+                out.append({**_label(study.profile, model), "variant": group, measure: math.nan, PMRR: math.nan,
+                            study_rows.STATUS: reasons[model], **named})
+                continue
             chosen = [summarize(collection, tables[model][v]) for v in variants]
             values = sum(tables[model][v][[measure, PMRR]] for v in variants) / len(variants)
             pmrr = _interval(values[PMRR])
-            rows.append({**_label(study.profile, model), "variant": group,
-                         measure: 100 * float(np.mean([s[measure]["all"] for s in chosen])),
-                         **_interval(values[measure]),
-                         PMRR: 100 * float(np.mean([s[PMRR]["all"] for s in chosen])),
-                         "pmrr_ci_low": pmrr["ci_low"], "pmrr_ci_high": pmrr["ci_high"], **named})
-    return pd.DataFrame(rows).drop(columns="source")
+            out.append({**_label(study.profile, model), "variant": group,
+                        measure: 100 * float(np.mean([s[measure]["all"] for s in chosen])),
+                        **_interval(values[measure]),
+                        PMRR: 100 * float(np.mean([s[PMRR]["all"] for s in chosen])),
+                        "pmrr_ci_low": pmrr["ci_low"], "pmrr_ci_high": pmrr["ci_high"], **named,
+                        study_rows.STATUS: study_rows.RAN})
+    return pd.DataFrame(out).drop(columns="source")
 
 
 def load_published(path: Path | None = None) -> pd.DataFrame:

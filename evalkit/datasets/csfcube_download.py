@@ -1,0 +1,189 @@
+"""`evalkit data --corpus`: download the full-corpus file, abstracts-preds.zip (figshare 14796339).
+
+The file is ~800k abstracts; a connection that drops mid-way must not cost the whole
+download. So the bytes go to ``abstracts-preds.zip.part`` and every new attempt (in the
+same command after a dropped connection, or a later command after an interrupt) asks
+for the rest with an HTTP ``Range`` request. The finished file is checked against the md5
+figshare publishes for it (`manifests/csfcube_corpus.yaml` says where that comes from and
+pins it once known); a mismatch deletes the partial file and fails in one line. The
+file's sha256 is recorded beside it (``abstracts-preds.zip.json``), and the full protocol
+uses the downloaded file when no ``--corpus`` / ``CORPUS`` is given (`resolve`).
+
+``EVALKIT_FIGSHARE_API`` names another API root (a mirror; the tests' loopback server).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import json
+import os
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from evalkit import progress
+from evalkit.embeddings import cache_root
+from evalkit.errors import KitError
+from evalkit.hashing import file_sha256, update_with_file
+from evalkit.runs import write_atomic
+
+MANIFEST = Path(__file__).resolve().parents[1] / "manifests" / "csfcube_corpus.yaml"
+API_ENV = "EVALKIT_FIGSHARE_API"
+BLOCK = 1 << 20
+ATTEMPTS = 6  # requests per download (each resumes where the last one stopped)
+TIMEOUT_S = 60
+
+
+@dataclass(frozen=True)
+class Published:
+    """What figshare's file metadata says about the file."""
+
+    url: str
+    size: int
+    md5: str
+    api: str
+
+
+def manifest() -> dict:
+    return yaml.safe_load(MANIFEST.read_text(encoding="utf-8"))
+
+
+def default_path() -> Path:
+    """Where `download` puts the file: the kit's cache folder (``$EVALKIT_CACHE``)."""
+    return cache_root() / "csfcube-corpus" / manifest()["file"]
+
+
+def record_path(path: Path) -> Path:
+    return path.with_name(path.name + ".json")
+
+
+def complete(path: Path) -> bool:
+    """Whether `path` is a finished download: its record written and the file of the recorded size."""
+    try:
+        record = json.loads(record_path(path).read_text(encoding="utf-8"))
+        return path.stat().st_size == record["size"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def downloaded() -> Path | None:
+    """The downloaded file at `default_path`, when complete."""
+    path = default_path()
+    return path if complete(path) else None
+
+
+def resolve(corpus: str | None) -> str | None:
+    """The full protocol's corpus: the given path, else the downloaded file, else None."""
+    if corpus:
+        return corpus
+    found = downloaded()
+    return None if found is None else str(found)
+
+
+MISSING = "the full protocol needs --corpus PATH (CORPUS=PATH), abstracts-preds.zip from figshare 14796339: " \
+          "download it with `evalkit data --corpus` (make corpus), then no path is needed"
+
+
+def _get_json(url: str) -> dict:
+    try:
+        with urllib.request.urlopen(url, timeout=TIMEOUT_S) as resp:
+            return json.loads(resp.read())
+    except (OSError, http.client.HTTPException, ValueError) as exc:
+        raise KitError(f"cannot read figshare's file list {url} ({exc}); check the network or set "
+                       f"{API_ENV}") from None
+
+
+def published(api: str | None = None) -> Published:
+    """The file's download URL, size and md5 from figshare's article metadata."""
+    pinned = manifest()
+    api = (api or os.environ.get(API_ENV) or pinned["api"]).rstrip("/")
+    url = f"{api}/articles/{pinned['article']}"
+    files = _get_json(url).get("files")
+    entry = next((f for f in files or [] if isinstance(f, dict) and f.get("name") == pinned["file"]), None)
+    if entry is None:
+        raise KitError(f"{url} lists no file {pinned['file']}; check the article (figshare {pinned['article']})")
+    md5 = entry.get("computed_md5") or entry.get("supplied_md5")
+    if not isinstance(md5, str) or len(md5) != 32 or not isinstance(entry.get("size"), int) \
+            or not isinstance(entry.get("download_url"), str):
+        raise KitError(f"{url}: the entry of {pinned['file']} lacks download_url, size or md5; cannot check it")
+    if pinned.get("md5") and pinned["md5"] != md5:
+        raise KitError(f"{url} publishes md5 {md5} for {pinned['file']}, not the pinned {pinned['md5']} "
+                       f"({MANIFEST.name}); the file changed upstream: check it before updating the pin")
+    return Published(entry["download_url"], entry["size"], md5.lower(), url)
+
+
+def _attempt(url: str, part: Path, size: int, bar) -> None:
+    """One request for the bytes `part` lacks, appended as they arrive (a drop keeps them)."""
+    have = part.stat().st_size if part.exists() else 0
+    request = urllib.request.Request(url, headers={"Range": f"bytes={have}-"} if have else {})
+    with urllib.request.urlopen(request, timeout=TIMEOUT_S) as resp:
+        if have and resp.status != 206:  # the server ignored the range: start again
+            have = 0
+            bar.reset(total=size)
+        with open(part, "ab" if have else "wb") as fh:
+            for block in iter(lambda: resp.read(BLOCK), b""):
+                fh.write(block)
+                bar.update(len(block))
+
+
+def _fetch(url: str, part: Path, size: int) -> None:
+    part.parent.mkdir(parents=True, exist_ok=True)
+    last = "no attempt"
+    with progress.bar(total=size, desc=f"download {part.name.removesuffix('.part')}", unit="B",
+                      unit_scale=True) as bar:
+        bar.update(part.stat().st_size if part.exists() else 0)
+        for attempt in range(ATTEMPTS):
+            have = part.stat().st_size if part.exists() else 0
+            if have == size:
+                return
+            if have > size:
+                part.unlink()
+                bar.reset(total=size)
+            try:
+                _attempt(url, part, size, bar)
+                continue
+            except urllib.error.HTTPError as exc:
+                if exc.code == 416:  # nothing left to send from there: the partial file is wrong
+                    part.unlink(missing_ok=True)
+                    bar.reset(total=size)
+                elif exc.code != 429 and exc.code < 500:
+                    raise KitError(f"{url} answered HTTP {exc.code}; check the download URL") from None
+                last = f"HTTP {exc.code}"
+            except (OSError, http.client.HTTPException) as exc:
+                last = f"{type(exc).__name__}: {exc}"
+            time.sleep(min(0.2 * 2 ** attempt, 10.0))
+    if not part.exists() or part.stat().st_size != size:
+        raise KitError(f"{url}: download incomplete after {ATTEMPTS} attempts (last: {last}); run the command "
+                       f"again to resume from {part}")
+
+
+def _md5(path: Path) -> str:
+    digest = hashlib.md5(usedforsecurity=False)
+    update_with_file(digest, path)
+    return digest.hexdigest()
+
+
+def download(target: Path | None = None, api: str | None = None) -> Path:
+    """The corpus file at `target` (default `default_path`): downloaded (resuming a partial file),
+    checked against the published md5, its sha256 recorded; an already complete file is kept."""
+    target = Path(target) if target else default_path()
+    if complete(target):
+        return target
+    info = published(api)
+    part = target.with_name(target.name + ".part")
+    _fetch(info.url, part, info.size)
+    md5 = _md5(part)
+    if md5 != info.md5:
+        part.unlink()
+        raise KitError(f"{info.url}: the downloaded file's md5 {md5} differs from the published {info.md5} "
+                       f"({info.api}); deleted it, run the command again")
+    write_atomic(record_path(target), json.dumps({"file": target.name, "size": info.size, "md5": md5,
+                                     "sha256": file_sha256(part), "download_url": info.url,
+                                     "metadata": info.api}, indent=1) + "\n")
+    os.replace(part, target)
+    return target

@@ -1,0 +1,152 @@
+"""A vLLM server the kit starts for an open model entry (``backend: openai`` with ``serve: vllm``).
+
+The kit runs ``vllm serve MODEL --tensor-parallel-size N --enable-prefix-caching --host
+127.0.0.1 --port P`` (N: the visible GPUs unless ``tensor_parallel_size`` is set; P: a free
+local port; ``--revision`` when the entry pins one; ``vllm_args`` appended) as an argument
+list, never through a shell. It starts on the first request (a rerun whose judgments are
+all cached starts nothing), is ready when ``GET /v1/models`` lists the model, and is stopped
+when the reranking ends: on success, on failure and on an interrupt. A server that exits
+before it is ready, never becomes ready within ``ready_timeout_s``, or dies mid-run is one
+line naming the log file; the judgments made so far are already in the cache, so a rerun
+resumes. The server's output goes to ``$EVALKIT_CACHE/vllm/server-HASH.log``.
+
+Entries whose server the user runs keep ``base_url`` (no ``serve``).
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from evalkit.errors import KitError
+
+HOST = "127.0.0.1"
+POLL_S = 0.5
+STOP_S = 30.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        return sock.getsockname()[1]
+
+
+def visible_gpus() -> int:
+    from evalkit.prerequisites import gpu_count
+
+    return gpu_count()
+
+
+class VLLMServer:
+    """One `vllm serve` process on a free local port, started on demand and stopped by `stop`."""
+
+    def __init__(self, model: str, revision: str | None = None, tensor_parallel_size: int | None = None,
+                 executable: str = "vllm", args: list[str] | tuple[str, ...] = (), ready_timeout_s: float = 1800.0,
+                 log_dir: Path | None = None):
+        if tensor_parallel_size is not None and int(tensor_parallel_size) < 1:
+            raise KitError(f"tensor_parallel_size={tensor_parallel_size} must be positive; fix the model settings")
+        if not isinstance(args, (list, tuple)) or not all(isinstance(a, str) for a in args):
+            raise KitError(f"vllm_args {args!r} must be a list of strings (one per argument)")
+        self.model, self.revision = model, revision
+        self.tensor_parallel_size = int(tensor_parallel_size or max(visible_gpus(), 1))
+        self.executable, self.args, self.ready_timeout_s = executable, list(args), float(ready_timeout_s)
+        self.port = free_port()
+        if log_dir is None:
+            from evalkit.embeddings import cache_root
+
+            log_dir = cache_root() / "vllm"
+        digest = hashlib.sha256(f"{model}\0{revision}".encode()).hexdigest()[:12]
+        self.log_path = Path(log_dir) / f"server-{digest}.log"
+        self.process: subprocess.Popen | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{HOST}:{self.port}/v1"
+
+    def argv(self) -> list[str]:
+        argv = [self.executable, "serve", self.model, "--tensor-parallel-size", str(self.tensor_parallel_size),
+                "--enable-prefix-caching", "--host", HOST, "--port", str(self.port)]
+        if self.revision:
+            argv += ["--revision", self.revision]
+        return argv + self.args
+
+    def ensure_started(self) -> None:
+        """Start the server and wait until it answers (once; later calls check it is alive)."""
+        with self._lock:
+            if self.process is None:
+                self._start()
+        self.check()
+
+    def _start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "wb") as log:
+            try:
+                self.process = subprocess.Popen(self.argv(), stdout=log, stderr=subprocess.STDOUT,
+                                                stdin=subprocess.DEVNULL, start_new_session=True)
+            except OSError as exc:
+                raise KitError(f"cannot start {self.executable} serve ({exc.strerror or exc}); install vllm "
+                               "(pip install vllm) or set vllm_executable") from None
+        atexit.register(self.stop)
+        deadline = time.monotonic() + self.ready_timeout_s
+        while not self._ready():
+            if self.process.poll() is not None:
+                raise KitError(f"vllm serve {self.model} exited with status {self.process.returncode} before it "
+                               f"answered ({self._last_line()}); see {self.log_path}")
+            if time.monotonic() >= deadline:
+                self.stop()
+                raise KitError(f"vllm serve {self.model} did not answer {self.base_url}/models within "
+                               f"ready_timeout_s={self.ready_timeout_s:g} s; stopped it, see {self.log_path}")
+            time.sleep(POLL_S)
+
+    def _ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.base_url}/models", timeout=2) as resp:
+                listed = json.loads(resp.read()).get("data") or []
+        except (OSError, ValueError, AttributeError):
+            return False
+        return any(isinstance(m, dict) and m.get("id") == self.model for m in listed)
+
+    def check(self) -> None:
+        """A KitError when the started server has exited (called before a request is retried)."""
+        if self.process is not None and self.process.poll() is not None:
+            raise KitError(f"the vLLM server of {self.model} exited mid-run (status {self.process.returncode}: "
+                           f"{self._last_line()}); the judgments so far are cached, rerun to resume; see "
+                           f"{self.log_path}")
+
+    def _last_line(self) -> str:
+        try:
+            lines = [line for line in self.log_path.read_text(errors="replace").splitlines() if line.strip()]
+        except OSError:
+            return "no log"
+        return lines[-1].strip()[:200] if lines else "no output"
+
+    def stop(self) -> None:
+        """Stop the server's process group: SIGTERM, then SIGKILL after `STOP_S`."""
+        process, self.process = self.process, None
+        if process is None:
+            return
+        if process.poll() is not None:  # its workers may outlive it
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            return
+        try:
+            os.killpg(process.pid, signal.SIGTERM)
+            process.wait(STOP_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        except ProcessLookupError:
+            pass
