@@ -22,7 +22,7 @@ from evalkit.evaluation import AGGREGATIONS, PMRR
 
 CSFCUBE = "csfcube"
 DISCOUNTS = ("csfcube", "trec")
-PROTOCOLS = ("pool", "pooled", "full")  # evalkit.runner.PROTOCOLS, without importing every model family
+PROTOCOLS = ("pool", "released", "pooled", "full")  # evalkit.runner.PROTOCOLS, without importing every model family
 _ROBUSTNESS = re.compile(r"robustness@(\d+)")
 DEFAULT_K = 20
 DEFAULT_DISCOUNT = "csfcube"
@@ -307,7 +307,7 @@ def load_any_run(runs: Path, name: str | None, collection) -> tuple[dict, str | 
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
-    from evalkit.evaluation import check_run, per_query
+    from evalkit.evaluation import check_run, per_query, protocol_collection
 
     _check_measure_options(args)
     runs = Path(args.runs)
@@ -321,9 +321,11 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     _check_measures(names, collection)
     run, recorded = load_any_run(runs, args.name, collection)
     protocol = args.protocol or recorded or "pool"
-    check_run(run, collection, source=str(runs), within_candidates=protocol == "pool")
+    collection = protocol_collection(collection, protocol)
+    check_run(run, collection, source=str(runs), within_candidates=protocol in ("pool", "released"))
     table = per_query(collection, run, _computed(names))
     summary = summary_of(collection, table, names, args.aggregate, _settings(args, collection, names))
+    summary["settings"]["protocol"] = protocol
     _write_per_query(table, args.per_query)
     _print_summary(summary, args.json, _title(args.name or str(runs), collection, args.aggregate))
 
@@ -385,7 +387,7 @@ def cmd_run(args: argparse.Namespace) -> None:
 
     if args.depth is not None and args.depth < 1:
         raise KitError(f"--depth {args.depth}: the first-stage depth must be a positive integer")
-    if args.protocol == "pool" and (args.depth is not None or args.first_stage):
+    if args.protocol in ("pool", "released") and (args.depth is not None or args.first_stage):
         option = "--depth" if args.depth is not None else "--first-stage"
         raise KitError(f"{option} applies to the pooled and full protocols; add --protocol pooled or drop it")
     if args.corpus is not None:
@@ -478,8 +480,9 @@ def cmd_export(args: argparse.Namespace) -> None:
 
 def _add_measure_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--measures", metavar="M1,M2",
-                        help="measures (nDCG@k, nDCG_csfcube@k, AP[@k], RR[@k], P@k, R@k, p-MRR, robustness@k); "
-                             "default: the dataset's own, for csfcube the kit's table")
+                        help="measures (nDCG@k, nDCG_csfcube@k, nDCG_csfcube%%p, MAP_csfcube, AP[@k], RR[@k], P@k, "
+                             "R@k, p-MRR, robustness@k); default: the dataset's own, for csfcube the kit's table "
+                             "and the release's official MAP_csfcube and nDCG_csfcube%%20")
     parser.add_argument("--discount", choices=DISCOUNTS, default=None,
                         help="csfcube default table: nDCG_csfcube@k (official script, the default) or nDCG@k (trec)")
     parser.add_argument("--k", type=int, default=None, help="csfcube default table: cut-off for nDCG, P and R (20)")
@@ -503,8 +506,10 @@ def build_parser() -> ArgumentParser:
     run.add_argument("--model", required=True, help="a model name of the profile (see `evalkit models`)")
     run.add_argument("--profile", default="offline", help="model profile in config/models.yaml")
     run.add_argument("--protocol", choices=PROTOCOLS, default="pool",
-                     help="pool: each query's given candidates (else the whole corpus); pooled: rerank a first "
-                          "stage's top --depth; full: CSFCube's full corpus (--corpus)")
+                     help="pool: each query's given candidates (else the whole corpus), its excluded document "
+                          "(csfcube: the seed) left out; released: the given candidates as released, nothing "
+                          "excluded (how published csfcube rows were made); pooled: rerank a first stage's top "
+                          "--depth; full: CSFCube's full corpus (--corpus)")
     run.add_argument("--variant", default="base", help="instruction variant of the dataset (csfcube: base, generic, "
                                                        "definition, paraphrase-1..3, aspect-subset)")
     run.add_argument("--prompt", metavar="TEXT", help="a prompt appended to every query text")
@@ -525,8 +530,9 @@ def build_parser() -> ArgumentParser:
                                "official ranking files with --name")
     evaluate.add_argument("--name", help="csfcube official files: NAME in test-pid2pool-csfcube-NAME-FACET-ranked.json")
     evaluate.add_argument("--protocol", choices=PROTOCOLS, default=None,
-                          help="pool: documents must come from each query's candidates (default, or the run "
-                               "folder's recorded protocol)")
+                          help="pool: documents must come from each query's candidates, its excluded document "
+                               "(csfcube: the seed) neither ranked nor judged (default, or the run folder's "
+                               "recorded protocol); released: the candidates as released, the seed ranked and judged")
     _add_measure_options(evaluate)
     evaluate.set_defaults(func=cmd_evaluate)
 
