@@ -2,7 +2,7 @@
 
 Commands: `run` (rank a dataset with one model into the run store), `evaluate` (score a
 run), `human` (CSFCube's Human reference), `models`, `report`, `data`, `export` (CSFCube as
-BEIR, FollowIR or TREC files).
+BEIR, FollowIR or TREC files), `verify` (the kit's rows against the published CSFCube record).
 """
 
 from __future__ import annotations
@@ -475,6 +475,60 @@ def cmd_export(args: argparse.Namespace) -> None:
     print(export(load_dataset(args.dataset), args.format, out))
 
 
+# --- verify -------------------------------------------------------------------------------------
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Kit rows against the published record (`evalkit.record`); status 1 when a figure differs."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # only weights already present: verify never downloads
+    import pandas as pd
+
+    from evalkit import record
+    from evalkit.datasets import csfcube
+    from evalkit.evaluation import protocol_collection
+    from evalkit.runner import RunSettings, ensure_run
+
+    runs_dir = Path(args.runs_dir)
+    _check_runs_dir(runs_dir)
+    wanted = _split_ids(args.models, "--models")
+    published = record.load_record()
+    rows = published[published["kit_model"] != ""].drop_duplicates(["row", "kit_model", "profile", "protocol"])
+    unknown = sorted(set(wanted or ()) - set(rows["kit_model"]))
+    if unknown:
+        raise KitError(f"--models: {unknown[0]} has no row in the published record; choose among "
+                       f"{', '.join(dict.fromkeys(rows['kit_model']))}")
+    collection = load_dataset(CSFCUBE)
+    sample = csfcube.load_official_run(csfcube.locate() / "sample_ranked_pools", "specter")
+    tables = [record.compare(published, "SPECTER", record.official_figures(collection, sample),
+                             record.RELEASE_SAMPLE)]
+    notes = []
+    for _, entry in rows.iterrows():
+        if wanted is not None and entry["kit_model"] not in wanted:
+            continue
+        settings = RunSettings(entry["kit_model"], CSFCUBE, entry["profile"], entry["protocol"])
+        try:
+            run = ensure_run(settings, collection, runs_dir)
+        except KitError as exc:
+            notes.append(f"{entry['row']}: not run ({' '.join(str(exc).split())})")
+            continue
+        compared = record.compare(published, entry["row"],
+                                  record.official_figures(protocol_collection(collection, entry["protocol"]), run))
+        tables.append(compared)
+        if entry["kit_model"] == "specter":
+            same, total = record.ranking_agreement(run, sample)
+            notes.append(f"{entry['row']}: {same}/{total} queries ranked exactly as the release's sample_ranked_pools")
+        if compared["flag"].any():
+            notes.append(f"{entry['row']}: more than {record.TOLERANCE} points from the record; compare the run's "
+                         f"sidecar.json (model_settings, protocol {entry['protocol']}) with the source: "
+                         f"{entry['source']}")
+    table = pd.concat(tables, ignore_index=True)
+    print("The published CSFCube record (x100; the release's MAP and NDCG%20, mean of the two test folds)")
+    print(table.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    for note in notes:
+        print(note)
+    return 1 if table["flag"].any() else 0
+
+
 # --- parser -------------------------------------------------------------------------------------
 
 
@@ -568,6 +622,13 @@ def build_parser() -> ArgumentParser:
     export.add_argument("out", metavar="OUT", help="a new or empty folder")
     export.set_defaults(func=cmd_export)
 
+    verify = command("verify", "the kit's rows against the published CSFCube record (MAP, NDCG%%20), with the "
+                               "difference; status 1 when a figure is more than 0.5 points away")
+    verify.add_argument("--runs-dir", required=True, metavar="DIR",
+                        help="run store: stored runs are reused, a missing one is made where its weights are present")
+    verify.add_argument("--models", metavar="M1,M2", help="only these kit models of the record (default: all)")
+    verify.set_defaults(func=cmd_verify)
+
     data = command("data", "fetch (if needed) and verify the CSFCube files")
     data.add_argument("--path", action="store_true", help="print only the verified data folder")
     data.set_defaults(func=cmd_data)
@@ -577,7 +638,7 @@ def build_parser() -> ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        args.func(args)
+        status = args.func(args)
     except KitError as exc:
         print(f"evalkit: error: {' '.join(str(exc).splitlines())}", file=sys.stderr)
         return 2
@@ -598,7 +659,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"evalkit: error: a cache file failed ({' '.join(str(exc).splitlines())}); free disk space, make "
               "the cache writable, or delete the damaged file under EVALKIT_CACHE", file=sys.stderr)
         return 2
-    return 0
+    return status or 0
 
 
 if __name__ == "__main__":
