@@ -94,8 +94,8 @@ class InstructedBiEncoder(PaperBiEncoder):
     """
 
     def __init__(self, encoder, settings: dict, doc_template: str, query_input, first_stage=None,
-                 depth: int | None = None):
-        super().__init__(encoder, settings, doc_template, first_stage, depth)
+                 depth: int | None = None, encode_documents=None):
+        super().__init__(encoder, settings, doc_template, first_stage, depth, encode_documents=encode_documents)
         self.query_input = query_input
         self.reads_instruction = True
 
@@ -109,6 +109,23 @@ class InstructedBiEncoder(PaperBiEncoder):
 
         return self.vectors.stack([(q.instruction, q.text) for q in queries],
                                   lambda pair: ("query", self.query_input(pair[1], pair[0])), compute, "queries")
+
+
+class PromptrieverBiEncoder(InstructedBiEncoder):
+    """Promptriever: documents as the authors' tevatron ``format_passage`` writes them,
+    ``passage:  {title} {text}`` from the title and the body, each stripped (three spaces
+    after ``passage:`` for an empty title, as BEIR documents without one get); a text that
+    is not a document (`text_vectors`) is ``passage:  {text}``."""
+
+    def document_string(self, document: Document) -> str:
+        from evalkit.encoders.promptriever import format_passage
+
+        return format_passage(document.text, document.title)
+
+    def text_vectors(self, texts: Sequence[str]) -> np.ndarray:
+        from evalkit.encoders.promptriever import format_passage
+
+        return self._documents([format_passage(t) for t in texts])
 
 
 class PaperClsBiEncoder(PaperBiEncoder):
@@ -135,12 +152,16 @@ class PaperClsBiEncoder(PaperBiEncoder):
 
 
 def _build_instructed(settings: dict, first_stage, family: str, encoder_class, query_input,
-                      options: tuple[str, ...] = (), extra_locations=lambda encoder: ()) -> InstructedBiEncoder:
+                      options: tuple[str, ...] = (), extra_locations=lambda encoder: (),
+                      scorer_class=InstructedBiEncoder) -> InstructedBiEncoder:
     """GritLM or Promptriever from a registry entry: the encoder gets the common settings plus the
     family's `options`; its weights (and `extra_locations(encoder)`) are pinned in the cache fingerprint."""
     s = dict(settings)
     device = resolve_device(s.pop("device", None))
     doc_template = s.pop("doc_template", "{text}")
+    if scorer_class is PromptrieverBiEncoder and doc_template != "{text}":
+        raise KitError(f"doc_template {doc_template!r}: Promptriever writes its passages as its authors do "
+                       "(passage:  {title} {text}); drop doc_template from the entry")
     encoder = encoder_class(s.pop("model"), revision=s.pop("revision", None), device=device,
                             max_length=s.pop("max_length", None), batch_size=s.pop("batch_size", 8),
                             dtype=s.pop("dtype", None), **{name: s.pop(name, None) for name in options})
@@ -148,7 +169,8 @@ def _build_instructed(settings: dict, first_stage, family: str, encoder_class, q
     _no_more(s, family)
     settings_ = pinned(encoder.describe(), device, ("location", encoder.location, encoder.revision),
                        *extra_locations(encoder))
-    return InstructedBiEncoder(encoder, settings_, doc_template, query_input, first_stage, depth)
+    exact = encoder.encode_passage_strings if scorer_class is PromptrieverBiEncoder else None
+    return scorer_class(encoder, settings_, doc_template, query_input, first_stage, depth, exact)
 
 
 def build_gritlm(settings: dict, first_stage=None) -> InstructedBiEncoder:
@@ -163,7 +185,7 @@ def build_promptriever(settings: dict, first_stage=None) -> InstructedBiEncoder:
 
     return _build_instructed(settings, first_stage, "promptriever", PromptrieverEncoder, format_query,
                              ("base", "base_revision", "query_max_length", "passage_max_length"),
-                             lambda encoder: [("base", encoder.base, encoder.base_revision)])
+                             lambda encoder: [("base", encoder.base, encoder.base_revision)], PromptrieverBiEncoder)
 
 
 def build_paper_cls(settings: dict, first_stage=None) -> PaperClsBiEncoder:
