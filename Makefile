@@ -103,6 +103,12 @@ plan: $(STAMP) ## before any work: each row's needs, work, cost and time, missin
 	$(EVALKIT) plan --profile "$$EVALKIT_PARAM_PROFILE" --protocol "$$EVALKIT_PARAM_PROTOCOL" \
 		--models "$$EVALKIT_PARAM_MODELS" --seeds "$$EVALKIT_PARAM_SEEDS" --corpus "$$EVALKIT_PARAM_CORPUS"
 
+# The published CSFCube record beside the kit's rows (evalkit/record.py): every row whose weights
+# are present runs (stored runs reused, nothing downloaded); fails when a figure is > 0.5 away.
+.PHONY: verify
+verify: $(BUILD)/data.ok ## kit rows against the published CSFCube record (MAP, NDCG%20), with the difference
+	$(EVALKIT) verify --runs-dir "$$EVALKIT_PARAM_RUNS_DIR"
+
 $(BUILD)/tables/specter-sample.json: $(BUILD)/data.ok
 	@mkdir -p "$$EVALKIT_PARAM_OUTPUT_DIR/tables"
 	$(EVALKIT) evaluate --dataset csfcube --runs "$$($(EVALKIT) data --path)/sample_ranked_pools" --name specter --json \

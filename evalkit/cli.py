@@ -2,7 +2,8 @@
 
 Commands: `run` (rank a dataset with one model into the run store), `evaluate` (score a
 run), `human` (CSFCube's Human reference), `models`, `report`, `data`, `export` (CSFCube as
-BEIR, FollowIR or TREC files), `plan` (what a study needs and costs, before any work).
+BEIR, FollowIR or TREC files), `plan` (what a study needs and costs, before any work), `verify` (the
+kit's rows against the published CSFCube record).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from evalkit.evaluation import AGGREGATIONS, PMRR
 
 CSFCUBE = "csfcube"
 DISCOUNTS = ("csfcube", "trec")
-PROTOCOLS = ("pool", "pooled", "full")  # evalkit.runner.PROTOCOLS, without importing every model family
+PROTOCOLS = ("pool", "released", "pooled", "full")  # evalkit.runner.PROTOCOLS, without importing every model family
 _ROBUSTNESS = re.compile(r"robustness@(\d+)")
 DEFAULT_K = 20
 DEFAULT_DISCOUNT = "csfcube"
@@ -324,7 +325,7 @@ def _run_labels(paths: list[Path]) -> dict[Path, str]:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
-    from evalkit.evaluation import check_run, fold_notes, per_query
+    from evalkit.evaluation import check_run, fold_notes, per_query, protocol_collection
 
     _check_measure_options(args)
     paths = [Path(p) for p in args.runs]
@@ -343,13 +344,18 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     collection = load_dataset(args.dataset)
     names = _parse_measure_list(args.measures) if args.measures else default_measures(collection, args.discount, args.k)
     _check_measures(names, collection)
-    tables = {}
+    tables, protocols = {}, {}
     for runs in paths:
         run, recorded = load_any_run(runs, args.name, collection)
-        protocol = args.protocol or recorded or "pool"
-        check_run(run, collection, source=str(runs), within_candidates=protocol == "pool")
-        tables[runs] = per_query(collection, run, _computed(names))
-    settings = _settings(args, collection, names)
+        protocols[runs] = args.protocol or recorded or "pool"
+        judged = protocol_collection(collection, protocols[runs])
+        check_run(run, judged, source=str(runs), within_candidates=protocols[runs] in ("pool", "released"))
+        tables[runs] = per_query(judged, run, _computed(names))
+    if len(set(protocols.values())) > 1:
+        raise KitError(f"the runs were made under different protocols ({', '.join(sorted(set(protocols.values())))}); "
+                       "compare runs of one protocol, or give --protocol")
+    collection = protocol_collection(collection, protocols[paths[0]])
+    settings = {**_settings(args, collection, names), "protocol": protocols[paths[0]]}
     if len(paths) == 1:
         table = tables[paths[0]]
         summary = summary_of(collection, table, names, args.aggregate, settings)
@@ -469,7 +475,7 @@ def cmd_run(args: argparse.Namespace) -> None:
 
     if args.depth is not None and args.depth < 1:
         raise KitError(f"--depth {args.depth}: the first-stage depth must be a positive integer")
-    if args.protocol == "pool" and (args.depth is not None or args.first_stage):
+    if args.protocol in ("pool", "released") and (args.depth is not None or args.first_stage):
         option = "--depth" if args.depth is not None else "--first-stage"
         raise KitError(f"{option} applies to the pooled and full protocols; add --protocol pooled or drop it")
     if args.corpus is not None:
@@ -605,13 +611,68 @@ def cmd_export(args: argparse.Namespace) -> None:
     print(export(load_dataset(args.dataset), args.format, out))
 
 
+# --- verify -------------------------------------------------------------------------------------
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Kit rows against the published record (`evalkit.record`); status 1 when a figure differs."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # only weights already present: verify never downloads
+    import pandas as pd
+
+    from evalkit import record
+    from evalkit.datasets import csfcube
+    from evalkit.evaluation import protocol_collection
+    from evalkit.runner import RunSettings, ensure_run
+
+    runs_dir = Path(args.runs_dir)
+    _check_runs_dir(runs_dir)
+    wanted = _split_ids(args.models, "--models")
+    published = record.load_record()
+    rows = published[published["kit_model"] != ""].drop_duplicates(["row", "kit_model", "profile", "protocol"])
+    unknown = sorted(set(wanted or ()) - set(rows["kit_model"]))
+    if unknown:
+        raise KitError(f"--models: {unknown[0]} has no row in the published record; choose among "
+                       f"{', '.join(dict.fromkeys(rows['kit_model']))}")
+    collection = load_dataset(CSFCUBE)
+    sample = csfcube.load_official_run(csfcube.locate() / "sample_ranked_pools", "specter")
+    tables = [record.compare(published, "SPECTER", record.official_figures(collection, sample),
+                             record.RELEASE_SAMPLE)]
+    notes = []
+    for _, entry in rows.iterrows():
+        if wanted is not None and entry["kit_model"] not in wanted:
+            continue
+        settings = RunSettings(entry["kit_model"], CSFCUBE, entry["profile"], entry["protocol"])
+        try:
+            run = ensure_run(settings, collection, runs_dir)
+        except KitError as exc:
+            notes.append(f"{entry['row']}: not run ({' '.join(str(exc).split())})")
+            continue
+        compared = record.compare(published, entry["row"],
+                                  record.official_figures(protocol_collection(collection, entry["protocol"]), run))
+        tables.append(compared)
+        if entry["kit_model"] == "specter":
+            same, total = record.ranking_agreement(run, sample)
+            notes.append(f"{entry['row']}: {same}/{total} queries ranked exactly as the release's sample_ranked_pools")
+        if compared["flag"].any():
+            notes.append(f"{entry['row']}: more than {record.TOLERANCE} points from the record; compare the run's "
+                         f"sidecar.json (model_settings, protocol {entry['protocol']}) with the source: "
+                         f"{entry['source']}")
+    table = pd.concat(tables, ignore_index=True)
+    print("The published CSFCube record (x100; the release's MAP and NDCG%20, mean of the two test folds)")
+    print(table.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    for note in notes:
+        print(note)
+    return 1 if table["flag"].any() else 0
+
+
 # --- parser -------------------------------------------------------------------------------------
 
 
 def _add_measure_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--measures", metavar="M1,M2",
-                        help="measures (nDCG@k, nDCG_csfcube@k, AP[@k], RR[@k], P@k, R@k, p-MRR, robustness@k); "
-                             "default: the dataset's own, for csfcube the kit's table")
+                        help="measures (nDCG@k, nDCG_csfcube@k, nDCG_csfcube%%p, MAP_csfcube, AP[@k], RR[@k], P@k, "
+                             "R@k, p-MRR, robustness@k); default: the dataset's own, for csfcube the kit's table "
+                             "and the release's official MAP_csfcube and nDCG_csfcube%%20")
     parser.add_argument("--discount", choices=DISCOUNTS, default=None,
                         help="csfcube default table: nDCG_csfcube@k (official script, the default) or nDCG@k (trec)")
     parser.add_argument("--k", type=int, default=None, help="csfcube default table: cut-off for nDCG, P and R (20)")
@@ -647,8 +708,10 @@ def build_parser() -> ArgumentParser:
                           "--variant picks one of its variants")
     run.add_argument("--profile", default="offline", help="model profile in config/models.yaml")
     run.add_argument("--protocol", choices=PROTOCOLS, default="pool",
-                     help="pool: each query's given candidates (else the whole corpus); pooled: rerank a first "
-                          "stage's top --depth; full: CSFCube's full corpus (--corpus)")
+                     help="pool: each query's given candidates (else the whole corpus), its excluded document "
+                          "(csfcube: the seed) left out; released: the given candidates as released, nothing "
+                          "excluded (how published csfcube rows were made); pooled: rerank a first stage's top "
+                          "--depth; full: CSFCube's full corpus (--corpus)")
     run.add_argument("--variant", default="base", help="instruction variant of the dataset (csfcube: base, generic, "
                                                        "definition, paraphrase-1..3, aspect-subset)")
     run.add_argument("--prompt", metavar="TEXT", help="a prompt appended to every query text")
@@ -671,8 +734,9 @@ def build_parser() -> ArgumentParser:
                                "against the first, Holm-adjusted)")
     evaluate.add_argument("--name", help="csfcube official files: NAME in test-pid2pool-csfcube-NAME-FACET-ranked.json")
     evaluate.add_argument("--protocol", choices=PROTOCOLS, default=None,
-                          help="pool: documents must come from each query's candidates (default, or the run "
-                               "folder's recorded protocol)")
+                          help="pool: documents must come from each query's candidates, its excluded document "
+                               "(csfcube: the seed) neither ranked nor judged (default, or the run folder's "
+                               "recorded protocol); released: the candidates as released, the seed ranked and judged")
     _add_measure_options(evaluate)
     evaluate.set_defaults(func=cmd_evaluate)
 
@@ -719,6 +783,13 @@ def build_parser() -> ArgumentParser:
     plan.add_argument("--json", action="store_true", help="print the plan as one JSON object")
     plan.set_defaults(func=cmd_plan)
 
+    verify = command("verify", "the kit's rows against the published CSFCube record (MAP, NDCG%%20), with the "
+                               "difference; status 1 when a figure is more than 0.5 points away")
+    verify.add_argument("--runs-dir", required=True, metavar="DIR",
+                        help="run store: stored runs are reused, a missing one is made where its weights are present")
+    verify.add_argument("--models", metavar="M1,M2", help="only these kit models of the record (default: all)")
+    verify.set_defaults(func=cmd_verify)
+
     data = command("data", "fetch (if needed) and verify the CSFCube files; with --corpus, download the full "
                            "corpus")
     data.add_argument("--path", action="store_true", help="print only the verified data folder (or corpus file)")
@@ -732,7 +803,7 @@ def build_parser() -> ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        args.func(args)
+        status = args.func(args)
     except KitError as exc:
         print(f"evalkit: error: {' '.join(str(exc).splitlines())}", file=sys.stderr)
         return 2
@@ -753,7 +824,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"evalkit: error: a cache file failed ({' '.join(str(exc).splitlines())}); free disk space, make "
               "the cache writable, or delete the damaged file under EVALKIT_CACHE", file=sys.stderr)
         return 2
-    return 0
+    return status or 0
 
 
 if __name__ == "__main__":

@@ -14,7 +14,9 @@ optional parts some collections have:
 - ``groups``: query -> its instances (InstructIR's robustness@k);
 - ``strata``: query -> a label the tables report separately (CSFCube's facets);
 - ``exclude``: query -> a document never ranked for it (CSFCube's seed paper), explicit
-  rather than BEIR's silent deletion of documents whose id equals the query id;
+  rather than BEIR's silent deletion of documents whose id equals the query id; an excluded
+  document is not judged either (`judged`), so no measure counts a document no model could
+  rank; `including_excluded` gives the collection as released, nothing excluded;
 - ``variants``: the instruction variants a collection defines (CSFCube's Base, Generic,
   Definition, Paraphrases, Aspect subset) and the function that makes a variant's query;
   ``instructions_from`` reads a user's instruction file into other variants (CSFCube's
@@ -144,6 +146,17 @@ class Collection:
         ids: Sequence[str] = self.candidates[qid] if self.candidates is not None else list(self.documents)
         skip = self.exclude.get(qid)
         return [self.documents[d] for d in ids if d != skip]
+
+    @cached_property
+    def judged(self) -> dict[str, dict[str, int]]:
+        """The qrels measures score against: each query's grades without its excluded document."""
+        return {qid: {d: g for d, g in grades.items() if d != self.exclude.get(qid)}
+                for qid, grades in self.qrels.items()}
+
+    def including_excluded(self) -> Collection:
+        """The same collection with nothing excluded: every given candidate ranked and judged
+        (CSFCube's pools as released, each seed kept where its own pool lists it)."""
+        return replace(self, exclude={})
 
     @cached_property
     def relevant(self) -> dict[str, frozenset[str]]:

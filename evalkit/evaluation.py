@@ -1,7 +1,8 @@
 """Evaluate a run on any collection: per-query values, then the collection's aggregation.
 
 `per_query` gives one row per run query: its stratum (CSFCube's facet), its test fold,
-every requested measure (`evalkit.measures`, with the collection's relevance level) and
+every requested measure against the collection's judged qrels (a query's excluded document,
+CSFCube's seed, left out: `Collection.judged`) (`evalkit.measures`, with the collection's relevance level) and
 p-MRR where the collection pairs instructions. `summarize` aggregates per stratum and
 overall: ranking measures by the fold mean of the test halves when the collection has
 folds (CSFCube's official aggregate), else the plain mean; p-MRR as the mean of the
@@ -20,20 +21,31 @@ from evalkit.errors import KitError
 from evalkit.runs import Run
 
 PMRR = "p-MRR"
+RELEASED = "released"  # the protocol that ranks and judges a collection as released, nothing excluded
 ROBUSTNESS = "robustness@"
 AGGREGATIONS = ("folds", "mean")
 
 
+def protocol_collection(collection: Collection, protocol: str) -> Collection:
+    """The collection as a protocol ranks and judges it: ``released`` excludes nothing
+    (`Collection.including_excluded`), every other protocol excludes what the collection does."""
+    return collection.including_excluded() if protocol == RELEASED else collection
+
+
 def check_run(run: Run, collection: Collection, source: str = "run", within_candidates: bool = True) -> None:
     """Reject an empty run, queries the collection lacks and, with `within_candidates`,
-    documents outside a query's given candidate list."""
+    documents outside a query's given candidate list (its excluded document included)."""
     if not run:
         raise KitError(f"{source}: the run ranks no queries; check the file and --name")
     for qid, scores in run.items():
         if qid not in collection.queries:
             raise KitError(f"{source}: unknown query {qid}; {collection.name} has no such query")
         if within_candidates and collection.candidates is not None:
-            outside = sorted(set(scores) - set(collection.candidates.get(qid, ())))
+            allowed = set(collection.candidates.get(qid, ())) - {collection.exclude.get(qid)}
+            outside = sorted(set(scores) - allowed)
+            if outside == [collection.exclude.get(qid)]:
+                raise KitError(f"{source}: {qid} ranks its excluded document {outside[0]} (its seed); drop it, or "
+                               f"use --protocol {RELEASED} to evaluate the pools as released")
             if outside:
                 raise KitError(f"{source}: document {outside[0]} for {qid} is outside the query's candidate list; "
                                "rank only the given candidates or use --protocol pooled")
@@ -47,13 +59,13 @@ def ranking_measures(collection: Collection, names: Sequence[str] | None = None)
 
 def per_query(collection: Collection, run: Run, names: Sequence[str] | None = None) -> pd.DataFrame:
     """One row per run query: stratum, fold, each measure (default: the collection's), p-MRR."""
-    table = measures.per_query(collection.qrels, run, ranking_measures(collection, names),
+    table = measures.per_query(collection.judged, run, ranking_measures(collection, names),
                                collection.relevance_level)
     table.insert(0, "stratum", [collection.strata.get(q, "all") for q in table.index])
     table.insert(1, "fold", [collection.test_fold_of(q) for q in table.index])
     if collection.pairs:
         covered = {a: b for a, b in collection.pairs.items() if a in run and b in run}
-        table[PMRR] = measures.p_mrr(collection.qrels, run, covered, collection.relevance_level).reindex(table.index)
+        table[PMRR] = measures.p_mrr(collection.judged, run, covered, collection.relevance_level).reindex(table.index)
     return table
 
 

@@ -197,10 +197,11 @@ def movement(explorer: Explorer, model: str, qid: str) -> pd.DataFrame:
     run = explorer.runs[model]
     rank_i, rank_o = ranks(run[qid]), ranks(run[other])
     rows = []
-    for doc in sorted(changed_documents(collection.qrels[qid], collection.qrels[other], collection.relevance_level)):
+    judged = collection.judged  # as p-MRR counts them: an excluded seed is not judged
+    for doc in sorted(changed_documents(judged[qid], judged[other], collection.relevance_level)):
         r_i, r_o = rank_i.get(doc, len(rank_i) + 1), rank_o.get(doc, len(rank_o) + 1)
-        rows.append({"doc": doc, "title": collection.documents[doc].title, "grade": collection.qrels[qid][doc],
-                     "grade_other": collection.qrels[other].get(doc, math.nan), "rank": r_i, "rank_other": r_o,
+        rows.append({"doc": doc, "title": collection.documents[doc].title, "grade": judged[qid][doc],
+                     "grade_other": judged[other].get(doc, math.nan), "rank": r_i, "rank_other": r_o,
                      "moved": "up" if r_i < r_o else "down" if r_i > r_o else "same",
                      "p-MRR": 100 * pair_score(r_i, r_o)})
     return pd.DataFrame(rows, columns=columns).sort_values(["p-MRR", "doc"], ascending=[False, True],

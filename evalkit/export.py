@@ -1,7 +1,9 @@
 """Export CSFCube for other tools (`evalkit export --dataset csfcube --format beir|followir|trec OUT`).
 
 Every format reads back (through the kit's own adapters; ``trec`` through ir_measures' TREC
-qrels reader) and gives the kit's numbers on a run (tests/test_export.py):
+qrels reader) and gives the kit's numbers on a run (tests/test_export.py). The judgments are
+the ones the kit scores against (`Collection.judged`: a query's excluded seed neither in its
+pool nor in its qrels):
 
 - ``beir``: one BEIR folder per facet, ``OUT/{background,method,result}/``: ``corpus.jsonl``
   (every paper: ``_id``, ``title``, ``text``), ``queries.jsonl`` (``_id`` = the kit's query id
@@ -68,7 +70,7 @@ def export_beir(collection: Collection, out: Path) -> list[Path]:
             {"_id": q.qid, "text": with_instruction(q.text, q.instruction), "query": q.text,
              "instruction": q.instruction, "seed": q.seed.doc_id if q.seed else None, "facet": q.facet}
             for q in queries))
-        write_atomic(folder / "qrels" / "test.tsv", _tsv_qrels({q: dict(collection.qrels[q]) for q in qids}))
+        write_atomic(folder / "qrels" / "test.tsv", _tsv_qrels({q: dict(collection.judged[q]) for q in qids}))
         if collection.candidates is not None:
             write_atomic(folder / "top_ranked.jsonl", _jsonl(
                 {"qid": q, "pid": [d for d in collection.candidates[q] if d != collection.exclude.get(q)]}
@@ -95,8 +97,8 @@ def export_followir(collection: Collection, out: Path) -> Path:
         for suffix, source in (("og", qid), ("changed", other)):
             pool = [d.doc_id for d in collection.candidates_of(source)]
             pools.append({"qid": f"{qid}-{suffix}", "pid": pool})
-        og[f"{qid}-og"] = shifted(collection.qrels[qid], collection.relevance_level)
-        changed[f"{qid}-changed"] = shifted(collection.qrels[other], collection.relevance_level)
+        og[f"{qid}-og"] = shifted(collection.judged[qid], collection.relevance_level)
+        changed[f"{qid}-changed"] = shifted(collection.judged[other], collection.relevance_level)
     write_atomic(out / "corpus.jsonl", _corpus(collection))
     write_atomic(out / "queries.jsonl", _jsonl(topics))
     write_atomic(out / "top_ranked.jsonl", _jsonl(pools))
@@ -109,7 +111,7 @@ def export_trec(collection: Collection, out: Path) -> list[Path]:
     """TREC qrels, the p-MRR pairs and the judged pools under `out` (module docstring)."""
     out = Path(out)
     paths = [out / "qrels.txt", out / "pairs.tsv", out / "pools.txt"]
-    write_atomic(paths[0], "".join(f"{qid} 0 {doc} {grade}\n" for qid, grades in collection.qrels.items()
+    write_atomic(paths[0], "".join(f"{qid} 0 {doc} {grade}\n" for qid, grades in collection.judged.items()
                                    for doc, grade in grades.items()))
     write_atomic(paths[1], "".join(f"{a}\t{b}\n" for a, b in collection.pairs.items()))
     write_atomic(paths[2], "".join(f"{qid} {d.doc_id}\n" for qid in collection.queries

@@ -25,7 +25,7 @@ import pandas as pd
 from evalkit.collection import Collection
 from evalkit.datasets.csfcube import CSFCube, to_collection
 from evalkit.errors import KitError
-from evalkit.evaluation import per_query
+from evalkit.evaluation import per_query, protocol_collection
 from evalkit.runs import Run
 
 RECIPES = ("pool", "protocol")
@@ -85,7 +85,7 @@ def human_per_query(data: CSFCube, measures: Sequence[str], collection: Collecti
     if recipe == "pool" and protocol != "pool":
         raise KitError(f"the pool recipe ranks the judged pool whatever the protocol; use --recipe protocol "
                        f"for the {protocol} list")
-    collection = collection or to_collection(data)
+    collection = protocol_collection(collection or to_collection(data), protocol)
     if lists is None:
         lists = pool_lists(collection, queries) if recipe == "pool" else \
             protocol_lists(collection, protocol, profile, corpus, queries)[0]

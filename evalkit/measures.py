@@ -20,6 +20,12 @@ Measures (ir_measures-style names, one evaluator: `ir_measures.iter_calc`):
   (`ir_measures.define`): ranks 1 and 2 weigh 1, rank r >= 2 weighs 1/log2(r);
   the ideal DCG comes from the grades of the documents the run ranked (unjudged = 0), all of
   them, not only the top k. No library implements it.
+- ``nDCG_csfcube%p``: the same NDCG cut at ``int(p / 100 * n)`` for a run that ranks n
+  documents for the query (the release's ``ndcg%20`` is p = 20); 0 when the cut is 0.
+- ``MAP_csfcube``: the release's ``average_precision`` per query (its MAP once aggregated):
+  the mean of precision@r over the ranks r of the relevant documents in the run's ranked
+  list (grade >= ``relevance_level``), 0 when the list holds none. Unlike trec_eval's AP it
+  divides by the relevant documents the run ranked, not by every judged one.
 
 A run query without judgments (absent from qrels or with an empty qrels entry) gets NaN
 for every measure; a judged query the run ranks no document for gets 0.
@@ -45,7 +51,7 @@ from __future__ import annotations
 import math
 import numbers
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import cache
 from itertools import groupby
 from operator import itemgetter
@@ -60,10 +66,13 @@ Qrels = Mapping[str, Mapping[str, int]]
 RunScores = Mapping[str, Mapping[str, float]]
 
 CSFCUBE_NDCG = "nDCG_csfcube"
-_NAME = re.compile(r"(nDCG_csfcube|nDCG|AP|RR|P|R)(?:@(\d+))?")
+CSFCUBE_MAP = "MAP_csfcube"
+_NAME = re.compile(r"(nDCG_csfcube|MAP_csfcube|nDCG|AP|RR|P|R)(?:([@%])(\d+))?")
 _NEEDS_CUTOFF = {"P", "R", CSFCUBE_NDCG}
 _BINARY = {"AP", "RR", "P", "R"}
 MAX_K = 1_000_000  # no collection ranks more candidates per query; beyond it numpy's integers overflow
+_NO_CUTOFF = {CSFCUBE_MAP}
+MEASURE_HELP = "nDCG@k, nDCG_csfcube@k, nDCG_csfcube%p, MAP_csfcube, AP[@k], RR[@k], P@k or R@k"
 
 
 # --- ranking: the kit's tie rule ------------------------------------------------------------
@@ -90,24 +99,69 @@ def ndcg_csfcube(ranked_grades: Sequence[float], k: int) -> float:
     return sum(g * w for g, w in zip(ranked_grades, weights)) / ideal if ideal > 0 else 0.0
 
 
-@cache
-def csfcube_measure(k: int) -> ir_measures.Measure:
-    """``nDCG_csfcube@k`` as an ir_measures custom measure (`ir_measures.define`).
+def _ranked_lists(qrels: pd.DataFrame, run: pd.DataFrame) -> Iterator[tuple[str, list[int]]]:
+    """Per run query, the grades (unjudged = 0) of the documents the run ranked, best first."""
+    grades = dict(zip(zip(qrels["query_id"].tolist(), qrels["doc_id"].tolist()), qrels["relevance"].tolist()))
+    rows = sorted(zip(run["query_id"].tolist(), run["score"].tolist(), run["doc_id"].tolist()),
+                  key=lambda row: (row[0], -row[1]))
+    for qid, group in groupby(rows, key=itemgetter(0)):
+        yield qid, [grades.get((qid, doc), 0) for _, _, doc in group]
+
+
+def _whole_list_measure(name: str, value: Callable[[list[int]], float]) -> ir_measures.Measure:
+    """A custom ir_measures measure of each query's whole ranked grade list.
 
     Defined without ir_measures' cut-off parameter, which would truncate the run to its top
-    k before the measure sees it; the official ideal DCG needs every ranked grade. The
+    k before the measure sees it; the official measures need every ranked grade. The
     implementation takes all queries at once (`define`, not `define_byquery`, whose
     per-query DataFrame filtering took about 4x longer on the benchmark run).
     """
 
     def impl(qrels: pd.DataFrame, run: pd.DataFrame) -> Iterator[tuple[str, float]]:
-        grades = dict(zip(zip(qrels["query_id"].tolist(), qrels["doc_id"].tolist()), qrels["relevance"].tolist()))
-        rows = sorted(zip(run["query_id"].tolist(), run["score"].tolist(), run["doc_id"].tolist()),
-                      key=lambda row: (row[0], -row[1]))
-        for qid, group in groupby(rows, key=itemgetter(0)):
-            yield qid, ndcg_csfcube([grades.get((qid, doc), 0) for _, _, doc in group], k)
+        for qid, grades in _ranked_lists(qrels, run):
+            yield qid, value(grades)
 
-    return ir_measures.define(impl, name=f"{CSFCUBE_NDCG}@{k}", support_cutoff=False)
+    return ir_measures.define(impl, name=name, support_cutoff=False)
+
+
+@cache
+def csfcube_measure(k: int) -> ir_measures.Measure:
+    """``nDCG_csfcube@k`` as an ir_measures custom measure."""
+    return _whole_list_measure(f"{CSFCUBE_NDCG}@{k}", lambda grades: ndcg_csfcube(grades, k))
+
+
+def percent_cut(n: int, percent: int) -> int:
+    """The release's ``int(0.20 * len(ranked list))`` for p = 20: the cut of ``nDCG_csfcube%p``."""
+    return int(percent / 100 * n)
+
+
+def ndcg_csfcube_percent(ranked_grades: Sequence[float], percent: int) -> float:
+    """``nDCG_csfcube%p``: the official NDCG cut at p percent of the ranked list; 0 for a cut of 0."""
+    k = percent_cut(len(ranked_grades), percent)
+    return ndcg_csfcube(ranked_grades, k) if k > 0 else 0.0
+
+
+@cache
+def csfcube_percent_measure(percent: int) -> ir_measures.Measure:
+    """``nDCG_csfcube%p`` as an ir_measures custom measure."""
+    return _whole_list_measure(f"{CSFCUBE_NDCG}%{percent}", lambda grades: ndcg_csfcube_percent(grades, percent))
+
+
+def average_precision_listed(ranked_relevant: Sequence[bool]) -> float:
+    """The release's average precision: mean precision@r at the relevant ranks r of the list; 0 without any."""
+    hits, total = 0, 0.0
+    for rank, relevant in enumerate(ranked_relevant, start=1):
+        if relevant:
+            hits += 1
+            total += hits / rank
+    return total / hits if hits else 0.0
+
+
+@cache
+def csfcube_map_measure(relevance_level: int) -> ir_measures.Measure:
+    """``MAP_csfcube`` (per query: `average_precision_listed`) as an ir_measures custom measure."""
+    return _whole_list_measure(
+        CSFCUBE_MAP, lambda grades: average_precision_listed([g >= relevance_level for g in grades]))
 
 
 # --- per-query table ----------------------------------------------------------------------------
@@ -117,11 +171,21 @@ def parse_measure(name: str, relevance_level: int) -> ir_measures.Measure:
     """The ir_measures measure for a kit measure name; binary measures get ``rel=relevance_level``."""
     match = _NAME.fullmatch(name)
     if match is None:
-        raise KitError(f"unknown measure {name!r}; use nDCG@k, nDCG_csfcube@k, AP[@k], RR[@k], P@k or R@k")
-    family, cutoff = match.group(1), match.group(2)
+        raise KitError(f"unknown measure {name!r}; use {MEASURE_HELP}")
+    family, kind, cutoff = match.groups()
+    if cutoff is not None and family in _NO_CUTOFF:
+        raise KitError(f"measure {name!r} takes no cut-off (it reads the whole ranked list); write {family}")
+    if kind == "%" and family != CSFCUBE_NDCG:
+        raise KitError(f"measure {name!r}: only {CSFCUBE_NDCG} takes a percentage cut-off; write {family}@k")
     if cutoff is None and family in _NEEDS_CUTOFF:
         raise KitError(f"measure {name!r} needs a cut-off; write e.g. {family}@20")
     k = None if cutoff is None else check_cutoff(name, cutoff)
+    if kind == "%":
+        if k > 100:
+            raise KitError(f"measure {name!r}: a percentage cut-off is at most 100; write e.g. {family}%20")
+        return csfcube_percent_measure(k)
+    if family == CSFCUBE_MAP:
+        return csfcube_map_measure(relevance_level)
     if family == CSFCUBE_NDCG:
         return csfcube_measure(k)
     measure = getattr(ir_measures, family)

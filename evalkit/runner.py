@@ -8,12 +8,16 @@ Every model family goes through this one path on every collection:
 Protocols, for any collection:
 - ``pool``: each query's given candidate list (CSFCube's judged pool, FollowIR's top-ranked
   list); a collection without lists is ranked over its whole corpus (top `KEEP` kept);
+- ``released``: the pool protocol with nothing excluded (`Collection.including_excluded`):
+  CSFCube's pools as released, seed 8781666 ranked and judged in its own background and
+  result pools, as every published CSFCube row was computed;
 - ``pooled``: a first-stage model ranks the whole corpus and keeps the top ``depth`` for
   each query; the model reranks them; unjudged documents count as non-relevant;
 - ``full``: CSFCube's ~800k-abstract corpus (`evalkit.datasets.csfcube_corpus`), first
   stage by FAISS, the top ``depth`` reranked.
 
-A query's excluded document (CSFCube's seed) is never a candidate.
+Except under ``released``, a query's excluded document (CSFCube's seed) is never a
+candidate and is not judged (`protocol_collection`).
 """
 
 from __future__ import annotations
@@ -25,12 +29,14 @@ from pathlib import Path
 from evalkit import progress
 from evalkit.collection import BASE, Collection, Document, Query
 from evalkit.errors import KitError
+from evalkit.evaluation import protocol_collection
 from evalkit.models import adhoc, registry
 from evalkit.models.base import Scorer
 from evalkit.runs import Run, ranked
 from evalkit.runstore import load_verified, run_folder, write_run
 
-PROTOCOLS = ("pool", "pooled", "full")
+PROTOCOLS = ("pool", "released", "pooled", "full")
+POOL_PROTOCOLS = ("pool", "released")  # each query's given candidates, no first stage
 KEEP = 1000  # documents kept per query when a whole corpus is ranked (as BEIR runs)
 
 
@@ -135,8 +141,9 @@ def queries_of(settings: RunSettings, collection: Collection) -> list[Query]:
 def candidates_for(settings: RunSettings, collection: Collection,
                    queries: list[Query]) -> tuple[dict[str, list[Document]], dict]:
     """Candidates per query under the protocol, and the protocol's description for the sidecar."""
-    if settings.protocol == "pool":
-        return {q.qid: collection.candidates_of(q.qid) for q in queries}, {"protocol": "pool"}
+    if settings.protocol in POOL_PROTOCOLS:
+        given = protocol_collection(collection, settings.protocol)
+        return {q.qid: given.candidates_of(q.qid) for q in queries}, {"protocol": settings.protocol}
     name = settings.first_stage or registry.profile_value(settings.profile, "first_stage")
     depth = settings.depth or registry.profile_value(settings.profile, "depth")
     first = registry.build(registry.spec(name, settings.profile), collection)
@@ -193,7 +200,7 @@ def execute(settings: RunSettings, collection: Collection, runs_dir: Path) -> Pa
     together = iter(score_many(queries, [candidates[q.qid] for q in queries])) if score_many else None
     for query in progress.bar(queries, desc=f"scoring {settings.run_name} ({settings.protocol})", unit="query"):
         scores = next(together) if together else scorer.score(query, candidates[query.qid])
-        run[query.qid] = scores if collection.candidates is not None or settings.protocol != "pool" \
+        run[query.qid] = scores if collection.candidates is not None or settings.protocol not in POOL_PROTOCOLS \
             else {d: scores[d] for d in ranked(scores)[:KEEP]}
     accounting = getattr(scorer, "accounting", None)
     model_spec = registry.spec(settings.model, settings.profile)

@@ -168,7 +168,7 @@ def test_collection_mirrors_the_release(data, collection):
     assert {qid: len(r) for qid, r in collection.relevant.items()} == {qid: len(q.relevant)
                                                                        for qid, q in data.queries.items()}
     assert collection.checksum == csfcube.checksum() and len(collection.checksum) == 64
-    assert collection.measures == ("nDCG_csfcube@20", "p-MRR")
+    assert collection.measures == ("nDCG_csfcube@20", "p-MRR", "MAP_csfcube", "nDCG_csfcube%20")
     assert collection.strata == {qid: q.facet for qid, q in data.queries.items()}
     collection.check()  # every judged and pooled document is in the corpus
 

@@ -13,6 +13,11 @@ authors pin). The goldens were produced by `authors_geomloss_scores` below::
     /tmp/adapters-venv/bin/pip install geomloss==0.2.4 pytest   # torch 2.13.0+cpu already there
     PYTHONPATH=.:tests /tmp/adapters-venv/bin/python -c \
         "import test_encoder_aspire as t; print(t.authors_geomloss_scores())"
+
+and the pool goldens (`authors_pool_scores`) with geomloss 0.2.4 installed apart from the kit's venv::
+
+    pip install --no-deps --target /tmp/gl geomloss==0.2.4
+    PYTHONPATH=/tmp/gl:.:tests .venv/bin/python -c "import test_encoder_aspire as t; print(t.authors_pool_scores())"
 """
 
 from __future__ import annotations
@@ -36,8 +41,21 @@ DOCS = [
 
 # AllPairMaskedWasserstein scores from GeomLoss 0.2.4 (see the module docstring): each pair
 # alone, then the first query against three candidates scored in one padded batch.
-GOLDEN_SINGLE = [-1.9200778007507324, -4.704930305480957, -6.937302112579346, -3.3136910815301235e-07]
-GOLDEN_BATCH = [-1.9197742938995361, -2.89741849899292, -7.13922119140625]
+# Regenerated with `authors_geomloss_scores()` (geomloss 0.2.4, torch 2.13.0+cpu, 2 CPU cores): the
+# committed values before differed from that run by up to 3e-5, and the test failed at 1e-5.
+GOLDEN_SINGLE = [-1.9200762510299683, -4.704960823059082, -6.937315464019775, -3.3136910815301235e-07]
+GOLDEN_BATCH = [-1.9197790622711182, -2.8974294662475586, -7.13922119140625]
+# `authors_pool_scores()` (geomloss 0.2.4, torch 2.13 CPU): the 70-candidate pool of `pool_inputs`
+# scored as CachingTrainedScoringModel.predict does, in batches of 64 in pool order.
+GOLDEN_POOL = [
+    -1.5938227, -0.4042592, -0.40976083, -10.202748, -0.42847991, -2.2748811, -1.43362, -1.4465911, -1.7838447,
+    -1.5203658, -2.8459785, -2.5487876, -2.4639671, -2.578619, -2.5454354, -3.2785068, -3.073462, -2.8507328,
+    -2.9057298, -2.8066676, -3.564671, -2.3874669, -2.5850806, -2.554935, -2.3990414, -3.7294836, -1.4914179,
+    -2.3827429, -1.6165361, -2.0855181, -3.9311843, -1.3172171, -2.4967704, -1.3797148, -2.1030521, -4.2318583,
+    -2.0140533, -2.9102283, -2.3265295, -2.6682501, -12.623446, -3.1255851, -3.3850038, -3.2660317, -3.2385528,
+    -4.2893825, -3.9079506, -3.826335, -3.7658463, -3.7938693, -4.0387487, -3.5717463, -3.5432844, -3.5440586,
+    -3.6014287, -3.7941566, -2.6911869, -2.7574992, -2.9615054, -2.8085372, -3.828022, -2.489336, -2.5201323,
+    -2.5566621, -2.6424532, -4.2142363, -2.9958005, -3.0470281, -3.1105695, -3.1471252]
 
 
 def ot_inputs():
@@ -49,8 +67,10 @@ def ot_inputs():
             (points(4, 8, 0.3, 5.0), points(2, 8, 0.9, 4.0)), (points(3, 8, 0.0, 1.0), points(3, 8, 0.0, 1.0))]
 
 
-def authors_geomloss_scores():
-    """The authors' scoring, transcribed from their repository, run where geomloss 0.2.4 is installed."""
+def authors_caching_score(query, cands):
+    """The authors' scoring of one query against a batch of candidates, transcribed from their
+    repository (disent_models.WordSentAlignBiEnc.caching_score feeding
+    pair_distances.AllPairMaskedWasserstein.compute_distance, return_pair_sims=True); needs geomloss 0.2.4."""
     import geomloss
     import torch
     from torch.nn import functional
@@ -78,21 +98,46 @@ def authors_geomloss_scores():
         plan = torch.exp(torch.div(outersum + neg, blur)) * torch.einsum("bi,bj->bij", query_distr, cand_distr)
         return torch.sum(torch.sum(plan * neg, dim=1), dim=1)
 
-    def caching_score(query, cands):
-        lens = [c.shape[0] for c in cands]
-        padded_cands = np.zeros((len(cands), max(lens), query.shape[1]))
-        padded_query = np.zeros((len(cands), query.shape[0], query.shape[1]))
-        for i, cand in enumerate(cands):
-            padded_cands[i, :lens[i]] = cand
-            padded_query[i] = query
-        return compute_distance(torch.FloatTensor(padded_query).permute(0, 2, 1),
-                                torch.FloatTensor(padded_cands).permute(0, 2, 1),
-                                [query.shape[0]] * len(cands), lens).tolist()
+    lens = [c.shape[0] for c in cands]
+    padded_cands = np.zeros((len(cands), max(lens), query.shape[1]))
+    padded_query = np.zeros((len(cands), query.shape[0], query.shape[1]))
+    for i, cand in enumerate(cands):
+        padded_cands[i, :lens[i]] = cand
+        padded_query[i] = query
+    return compute_distance(torch.FloatTensor(padded_query).permute(0, 2, 1),
+                            torch.FloatTensor(padded_cands).permute(0, 2, 1),
+                            [query.shape[0]] * len(cands), lens).tolist()
+
+
+def authors_geomloss_scores():
+    """The authors' scoring run where geomloss 0.2.4 is installed: each pair alone, then one batch."""
+    import geomloss
 
     pairs = ot_inputs()
-    single = [caching_score(q, [d])[0] for q, d in pairs]
-    batch = caching_score(pairs[0][0], [pairs[0][1], pairs[1][1], pairs[2][1]])
+    single = [authors_caching_score(q, [d])[0] for q, d in pairs]
+    batch = authors_caching_score(pairs[0][0], [pairs[0][1], pairs[1][1], pairs[2][1]])
     return {"single": single, "batch": batch, "geomloss": geomloss.__version__}
+
+
+def pool_inputs():
+    """A query and a 70-candidate pool (two of the authors' scoring batches), 8-dimensional; the
+    first batch holds a few far-away candidates, so its diameter differs from the pairs'."""
+    def points(n, phase, scale):
+        return (np.sin(np.arange(n * 8, dtype=np.float64).reshape(n, 8) * 0.37 + phase) * scale).astype(np.float32)
+
+    query = points(3, 0.0, 1.0)
+    pool = [points(1 + i % 5, 0.1 * i, 6.0 if i in (3, 40) else 1.0 + 0.02 * i) for i in range(70)]
+    return query, pool
+
+
+def authors_pool_scores():
+    """The authors' CachingTrainedScoringModel.predict loop (pp_gen_nearest.py): candidates in pool
+    order, scored in batches of score_batch_size = 64, the last batch holding the rest."""
+    query, pool = pool_inputs()
+    scores = []
+    for start in range(0, len(pool), 64):
+        scores.extend(authors_caching_score(query, pool[start:start + 64]))
+    return scores
 
 
 @pytest.fixture(scope="module")
@@ -216,3 +261,29 @@ def test_describe(tiny_bert):
     assert "mean of last_hidden_state" in info["pooling"] and "blur=0.05" in info["scoring"]["solver"]
     default = AspireEncoder().describe()
     assert default["location"] == "allenai/aspire-contextualsentence-multim-compsci" and default["revision"] == "main"
+
+
+def _scorer(monkeypatch, tmp_path, **options):
+    from evalkit.models.paper import OTAspire
+
+    monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path))
+    return OTAspire(None, {"family": "otaspire", "location": "test"}, **options)
+
+
+def test_registry_scorer_scores_the_authors_batches_of_64(monkeypatch, tmp_path):
+    """The default (diameter per batch of 64 in pool order) equals the authors' predict loop; each
+    pair's own diameter (the former default) moves scores by more than 1e-3."""
+    query, pool = pool_inputs()
+    batched = _scorer(monkeypatch, tmp_path).pair_scores(query, pool)
+    np.testing.assert_allclose(batched, GOLDEN_POOL, atol=1e-5, rtol=0)
+    assert np.argsort(batched).tolist() == np.argsort(GOLDEN_POOL).tolist()
+    pair = _scorer(monkeypatch, tmp_path, diameter="pair").pair_scores(query, pool)
+    assert np.abs(np.array(pair) - GOLDEN_POOL).max() > 1e-3
+    assert pair == [ot_score(query, m) for m in pool]
+
+
+def test_registry_scorer_diameter_setting(monkeypatch, tmp_path):
+    assert "per batch of 64" in _scorer(monkeypatch, tmp_path).describe()["diameter"]
+    assert _scorer(monkeypatch, tmp_path, diameter="pair").describe()["diameter"] == "per pair"
+    with pytest.raises(KitError, match="choose batch"):
+        _scorer(monkeypatch, tmp_path, diameter="global")

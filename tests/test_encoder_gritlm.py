@@ -85,10 +85,11 @@ def manual_reference(folder, prefix: str, texts, max_length: int = 512) -> np.nd
 def test_template_strings():
     assert GritLMEncoder.query_string("q", "find x") == "<|user|>\nfind x\n<|embed|>\nq"
     assert GritLMEncoder.query_string("q", "") == "<|embed|>\nq"
-    assert GritLMEncoder.query_string("q", "  ") == "<|embed|>\nq"
+    assert GritLMEncoder.query_string("q", "  ") == "<|user|>\n  \n<|embed|>\nq"  # kept, as the README's helper
     assert GritLMEncoder.document_string("d") == "<|embed|>\nd"
     assert instruction_prefix("find x") == gritlm_instruction("find x")
     assert instruction_prefix("") == gritlm_instruction("") == EMBED
+    assert instruction_prefix("  ") == gritlm_instruction("  ") == "<|user|>\n  \n<|embed|>\n"
     assert USER == "<|user|>\n"
 
 

@@ -166,7 +166,8 @@ def test_describe_and_load_failure(tmp_path, folders):
     described = PromptrieverEncoder(adapter, base=base).describe()
     assert described["location"] == adapter and described["base"] == base
     assert described["query_max_length"] == described["passage_max_length"] == 512
-    assert described["doc_template"] == "passage:  {text}" and described["pooling"].startswith("last token")
+    assert described["doc_template"].startswith("passage:  {title} {text}")
+    assert described["pooling"].startswith("last token")
     lengths = PromptrieverEncoder(adapter, max_length=64, passage_max_length=156).describe()
     assert lengths["query_max_length"] == 64 and lengths["passage_max_length"] == 156
     for encoder in (PromptrieverEncoder(str(tmp_path / "nowhere")),
@@ -176,3 +177,20 @@ def test_describe_and_load_failure(tmp_path, folders):
             encoder.encode_documents(["x"])
         assert "nowhere" in str(err.value) or "nobase" in str(err.value)
         assert "\n" not in str(err.value)
+
+
+def test_registry_row_writes_passages_as_tevatron(folders, tmp_path, monkeypatch):
+    """The paper profile's scorer: ``passage:  {title} {text}`` (three spaces for an empty title, as BEIR
+    documents without one get), not the kit's title-and-body join."""
+    from evalkit.collection import Document
+    from evalkit.models.paper import build_promptriever
+
+    monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "cache"))
+    base, adapter = folders
+    scorer = build_promptriever({"model": str(adapter), "base": str(base), "device": "cpu"})
+    docs = [Document("a", "", DOCS[0]), Document("b", "T", DOCS[1])]
+    assert [scorer.document_string(d) for d in docs] == ["passage:   " + DOCS[0], "passage:  T " + DOCS[1]]
+    np.testing.assert_allclose(scorer.doc_vectors(docs), reference(base, adapter, [scorer.document_string(d)
+                                                                                    for d in docs]), atol=1e-5)
+    with pytest.raises(KitError, match="drop doc_template"):
+        build_promptriever({"model": str(adapter), "base": str(base), "doc_template": "{title}"})

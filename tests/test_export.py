@@ -66,7 +66,8 @@ def test_trec_export_reads_back_with_the_same_numbers(collection, run, tmp_path)
     for qrel in ir_measures.read_trec_qrels(str(tmp_path / "trec" / "qrels.txt")):
         qrels.setdefault(qrel.query_id, {})[qrel.doc_id] = qrel.relevance
     pairs = export.read_pairs(tmp_path / "trec" / "pairs.tsv")
-    assert qrels == {q: dict(g) for q, g in collection.qrels.items()} and pairs == dict(collection.pairs)
+    assert qrels == collection.judged and pairs == dict(collection.pairs)  # the excluded seed is not judged
+    assert "8781666" not in qrels["8781666_background"] and "8781666" in collection.qrels["8781666_background"]
     names = ["nDCG_csfcube@20", "nDCG@20"]
     kit = per_query(collection, run, names)
     values = measures.per_query(qrels, run, names, collection.relevance_level)

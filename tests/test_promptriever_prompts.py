@@ -127,3 +127,42 @@ def test_published_bad_file(tmp_path):
     path.write_text("source,table,model,dataset,metric,value,note\na,b,c,d,e,high,\n")
     with pytest.raises(KitError, match=r"p\.csv:2: value must be a number"):
         load_published(path)
+
+
+def _dev_tables(values, recall=None):
+    """Tables of two dev queries (fold1's dev half a, b) and two test queries, per prompt."""
+    out = {}
+    for p, (x, y) in values.items():
+        frame = {"stratum": "all", "fold": ["fold2", "fold2", "fold1", "fold1"], "nDCG@10": [x, y, 0.5, 0.5]}
+        if recall is not None:
+            frame["R@100"] = [recall[p], recall[p], 0.0, 0.0]
+        out[p] = pd.DataFrame(frame, index=pd.Index(list("abcd"), name="qid"))
+    return out
+
+
+def test_promptriever_rule_rounds_to_a_tenth_then_recall_then_lowest_hash():
+    from evalkit.promptriever.prompts import prompt_hash, promptriever_choice
+
+    assert prompt_hash("Be careful.") == __import__("hashlib").md5(b"Be careful.").hexdigest()
+    choose = promptriever_choice("nDCG@10")
+    dev = {p: t.loc[["a", "b"]] for p, t in _dev_tables({"p1": (0.40120, 0.40120), "p2": (0.40140, 0.40140)},
+                                                         {"p1": 0.9, "p2": 0.5}).items()}
+    # 40.12 and 40.14 both round to 40.1: the tie goes to the higher Recall@100 (p1), not the higher mean
+    assert choose(dev) == "p1"
+    assert __import__("evalkit.selection", fromlist=["best_mean"]).best_mean("nDCG@10")(dev) == "p2"
+    same_recall = {p: t.loc[["a", "b"]] for p, t in _dev_tables({"p1": (0.4012, 0.4012), "p2": (0.4014, 0.4014)},
+                                                                {"p1": 0.5, "p2": 0.5}).items()}
+    assert choose(same_recall) == min(["p1", "p2"], key=prompt_hash)  # then the lowest md5 hex
+    clear = {p: t.loc[["a", "b"]] for p, t in _dev_tables({"p1": (0.40, 0.40), "p2": (0.42, 0.42)}).items()}
+    assert choose(clear) == "p2"  # a difference after rounding decides; no recall column needed
+
+
+def test_select_prompt_rules(monkeypatch):
+    # md5: "p2" 1d66... < "p1" ec6e...; p2 has the lower unrounded dev mean, equal after rounding
+    tied = {None: tables()[None]["nDCG@10"].tolist()} | {"p1": [0.4014, 0.4014, 0.1, 0.1],
+                                                           "p2": [0.4012, 0.4012, 0.1, 0.1]}
+    frames = tables(tied)
+    assert select_prompt(COLLECTION, frames, "nDCG@10").selected_prompts["fold1"] == "p2"
+    assert select_prompt(COLLECTION, frames, "nDCG@10", rule="mean").selected_prompts["fold1"] == "p1"
+    with pytest.raises(KitError, match="unknown prompt-selection rule"):
+        select_prompt(COLLECTION, frames, "nDCG@10", rule="best")

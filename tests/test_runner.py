@@ -106,9 +106,21 @@ def test_pooled_protocol_reranks_the_first_stage_top_depth_without_the_seed(coll
         assert qid.split("_")[0] not in scores
 
 
+def test_released_protocol_ranks_the_seed_in_its_own_pools(collection, tmp_path):
+    """Seed 8781666 sits in its own background and result pools; released ranks and judges it."""
+    qids = ("8781666_background", "8781666_result")
+    folder = run(collection, qids, tmp_path, model="bm25", protocol="released")
+    assert folder.parent.name == "released"
+    assert json.loads((folder / SIDECAR).read_text())["protocol"] == "released"
+    ranking = read_trec(folder / RANKING)
+    for qid in qids:
+        assert set(ranking[qid]) == set(collection.candidates[qid]) and "8781666" in ranking[qid]
+    assert "8781666" not in read_trec(run(collection, qids, tmp_path, model="bm25") / RANKING)[qids[0]]
+
+
 @pytest.mark.parametrize("field, value, message", [
     ("variant", "nope", "choose one of base, generic"),
-    ("protocol", "nope", "choose one of pool, pooled, full"),
+    ("protocol", "nope", "choose one of pool, released, pooled, full"),
     ("model", "nope", "choose one of tiny, tiny-probe, bm25, tiny-oracle, tiny-prp, tiny-aspire"),
     ("queries", ("123_method",), "has no query 123_method"),
     ("depth", 0, "must be a positive integer"),

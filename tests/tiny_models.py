@@ -123,6 +123,7 @@ def build_paper_stand_ins(root: Path) -> dict[str, str]:
         "samaya-ai/promptriever-llama2-7b-v1": str(lora),
         "meta-llama/Llama-2-7b-hf": str(llama),
         "malteos/scincl": str(bert),
+        "allenai/specter": str(bert),
         "allenai/aspire-contextualsentence-multim-compsci": str(bert),
         "allenai/specter2_base": str(GOLDEN / "base"),
         "allenai/specter2": str(GOLDEN / "adapter_proximity"),

@@ -237,7 +237,8 @@ def checksum() -> str:
 
 
 def to_collection(data: CSFCube) -> Collection:
-    """CSFCube as a `Collection`: each query reranks its judged pool (seed excluded), is paired
+    """CSFCube as a `Collection`: each query reranks its judged pool (seed excluded, and so not
+    judged: `Collection.judged`), reports the study's and the release's official measures, is paired
     with its seed's other annotated facet for p-MRR (both ways), belongs to its facet's
     stratum, and the official two folds split the queries into dev and test halves."""
     from evalkit.datasets.csfcube_variants import VARIANTS, from_file, make_variant
@@ -265,7 +266,7 @@ def to_collection(data: CSFCube) -> Collection:
         exclude={qid: q.seed for qid, q in data.queries.items()},
         variants=VARIANTS,
         make_variant=make_variant,
-        measures=("nDCG_csfcube@20", "p-MRR"),
+        measures=("nDCG_csfcube@20", "p-MRR", "MAP_csfcube", "nDCG_csfcube%20"),
         instructions_from=from_file,
     )
 

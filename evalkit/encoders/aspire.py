@@ -40,9 +40,10 @@ return_pair_sims=True)``, larger is more similar):
 sinkhorn_samples.py at tag v0.2.4) in torch, float32 like the authors. One detail depends on
 how the authors batched candidates: GeomLoss takes the diameter over the whole batch (the
 repeated query, up to 64 candidates in pool order and their zero padding), which sets how
-many epsilon steps run (scores move by ~1e-4); `ot_score` uses the pair's own diameter
-unless `diameter` is given (`batch_diameter` reproduces the authors' value for a batch). ``solver="emd"`` gives the
-exact (unregularised) OT score with the same cost and weights, ``-ot.emd2(a, b, d)``.
+many epsilon steps run (scores move by up to ~3e-3 and rankings change); `ot_score` uses the
+pair's own diameter unless `diameter` is given (`batch_diameter` reproduces the authors' value
+for a batch, and the registry's otAspire scores the authors' batches: `models.paper.OTAspire`).
+``solver="emd"`` gives the exact (unregularised) OT score with the same cost and weights, ``-ot.emd2(a, b, d)``.
 """
 
 from __future__ import annotations

@@ -39,11 +39,12 @@ MAX_LENGTH = 512
 
 
 def instruction_prefix(instruction: str) -> str:
-    """The README's ``gritlm_instruction``: user turn plus embed marker, the marker alone when blank.
+    """The README's ``gritlm_instruction``: user turn plus embed marker, the marker alone when empty.
 
-    The README tests truthiness; a whitespace-only instruction is treated as blank here too.
+    As the README's helper, only the empty string counts as no instruction: a whitespace-only
+    one keeps its user turn (``<|user|>\n  \n<|embed|>\n``).
     """
-    return f"{USER}{instruction}\n{EMBED}" if instruction.strip() else EMBED
+    return f"{USER}{instruction}\n{EMBED}" if instruction else EMBED
 
 
 def _one_line(exc: BaseException) -> str:

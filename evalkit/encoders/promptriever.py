@@ -195,11 +195,16 @@ class PromptrieverEncoder:
         strings = [format_passage(t, None if titles is None else titles[i]) for i, t in enumerate(texts)]
         return self._encode(strings, self.passage_max_length)
 
+    def encode_passage_strings(self, strings: Sequence[str]) -> np.ndarray:
+        """One row per already formatted passage string (`format_passage`'s output)."""
+        return self._encode(list(strings), self.passage_max_length)
+
     def describe(self) -> dict:
         return {"encoder": "promptriever", "location": self.location, "revision": self.revision,
                 "base": self.base, "base_revision": self.base_revision,
                 "query_max_length": self.query_max_length, "passage_max_length": self.passage_max_length,
                 "dtype": self.dtype, "autocast": "float16" if self._uses_autocast() else None,
                 "query_template": "query:  {query}{?} {prompt}", "empty_prompt_template": "query:  {query}",
-                "doc_template": "passage:  {text}", "eos_appended": True, "pooling": self.pooling,
+                "doc_template": "passage:  {title} {text} (each stripped; passage:  {text} for a text without title)",
+                "eos_appended": True, "pooling": self.pooling,
                 "normalize": True, "lora": "merged"}

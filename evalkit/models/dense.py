@@ -130,11 +130,16 @@ class MultiVector:
     The query's focus sentences (the seed's sentences of the requested facet, all its
     sentences if it has none) are matched against every sentence of a candidate: ``ot`` scores the negative optimal
     transport cost (uniform weights, Euclidean cost, as otAspire), ``maxsim`` the mean
-    over seed sentences of the best cosine similarity.
+    over seed sentences of the best cosine similarity, ``max`` the best cosine similarity
+    over every (seed sentence, candidate sentence) pair: the Aspire code's sentence baselines
+    (allenai/aspire pp_gen_nearest.py ``rank_pool_sentfaceted``, score type ``cosine``: the
+    seed's sentences of the facet, objective counted as background, against each candidate
+    sentence encoded on its own, the candidate's score the maximum), e.g. its ``sbmpnet1B``
+    row with all-mpnet-base-v2.
     """
 
     reads_instruction = False
-    MATCHINGS = ("ot", "maxsim")
+    MATCHINGS = ("ot", "maxsim", "max")
 
     def __init__(self, encoder: Encoder, matching: str = "ot"):
         if matching not in self.MATCHINGS:
@@ -156,6 +161,8 @@ class MultiVector:
     def _match(self, query: np.ndarray, doc: np.ndarray) -> float:
         if self.matching == "maxsim":
             return float((query @ doc.T).max(axis=1).mean())
+        if self.matching == "max":
+            return float((query @ doc.T).max())
         cost = ot.dist(query.astype(np.float64), doc.astype(np.float64), metric="euclidean")
         weights_q = np.full(len(query), 1.0 / len(query))
         weights_d = np.full(len(doc), 1.0 / len(doc))

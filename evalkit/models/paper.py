@@ -25,7 +25,8 @@ vectors, as the CSFCube baselines of the Aspire code rank SPECTER-style embeddin
 Euclidean) and as SciDocs ranks; ``metric: cosine`` in the entry switches to cosine. otAspire:
 the whole query paper is encoded in context, only the rows of the requested facet's
 sentences are matched against every candidate sentence with the authors' OT score
-(`encoders.aspire.ot_score`; pp_gen_nearest.py CachingTrainedScoringModel.predict).
+(`encoders.aspire.ot_score`; pp_gen_nearest.py CachingTrainedScoringModel.predict), the
+candidates scored in the authors' batches of 64 in pool order (`OTAspire`, ``diameter``).
 
 Every instructed entry may name a ``first_stage`` and ``depth``: it then reranks that
 model's top ``depth`` of whatever candidates the protocol gives (`dense.rerank_head`).
@@ -93,8 +94,8 @@ class InstructedBiEncoder(PaperBiEncoder):
     """
 
     def __init__(self, encoder, settings: dict, doc_template: str, query_input, first_stage=None,
-                 depth: int | None = None):
-        super().__init__(encoder, settings, doc_template, first_stage, depth)
+                 depth: int | None = None, encode_documents=None):
+        super().__init__(encoder, settings, doc_template, first_stage, depth, encode_documents=encode_documents)
         self.query_input = query_input
         self.reads_instruction = True
 
@@ -108,6 +109,23 @@ class InstructedBiEncoder(PaperBiEncoder):
 
         return self.vectors.stack([(q.instruction, q.text) for q in queries],
                                   lambda pair: ("query", self.query_input(pair[1], pair[0])), compute, "queries")
+
+
+class PromptrieverBiEncoder(InstructedBiEncoder):
+    """Promptriever: documents as the authors' tevatron ``format_passage`` writes them,
+    ``passage:  {title} {text}`` from the title and the body, each stripped (three spaces
+    after ``passage:`` for an empty title, as BEIR documents without one get); a text that
+    is not a document (`text_vectors`) is ``passage:  {text}``."""
+
+    def document_string(self, document: Document) -> str:
+        from evalkit.encoders.promptriever import format_passage
+
+        return format_passage(document.text, document.title)
+
+    def text_vectors(self, texts: Sequence[str]) -> np.ndarray:
+        from evalkit.encoders.promptriever import format_passage
+
+        return self._documents([format_passage(t) for t in texts])
 
 
 class PaperClsBiEncoder(PaperBiEncoder):
@@ -134,12 +152,16 @@ class PaperClsBiEncoder(PaperBiEncoder):
 
 
 def _build_instructed(settings: dict, first_stage, family: str, encoder_class, query_input,
-                      options: tuple[str, ...] = (), extra_locations=lambda encoder: ()) -> InstructedBiEncoder:
+                      options: tuple[str, ...] = (), extra_locations=lambda encoder: (),
+                      scorer_class=InstructedBiEncoder) -> InstructedBiEncoder:
     """GritLM or Promptriever from a registry entry: the encoder gets the common settings plus the
     family's `options`; its weights (and `extra_locations(encoder)`) are pinned in the cache fingerprint."""
     s = dict(settings)
     device = resolve_device(s.pop("device", None))
     doc_template = s.pop("doc_template", "{text}")
+    if scorer_class is PromptrieverBiEncoder and doc_template != "{text}":
+        raise KitError(f"doc_template {doc_template!r}: Promptriever writes its passages as its authors do "
+                       "(passage:  {title} {text}); drop doc_template from the entry")
     encoder = encoder_class(s.pop("model"), revision=s.pop("revision", None), device=device,
                             max_length=s.pop("max_length", None), batch_size=s.pop("batch_size", 8),
                             dtype=s.pop("dtype", None), **{name: s.pop(name, None) for name in options})
@@ -147,7 +169,8 @@ def _build_instructed(settings: dict, first_stage, family: str, encoder_class, q
     _no_more(s, family)
     settings_ = pinned(encoder.describe(), device, ("location", encoder.location, encoder.revision),
                        *extra_locations(encoder))
-    return InstructedBiEncoder(encoder, settings_, doc_template, query_input, first_stage, depth)
+    exact = encoder.encode_passage_strings if scorer_class is PromptrieverBiEncoder else None
+    return scorer_class(encoder, settings_, doc_template, query_input, first_stage, depth, exact)
 
 
 def build_gritlm(settings: dict, first_stage=None) -> InstructedBiEncoder:
@@ -162,7 +185,7 @@ def build_promptriever(settings: dict, first_stage=None) -> InstructedBiEncoder:
 
     return _build_instructed(settings, first_stage, "promptriever", PromptrieverEncoder, format_query,
                              ("base", "base_revision", "query_max_length", "passage_max_length"),
-                             lambda encoder: [("base", encoder.base, encoder.base_revision)])
+                             lambda encoder: [("base", encoder.base, encoder.base_revision)], PromptrieverBiEncoder)
 
 
 def build_paper_cls(settings: dict, first_stage=None) -> PaperClsBiEncoder:
@@ -191,6 +214,10 @@ def build_paper_cls(settings: dict, first_stage=None) -> PaperClsBiEncoder:
     return PaperClsBiEncoder(encoder, settings_, doc_template, first_stage, depth, metric, encoder.encode_texts)
 
 
+DIAMETERS = ("batch", "pair")
+SCORE_BATCH = 64  # pp_gen_nearest.py CachingTrainedScoringModel.predict: score_batch_size
+
+
 class OTAspire:
     """otAspire: contextual sentence vectors of whole papers, the query facet's rows matched to
     every candidate sentence by the authors' optimal-transport score (larger is more similar).
@@ -198,18 +225,28 @@ class OTAspire:
     The query paper is the seed (title and its sentences, encoded in one pass); the rows of
     the sentences labelled with the query's facet are kept (all rows when the facet has none
     within the 500-token budget). Candidates without a sentence split are one sentence.
+
+    ``diameter``: ``batch`` (default, the authors' CachingTrainedScoringModel.predict): the
+    candidates are scored in batches of `SCORE_BATCH` in the order given (pool order), and
+    GeomLoss's epsilon schedule starts from the diameter of the whole batch
+    (`encoders.aspire.batch_diameter`); ``pair``: each pair's own diameter, so a score does
+    not depend on its neighbours in the pool (not how the authors scored).
     """
 
     reads_instruction = False
 
-    def __init__(self, encoder, settings: dict, solver: str = "sinkhorn"):
-        from evalkit.encoders.aspire import ot_score
+    def __init__(self, encoder, settings: dict, solver: str = "sinkhorn", diameter: str = "batch"):
+        from evalkit.encoders.aspire import batch_diameter, ot_score
 
         if solver not in ("sinkhorn", "emd"):
             raise KitError(f"unknown otAspire solver {solver!r}; choose sinkhorn (the authors') or emd")
+        if diameter not in DIAMETERS:
+            raise KitError(f"unknown otAspire diameter {diameter!r}; choose batch (the authors') or pair")
         self.reference = encoder
         self.solver = solver
+        self.diameter = diameter
         self._ot_score = ot_score
+        self._batch_diameter = batch_diameter
         self.vectors = CachedVectors(settings, matrices=True)
 
     @staticmethod
@@ -232,6 +269,18 @@ class OTAspire:
         chosen = [i for i, label in enumerate(labels) if query.facet and label == query.facet]
         return rows[chosen] if chosen else rows
 
+    def pair_scores(self, rows: np.ndarray, matrices: Sequence[np.ndarray]) -> list[float]:
+        """Scores of the candidates' matrices, in order: per batch of `SCORE_BATCH` with the
+        batch's diameter (``batch``), or each with its own (``pair``; also for ``emd``)."""
+        if self.solver != "sinkhorn" or self.diameter == "pair":
+            return [self._ot_score(rows, m, solver=self.solver) for m in matrices]
+        scores = []
+        for start in range(0, len(matrices), SCORE_BATCH):
+            batch = matrices[start:start + SCORE_BATCH]
+            diameter = self._batch_diameter(rows, batch)
+            scores.extend(self._ot_score(rows, m, diameter=diameter) for m in batch)
+        return scores
+
     def score(self, query: Query, candidates: Sequence[Document]) -> dict[str, float]:
         import torch
 
@@ -240,12 +289,14 @@ class OTAspire:
         threads = torch.get_num_threads()
         torch.set_num_threads(1)  # ~60 tiny ops a pair: thread hand-offs cost more than they give (10x on 2 cores)
         try:
-            return {d.doc_id: self._ot_score(rows, m, solver=self.solver) for d, m in zip(candidates, matrices)}
+            return {d.doc_id: s for d, s in zip(candidates, self.pair_scores(rows, matrices))}
         finally:
             torch.set_num_threads(threads)
 
     def describe(self) -> dict:
+        diameter = f"per batch of {SCORE_BATCH} candidates in pool order" if self.diameter == "batch" else "per pair"
         return {**self.vectors.settings, "solver": self.solver,
+                "diameter": diameter if self.solver == "sinkhorn" else None,
                 "query": "whole seed encoded, rows of the facet's sentences"}
 
 
@@ -257,10 +308,11 @@ def build_aspire(settings: dict, first_stage=None) -> OTAspire:
     encoder = AspireEncoder(s.pop("model"), revision=s.pop("revision", None), device=device,
                             max_tokens=s.pop("max_tokens", MAX_NUM_TOKS), batch_size=s.pop("batch_size", 8))
     solver = s.pop("solver", "sinkhorn")
+    diameter = s.pop("diameter", "batch")
     _no_more(s, "aspire")
     settings_ = pinned(encoder.describe(), device,
                        ("location", encoder.location, encoder.revision))
-    return OTAspire(encoder, settings_, solver)
+    return OTAspire(encoder, settings_, solver, diameter)
 
 
 def _no_more(settings: dict, family: str) -> None:

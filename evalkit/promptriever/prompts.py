@@ -12,18 +12,28 @@ Selection ("none" is never a candidate, as in the paper's tables):
 
 - ``none``: the value with no prompt;
 - ``Best``: the oracle, the prompt with the highest value on the test halves;
-- ``Selected``: per fold, the prompt with the highest dev mean (`evalkit.selection`, the kit's
+- ``Selected``: per fold, the prompt chosen on the dev half (`evalkit.selection`, the kit's
   one dev/test selector), reported on that fold's test half; NaN (blank) on a collection
   without dev/test folds, as the paper leaves it blank for datasets without dev/train data.
 
+The dev choice (``rule``): ``promptriever`` (default), as the authors' script
+(orionw/promptriever scripts/tables/make_prompt_table_from_results.py ``get_best_dev_prompt``):
+the dev value x100 rounded to 0.1 (``f"{v:.1f}"``), ties broken by the highest dev
+`TIEBREAK` (Recall@100; missing counts 0), then by the lowest prompt hash (the md5 hex of
+the prompt, as their run scripts name prompts: ``echo -n "$prompt" | md5sum``). The script
+compares the rounded values as strings, which orders e.g. "9.5" above "10.2"; the kit
+compares them as numbers (the same whenever the values have equally many digits).
+``mean``: the highest unrounded dev mean, the first listed among equals.
+
 Values are the collection's aggregate (`evaluation.summarize`: the fold mean of the test
-halves). Ties go to the prompt listed first.
+halves). Best's ties go to the prompt listed first.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +47,8 @@ from evalkit.selection import best_mean, cross_validate
 
 GENERIC_PROMPTS = Path(__file__).resolve().parents[1] / "config" / "generic_prompts.yaml"
 NONE = "none"  # the label of the run without a prompt
+RULES = ("promptriever", "mean")
+TIEBREAK = "R@100"
 
 
 def check_prompts(prompts: Sequence[str], source: str = "prompts") -> list[str]:
@@ -88,10 +100,36 @@ def _first_max(values: Mapping[str, float], what: str) -> str:
     return str(series.idxmax())  # NaN skipped; the first listed among equals
 
 
+def prompt_hash(prompt: str) -> str:
+    """The authors' name for a prompt: the md5 hex digest of its text."""
+    return hashlib.md5(prompt.encode("utf-8")).hexdigest()
+
+
+def promptriever_choice(measure: str, tiebreak: str = TIEBREAK) -> Callable[[dict[str, pd.DataFrame]], str]:
+    """A chooser (`evalkit.selection`): the authors' get_best_dev_prompt (module docstring)."""
+
+    def choose(dev: dict[str, pd.DataFrame]) -> str:
+        rounded = {p: float(f"{100 * t[measure].mean():.1f}") for p, t in dev.items()}
+        if all(math.isnan(v) for v in rounded.values()):
+            raise KitError(f"no dev values of {measure} to choose from; check the dev queries")
+        top = max(v for v in rounded.values() if not math.isnan(v))
+        tied = [p for p, v in rounded.items() if v == top]
+        if len(tied) > 1:
+            recall = {p: (dev[p][tiebreak].mean() if tiebreak in dev[p] else math.nan) for p in tied}
+            recall = {p: 0.0 if math.isnan(v) else v for p, v in recall.items()}
+            tied = [p for p in tied if recall[p] == max(recall.values())]
+        return min(tied, key=prompt_hash)
+
+    return choose
+
+
 def select_prompt(collection: Collection, tables: Mapping[str | None, pd.DataFrame], measure: str,
-                  stratum: str = "all") -> Selection:
+                  stratum: str = "all", rule: str = "promptriever") -> Selection:
     """none / Best / Selected from per-query tables (`evaluation.per_query`) keyed by prompt,
-    None for the run without one; `measure` as summarized for `stratum`."""
+    None for the run without one; `measure` as summarized for `stratum`; the dev choice by
+    `rule` (module docstring; ``promptriever`` reads the tables' `TIEBREAK` column where present)."""
+    if rule not in RULES:
+        raise KitError(f"unknown prompt-selection rule {rule!r}; choose one of {', '.join(RULES)}")
     if None not in tables:
         raise KitError("prompt selection needs the run without a prompt (key None); add it")
     candidates = {p: t for p, t in tables.items() if p is not None}
@@ -105,5 +143,6 @@ def select_prompt(collection: Collection, tables: Mapping[str | None, pd.DataFra
     best = _first_max(on_test, measure)
     if not collection.folds:  # no dev/train split: Best only, Selected left blank (the paper's Table 4)
         return Selection(value(tables[None]), on_test[best], best, math.nan, {})
-    reported, chosen = cross_validate(candidates, collection.folds, best_mean(measure))
+    chooser = promptriever_choice(measure) if rule == "promptriever" else best_mean(measure)
+    reported, chosen = cross_validate(candidates, collection.folds, chooser)
     return Selection(value(tables[None]), on_test[best], best, value(reported), dict(chosen))

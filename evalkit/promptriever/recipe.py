@@ -36,7 +36,7 @@ from evalkit.datasets import SCHEMES, load_dataset
 from evalkit.errors import KitError
 from evalkit.evaluation import PMRR, ROBUSTNESS, per_query, ranking_measures, robustness_of, summarize
 from evalkit.models import registry
-from evalkit.promptriever.prompts import check_prompts, load_prompts, select_prompt
+from evalkit.promptriever.prompts import TIEBREAK, check_prompts, load_prompts, select_prompt
 from evalkit.runner import RunSettings, check_settings, ensure_run
 
 RUNS = Path("runs")
@@ -129,6 +129,8 @@ def recipe_row(settings: RunSettings, dataset: Dataset, runs_dir: Path, prompts:
     """One table row: the collection's measures with no prompt and, where it has folds, Best and
     Selected of its first ranking measure over `prompts`."""
     collection, names = dataset.collection, measure_names(dataset.collection)
+    if prompts and TIEBREAK not in names:
+        names = [*names, TIEBREAK]  # the authors' tie-break of the dev choice (`prompts.select_prompt`)
     spec = registry.spec(settings.model, settings.profile)
 
     def table(prompt: str | None) -> pd.DataFrame:

@@ -5,7 +5,7 @@ does not) and hands them to `check`, which raises a one-line `KitError` on a bad
 before any model is built:
 
 - ``PROFILE``: a profile of `evalkit/config/models.yaml` (offline | paper);
-- ``PROTOCOL``: pool | pooled | full (`evalkit.runner.PROTOCOLS`);
+- ``PROTOCOL``: pool | released | pooled | full (`evalkit.runner.PROTOCOLS`);
 - ``MODELS``: comma-separated model names (registry names or ``st:PATH_OR_HUB_ID`` specs,
   `evalkit.models.adhoc`); empty means the profile's study list for the notebook;
 - ``REFERENCE_MODEL``: the significance reference; empty means the profile's ``study.reference``,

@@ -1,0 +1,85 @@
+"""The published CSFCube record (evalkit/config/published_csfcube.csv) and `evalkit verify`."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from evalkit import cli, record
+from evalkit.errors import KitError
+
+HEADER = ",".join(record.COLUMNS)
+
+
+def test_record_has_every_required_row_with_a_source():
+    table = record.load_record()
+    aggregates = {(r["row"], r["metric"]): r["all"] for _, r in table.iterrows()}
+    assert aggregates[("SPECTER", "MAP")] == 34.23 and aggregates[("SPECTER", "NDCG%20")] == 53.28
+    assert aggregates[("all-mpnet-base-v2 (sbmpnet1B)", "MAP")] == 34.64
+    assert aggregates[("all-mpnet-base-v2 (sbmpnet1B)", "NDCG%20")] == 54.94
+    assert aggregates[("otAspire (paper: mean of three runs)", "MAP")] == 40.79
+    assert aggregates[("otAspire (released checkpoint)", "NDCG%20")] == 61.81
+    assert all(table["source"].str.len() > 20)
+    assert set(table["protocol"]) <= set(cli.PROTOCOLS)
+    specter = table[table["row"] == "SPECTER"].set_index("metric")
+    assert specter.loc["MAP", "method"] == 22.44 and specter.loc["NDCG%20", "result"] == 56.67
+    assert math.isnan(table[table["row"] == "otAspire (released checkpoint)"]["background"].iloc[0])
+
+
+def test_the_release_sample_reproduces_the_specter_row(collection, specter):
+    compared = record.compare(record.load_record(), "SPECTER", record.official_figures(collection, specter))
+    assert len(compared) == 8 and (compared["difference"] == 0).all() and not compared["flag"].any()
+
+
+@pytest.mark.parametrize("line, message", [
+    ("x,,paper,pool,MRR,1,2,3,4,src,", "metric 'MRR'"),
+    ("x,,paper,pool,MAP,1,2,3,4, ,", "needs its source"),
+    ("x,,paper,pool,MAP,1,2,3,140,src,", "between 0 and 100"),
+    ("x,,paper,pool,MAP,1,two,3,4,src,", "method must be a number"),
+])
+def test_bad_record_lines_are_one_line_errors(tmp_path, line, message):
+    path = tmp_path / "record.csv"
+    path.write_text(f"{HEADER}\n{line}\n")
+    with pytest.raises(KitError, match=message):
+        record.load_record(path)
+
+
+def test_ranking_agreement_ignores_documents_the_reference_lacks():
+    reference = {"q": {"a": 3.0, "b": 2.0}, "r": {"a": 1.0, "b": 2.0}}
+    run = {"q": {"seed": 9.0, "a": 2.0, "b": 1.0}, "r": {"a": 2.0, "b": 1.0}}
+    assert record.ranking_agreement(run, reference) == (1, 2)
+
+
+def test_verify_prints_kit_against_published_and_flags_differences(collection, capsys, tmp_path, monkeypatch):
+    monkeypatch.setattr(cli, "load_dataset", lambda spec: collection)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "cache"))
+    path = tmp_path / "record.csv"
+    rows = [line for line in record.RECORD.read_text().splitlines()[1:] if line.startswith("SPECTER,")]
+    path.write_text("\n".join([HEADER, *rows, "BM25 as published,bm25,offline,pool,MAP,,,,99.00,a made-up source,"])
+                    + "\n")
+    monkeypatch.setattr(record, "RECORD", path)
+    status = cli.main(["verify", "--runs-dir", str(tmp_path / "runs"), "--models", "bm25"])
+    out = capsys.readouterr().out
+    assert status == 1
+    assert "release sample (SPECTER rankings)     MAP        all      34.23 34.23        0.00" in out
+    bm25 = next(line for line in out.splitlines() if "BM25 as published" in line and " MAP " in line)
+    assert bm25.split()[-1] == "DIFFERS"
+    assert "more than 0.5 points from the record" in out and "a made-up source" in out
+    assert (tmp_path / "runs" / "offline" / "csfcube" / "pool" / "bm25").is_dir()  # the run is stored, reused
+
+
+def test_verify_reports_absent_weights_and_unknown_models(collection, capsys, tmp_path, monkeypatch):
+    monkeypatch.setattr(cli, "load_dataset", lambda spec: collection)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("EVALKIT_MODELS", str(tmp_path / "models.yaml"))
+    (tmp_path / "models.yaml").write_text(json.dumps({"profiles": {"paper": {"first_stage": "specter", "depth": 5,
+        "models": {"specter": {"family": "paper-cls", "model": str(tmp_path / "absent")}}}}}))
+    assert cli.main(["verify", "--runs-dir", str(tmp_path / "runs"), "--models", "specter"]) == 0
+    out = capsys.readouterr().out
+    assert "SPECTER: not run (cannot load" in out and "DIFFERS" not in out
+    assert cli.main(["verify", "--runs-dir", str(tmp_path / "runs"), "--models", "nope"]) == 2
+    assert "has no row in the published record" in capsys.readouterr().err
