@@ -15,6 +15,8 @@ optional parts some collections have:
 - ``strata``: query -> a label the tables report separately (CSFCube's facets);
 - ``exclude``: query -> a document never ranked for it (CSFCube's seed paper), explicit
   rather than BEIR's silent deletion of documents whose id equals the query id;
+- ``read_corpus``: a reader of a corpus file for the full protocol (CSFCube's ~800k abstracts),
+  so the generic runner streams it without knowing the format;
 - ``variants``: the instruction variants a collection defines (CSFCube's Base, Generic,
   Definition, Paraphrases, Aspect subset) and the function that makes a variant's query.
 
@@ -23,9 +25,10 @@ Nothing here knows any dataset; adapters live in `evalkit.datasets`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from pathlib import Path
 
 from evalkit.errors import KitError
 
@@ -118,6 +121,7 @@ class Collection:
     variants: tuple[str, ...] = (BASE,)
     make_variant: Callable[[Query, str], Query] = _base_only
     measures: tuple[str, ...] = ("nDCG@10",)  # the collection's headline measures (ir_measures names)
+    read_corpus: Callable[[Path], Iterator[Document]] | None = None  # the full protocol's corpus file reader
 
     def query(self, qid: str, variant: str = BASE) -> Query:
         """The query `qid` under an instruction variant."""

@@ -240,6 +240,7 @@ def to_collection(data: CSFCube) -> Collection:
     """CSFCube as a `Collection`: each query reranks its judged pool (seed excluded), is paired
     with its seed's other annotated facet for p-MRR (both ways), belongs to its facet's
     stratum, and the official two folds split the queries into dev and test halves."""
+    from evalkit.datasets.csfcube_corpus import iter_corpus
     from evalkit.datasets.csfcube_variants import VARIANTS, make_variant
 
     queries = {qid: make_variant(CollectionQuery(qid, data.papers[q.seed].full_text, "", data.papers[q.seed], q.facet),
@@ -266,6 +267,7 @@ def to_collection(data: CSFCube) -> Collection:
         variants=VARIANTS,
         make_variant=make_variant,
         measures=("nDCG_csfcube@20", "p-MRR"),
+        read_corpus=iter_corpus,
     )
 
 

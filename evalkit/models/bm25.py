@@ -5,16 +5,32 @@ the Lucene variant with k1 = 1.5, b = 0.75, English stopwords and the Snowball E
 stemmer (PyStemmer), applied to documents and queries alike. Every setting is recorded in
 the run's sidecar (`describe`). Term statistics come from the candidates being ranked (a
 given candidate list, or the whole corpus); the index of the last candidate set is reused.
+
+A whole corpus (`search`) is indexed once and kept on disk under the cache folder, keyed by
+the corpus checksum, the settings and the bm25s version; all queries then go through bm25s'
+batched top-k `retrieve`. Its selection breaks ties arbitrarily, so each query asks for one
+more document than it keeps, and asks again for more while the last one returned ties the
+``k``-th: the ``k`` kept are then those the kit's tie rule ranks first, with the scores
+`score` gives (bm25s computes both with the same `get_scores`). A query with an excluded
+document is not searched (its term statistics would leave that document out): the runner
+scores it as before.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from pathlib import Path
 
 import bm25s
+import numpy as np
 import Stemmer
 
+from evalkit import progress
 from evalkit.collection import Document, Query
+from evalkit.runs import ranked
+
+QUERY_BATCH = 256  # queries per call of bm25s' retrieve
 
 
 class BM25:
@@ -25,6 +41,7 @@ class BM25:
         self.k1, self.b, self.method, self.stopwords, self.stemmer_name = k1, b, method, stopwords, stemmer
         self._stemmer = Stemmer.Stemmer(stemmer) if stemmer else None
         self._indexed: tuple[tuple[str, ...], bm25s.BM25] | None = None
+        self._corpus: tuple[str, list[str], bm25s.BM25] | None = None  # (corpus key, ids, index)
 
     def prepare(self, documents: Sequence[Document]) -> None:
         pass
@@ -33,18 +50,82 @@ class BM25:
         return bm25s.tokenize(texts, stopwords=self.stopwords, stemmer=self._stemmer, return_ids=return_ids,
                               show_progress=False)
 
+    def _new_index(self, documents: Sequence[Document]) -> bm25s.BM25:
+        retriever = bm25s.BM25(k1=self.k1, b=self.b, method=self.method)
+        retriever.index(self._tokens([d.full_text for d in documents]), show_progress=False)
+        return retriever
+
     def _index(self, candidates: Sequence[Document]) -> bm25s.BM25:
         ids = tuple(d.doc_id for d in candidates)
         if self._indexed is None or self._indexed[0] != ids:
-            retriever = bm25s.BM25(k1=self.k1, b=self.b, method=self.method)
-            retriever.index(self._tokens([d.full_text for d in candidates]), show_progress=False)
-            self._indexed = (ids, retriever)
+            self._indexed = (ids, self._new_index(candidates))
         return self._indexed[1]
 
     def score(self, query: Query, candidates: Sequence[Document]) -> dict[str, float]:
         tokens = self._tokens([query.text], return_ids=False)[0]
         scores = self._index(candidates).get_scores(tokens)
         return {d.doc_id: float(s) for d, s in zip(candidates, scores)}
+
+    # -- a whole corpus ---------------------------------------------------------------------
+    def can_search(self, excluding: bool) -> bool:
+        return not excluding
+
+    def corpus_index(self, corpus) -> tuple[list[str], bm25s.BM25]:
+        """(document ids in index order, the bm25s index) of `corpus`: from memory, the disk, or built."""
+        import json
+
+        from evalkit.retrieval import index_folder
+        from evalkit.runs import write_atomic
+
+        if self._corpus is not None and self._corpus[0] == corpus.key:
+            return self._corpus[1], self._corpus[2]
+        folder = index_folder("bm25", {**self.describe(), "corpus": corpus.key, "bm25s": bm25s.__version__})
+        if (folder / "ids.json").is_file():
+            ids = json.loads((folder / "ids.json").read_text())
+            retriever = bm25s.BM25.load(folder)
+        else:
+            documents = list(corpus.read())
+            ids = [d.doc_id for d in documents]
+            retriever = self._new_index(documents)
+            partial = folder.with_name(folder.name + f".partial-{os.getpid()}")
+            retriever.save(partial, show_progress=False)
+            write_atomic(partial / "ids.json", json.dumps(ids))  # last: a folder with ids.json is complete
+            Path(partial).replace(folder)
+        self._corpus = (corpus.key, ids, retriever)
+        return ids, retriever
+
+    def search(self, queries: Sequence[Query], corpus, k: int, exclude=None,
+               dtype: str | None = None) -> dict[str, dict[str, float]]:
+        """Each query's top `k` of `corpus`, as `score` over the whole corpus ranks them (module
+        docstring); `dtype` is for vector indexes, BM25 has none."""
+        ids, retriever = self.corpus_index(corpus)
+        tokens = self._tokens([q.text for q in queries], return_ids=False)
+        out = {}
+        with progress.bar(total=len(queries), desc=f"bm25 {corpus.name}", unit="query", min_total=64) as bar:
+            for start in range(0, len(queries), QUERY_BATCH):
+                part = list(range(start, min(start + QUERY_BATCH, len(queries))))
+                for i, hits in zip(part, self._top(retriever, [tokens[i] for i in part], min(k, len(ids)))):
+                    scores = {ids[r]: float(s) for r, s in hits}
+                    out[queries[i].qid] = {d: scores[d] for d in ranked(scores)[:k]}
+                bar.update(len(part))
+        return out
+
+    @staticmethod
+    def _top(retriever: bm25s.BM25, tokens: list[list[str]], k: int) -> list[list[tuple[int, float]]]:
+        """Per query, (row, score) of its top `k` and of every row tying the `k`-th."""
+        n = retriever.scores["num_docs"]
+        asked = min(k + 1, n)
+        rows, scores = retriever.retrieve(tokens, k=asked, return_as="tuple", show_progress=False, sorted=True)
+        out = []
+        for query, row, score in zip(tokens, rows, scores):
+            wanted = asked
+            while wanted < n and score[-1] == score[k - 1]:  # the last one ties the k-th: ask for more
+                wanted = min(2 * wanted, n)
+                found_rows, found = retriever.retrieve([query], k=wanted, return_as="tuple", show_progress=False,
+                                                       sorted=True)
+                row, score = found_rows[0], found[0]
+            out.append(list(zip(np.asarray(row).tolist(), np.asarray(score).tolist())))
+        return out
 
     def describe(self) -> dict:
         return {"family": "bm25", "k1": self.k1, "b": self.b, "method": self.method, "stopwords": self.stopwords,
