@@ -32,9 +32,11 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from evalkit import progress
 from evalkit.collection import Document, Query
@@ -168,11 +170,29 @@ class VectorIndex:
         per_batch = max(1, min(len(queries), SCORE_CELLS // max(1, min(len(self.ids), 1 << 16))))
         for start in range(0, len(queries), per_batch):
             part = queries[start:start + per_batch]
-            for q, rows in zip(part, self._shortlists(part, k, skip[start:start + per_batch], metric)):
-                exact = similarity(q, np.asarray(self.rows[rows], dtype=np.float32))
-                scores = {self.ids[r]: float(s) for r, s in zip(rows, exact)}
-                out.append({d: scores[d] for d in ranked(scores)[:k]})
+            shortlists = self._shortlists(part, k, skip[start:start + per_batch], metric)
+            with threadpool_limits(1, "blas"):  # one short product per query: threads only add waiting
+                for q, rows in zip(part, shortlists):
+                    exact = np.asarray(similarity(q, np.asarray(self.matrix[rows], dtype=np.float32)), dtype=np.float64)
+                    best = np.lexsort((self.id_order[rows], -exact))[:k]  # the tie rule: score, then id
+                    out.append(dict(zip(self.id_array[rows[best]].tolist(), exact[best].tolist())))
         return out
+
+    @cached_property
+    def matrix(self) -> np.ndarray:
+        """The rows as a plain array over the mapped file (one copy per gather, not two)."""
+        return self.rows.view(np.ndarray)
+
+    @cached_property
+    def id_array(self) -> np.ndarray:
+        return np.array(self.ids, dtype=object)
+
+    @cached_property
+    def id_order(self) -> np.ndarray:
+        """Each row's position among the ids sorted as Python sorts strings (the tie rule's order)."""
+        order = np.empty(len(self.ids), dtype=np.int64)
+        order[sorted(range(len(self.ids)), key=self.ids.__getitem__)] = np.arange(len(self.ids))
+        return order
 
     def _shortlists(self, queries: np.ndarray, k: int, skip: np.ndarray, metric: str) -> list[np.ndarray]:
         """Per query, the rows whose blocked score is within twice `error_bound` of its k-th best."""
