@@ -99,6 +99,21 @@ def rank_corpus(scorer, queries: Sequence[Query], corpus: Corpus, k: int, exclud
     return out
 
 
+class TieRule:
+    """The kit's tie rule (`evalkit.runs.ranked`: score descending, then id as Python orders
+    strings) over rows of a corpus whose ids are known, without building a dict per row."""
+
+    def __init__(self, ids: Sequence[str]):
+        self.ids = np.array(ids, dtype=object)
+        self.order = np.empty(len(ids), dtype=np.int64)
+        self.order[sorted(range(len(ids)), key=ids.__getitem__)] = np.arange(len(ids))
+
+    def top(self, rows: np.ndarray, scores: np.ndarray, k: int) -> dict[str, float]:
+        """{id: score} of the `k` best of `rows` (scores aligned with them), best first."""
+        best = np.lexsort((self.order[rows], -np.asarray(scores, dtype=np.float64)))[:k]
+        return dict(zip(self.ids[np.asarray(rows)[best]].tolist(), np.asarray(scores)[best].tolist()))
+
+
 def documents_of(corpus: Corpus, ids: set[str]) -> dict[str, Document]:
     """The documents of `corpus` whose ids are in `ids` (one more streaming pass)."""
     return {d.doc_id: d for d in corpus.read() if d.doc_id in ids}
@@ -173,9 +188,8 @@ class VectorIndex:
             shortlists = self._shortlists(part, k, skip[start:start + per_batch], metric)
             with threadpool_limits(1, "blas"):  # one short product per query: threads only add waiting
                 for q, rows in zip(part, shortlists):
-                    exact = np.asarray(similarity(q, np.asarray(self.matrix[rows], dtype=np.float32)), dtype=np.float64)
-                    best = np.lexsort((self.id_order[rows], -exact))[:k]  # the tie rule: score, then id
-                    out.append(dict(zip(self.id_array[rows[best]].tolist(), exact[best].tolist())))
+                    exact = similarity(q, np.asarray(self.matrix[rows], dtype=np.float32))
+                    out.append(self.tie_rule.top(rows, exact, k))
         return out
 
     @cached_property
@@ -184,15 +198,8 @@ class VectorIndex:
         return self.rows.view(np.ndarray)
 
     @cached_property
-    def id_array(self) -> np.ndarray:
-        return np.array(self.ids, dtype=object)
-
-    @cached_property
-    def id_order(self) -> np.ndarray:
-        """Each row's position among the ids sorted as Python sorts strings (the tie rule's order)."""
-        order = np.empty(len(self.ids), dtype=np.int64)
-        order[sorted(range(len(self.ids)), key=self.ids.__getitem__)] = np.arange(len(self.ids))
-        return order
+    def tie_rule(self) -> TieRule:
+        return TieRule(self.ids)
 
     def _shortlists(self, queries: np.ndarray, k: int, skip: np.ndarray, metric: str) -> list[np.ndarray]:
         """Per query, the rows whose blocked score is within twice `error_bound` of its k-th best."""

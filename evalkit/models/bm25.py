@@ -9,9 +9,11 @@ given candidate list, or the whole corpus); the index of the last candidate set 
 A whole corpus (`search`) is indexed once and kept on disk under the cache folder, keyed by
 the corpus checksum, the settings and the bm25s version; all queries then go through bm25s'
 batched top-k `retrieve`. Its selection breaks ties arbitrarily, so each query asks for one
-more document than it keeps, and asks again for more while the last one returned ties the
-``k``-th: the ``k`` kept are then those the kit's tie rule ranks first, with the scores
-`score` gives (bm25s computes both with the same `get_scores`). A query with an excluded
+more document than it keeps and checks whether the last one returned ties the ``k``-th;
+when it does, that query's every score (`get_scores`) gives all rows tying the ``k``-th
+(a query matching fewer than ``k`` documents ties at 0). The ``k`` kept are then those the
+kit's tie rule ranks first, with the scores `score` gives (bm25s computes both with the
+same `get_scores`). A query with an excluded
 document is not searched (its term statistics would leave that document out): the runner
 scores it as before.
 """
@@ -28,7 +30,7 @@ import Stemmer
 
 from evalkit import progress
 from evalkit.collection import Document, Query
-from evalkit.runs import ranked
+from evalkit.retrieval import TieRule
 
 QUERY_BATCH = 256  # queries per call of bm25s' retrieve
 
@@ -41,7 +43,7 @@ class BM25:
         self.k1, self.b, self.method, self.stopwords, self.stemmer_name = k1, b, method, stopwords, stemmer
         self._stemmer = Stemmer.Stemmer(stemmer) if stemmer else None
         self._indexed: tuple[tuple[str, ...], bm25s.BM25] | None = None
-        self._corpus: tuple[str, list[str], bm25s.BM25] | None = None  # (corpus key, ids, index)
+        self._corpus: tuple[str, TieRule, bm25s.BM25] | None = None  # (corpus key, its ids, index)
 
     def prepare(self, documents: Sequence[Document]) -> None:
         pass
@@ -70,8 +72,9 @@ class BM25:
     def can_search(self, excluding: bool) -> bool:
         return not excluding
 
-    def corpus_index(self, corpus) -> tuple[list[str], bm25s.BM25]:
-        """(document ids in index order, the bm25s index) of `corpus`: from memory, the disk, or built."""
+    def corpus_index(self, corpus) -> tuple[TieRule, bm25s.BM25]:
+        """(the tie rule over the ids in index order, the bm25s index) of `corpus`: from memory, the
+        disk, or built."""
         import json
 
         from evalkit.retrieval import index_folder
@@ -91,40 +94,38 @@ class BM25:
             retriever.save(partial, show_progress=False)
             write_atomic(partial / "ids.json", json.dumps(ids))  # last: a folder with ids.json is complete
             Path(partial).replace(folder)
-        self._corpus = (corpus.key, ids, retriever)
-        return ids, retriever
+        self._corpus = (corpus.key, TieRule(ids), retriever)
+        return self._corpus[1], retriever
 
     def search(self, queries: Sequence[Query], corpus, k: int, exclude=None,
                dtype: str | None = None) -> dict[str, dict[str, float]]:
         """Each query's top `k` of `corpus`, as `score` over the whole corpus ranks them (module
         docstring); `dtype` is for vector indexes, BM25 has none."""
-        ids, retriever = self.corpus_index(corpus)
+        tie_rule, retriever = self.corpus_index(corpus)
         tokens = self._tokens([q.text for q in queries], return_ids=False)
         out = {}
         with progress.bar(total=len(queries), desc=f"bm25 {corpus.name}", unit="query", min_total=64) as bar:
             for start in range(0, len(queries), QUERY_BATCH):
                 part = list(range(start, min(start + QUERY_BATCH, len(queries))))
-                for i, hits in zip(part, self._top(retriever, [tokens[i] for i in part], min(k, len(ids)))):
-                    scores = {ids[r]: float(s) for r, s in hits}
-                    out[queries[i].qid] = {d: scores[d] for d in ranked(scores)[:k]}
+                for i, (rows, scores) in zip(part, self._top(retriever, [tokens[i] for i in part], k)):
+                    out[queries[i].qid] = tie_rule.top(rows, scores, k)
                 bar.update(len(part))
         return out
 
     @staticmethod
-    def _top(retriever: bm25s.BM25, tokens: list[list[str]], k: int) -> list[list[tuple[int, float]]]:
-        """Per query, (row, score) of its top `k` and of every row tying the `k`-th."""
+    def _top(retriever: bm25s.BM25, tokens: list[list[str]], k: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per query, (rows, scores) of its top `k` and of every row tying the `k`-th."""
         n = retriever.scores["num_docs"]
-        asked = min(k + 1, n)
-        rows, scores = retriever.retrieve(tokens, k=asked, return_as="tuple", show_progress=False, sorted=True)
+        k = min(k, n)
+        rows, scores = retriever.retrieve(tokens, k=min(k + 1, n), return_as="tuple", show_progress=False,
+                                          sorted=True)
         out = []
         for query, row, score in zip(tokens, rows, scores):
-            wanted = asked
-            while wanted < n and score[-1] == score[k - 1]:  # the last one ties the k-th: ask for more
-                wanted = min(2 * wanted, n)
-                found_rows, found = retriever.retrieve([query], k=wanted, return_as="tuple", show_progress=False,
-                                                       sorted=True)
-                row, score = found_rows[0], found[0]
-            out.append(list(zip(np.asarray(row).tolist(), np.asarray(score).tolist())))
+            if k < n and score[-1] == score[k - 1]:  # the one after the k-th ties it: every tied row
+                every = retriever.get_scores(query) if query else np.zeros(n, dtype=score.dtype)
+                row = np.flatnonzero(every >= score[k - 1])
+                score = every[row]
+            out.append((np.asarray(row), np.asarray(score)))
         return out
 
     def describe(self) -> dict:
