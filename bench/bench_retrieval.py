@@ -23,6 +23,7 @@ Timings are medians of ``--repeat`` runs; on a shared machine they are noisy.
 
     .venv/bin/python bench/bench_retrieval.py [--docs 0] [--dim 768] [--repeat 3] [--out FILE]
     .venv/bin/python bench/bench_retrieval.py --docs 1000000 --out bench-results/retrieval-1m.json
+    .venv/bin/python bench/bench_retrieval.py --write-beir DIR   # a SciFact-sized BEIR folder, then exit
 """
 
 from __future__ import annotations
@@ -180,6 +181,36 @@ def old_dense(matrix: np.ndarray, queries: np.ndarray, nq: int, k: int) -> float
     return nq / (time.perf_counter() - start)
 
 
+def synthetic_texts(docs: int, nq: int, seed: int = 11) -> tuple[list[str], list[str]]:
+    """Document texts of 80-300 words from a Zipf vocabulary of 20,000 made-up words; queries of
+    5-15 mid-frequency words."""
+    rng = np.random.default_rng(seed)
+    vocab = np.array([f"term{i}" for i in range(20000)])
+    weights = 1.0 / np.arange(1, len(vocab) + 1) ** 1.1
+    weights /= weights.sum()
+    texts = [" ".join(rng.choice(vocab, size=rng.integers(80, 300), p=weights)) for _ in range(docs)]
+    return texts, [" ".join(rng.choice(vocab[50:5000], size=rng.integers(5, 15))) for _ in range(nq)]
+
+
+def write_beir(folder: Path, docs: int, nq: int) -> None:
+    """A BEIR folder of the synthetic texts: `nq` queries, the last 10 a dev split, each judging
+    two random documents relevant (SciFact's shape: 5,183 documents, 300 test + 10 dev queries)."""
+    import json
+
+    texts, query_texts = synthetic_texts(docs, nq)
+    rng = np.random.default_rng(12)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "qrels").mkdir(exist_ok=True)
+    (folder / "corpus.jsonl").write_text("".join(json.dumps({"_id": f"d{i}", "title": "", "text": t}) + "\n"
+                                                 for i, t in enumerate(texts)))
+    (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": f"q{i}", "text": t}) + "\n"
+                                                  for i, t in enumerate(query_texts)))
+    judged = [(f"q{i}", f"d{d}") for i in range(nq) for d in rng.choice(docs, size=2, replace=False)]
+    for split, rows in (("test", judged[:-20]), ("dev", judged[-20:])):
+        (folder / "qrels" / f"{split}.tsv").write_text("query-id\tcorpus-id\tscore\n"
+                                                      + "".join(f"{q}\t{d}\t1\n" for q, d in rows))
+
+
 def bm25(docs: int, nq: int, k: int, repeat: int) -> dict:
     import bm25s
 
@@ -188,12 +219,7 @@ def bm25(docs: int, nq: int, k: int, repeat: int) -> dict:
     from evalkit.retrieval import Corpus
     from evalkit.runs import ranked
 
-    rng = np.random.default_rng(11)
-    vocab = np.array([f"term{i}" for i in range(20000)])
-    weights = 1.0 / np.arange(1, len(vocab) + 1) ** 1.1
-    weights /= weights.sum()
-    texts = [" ".join(rng.choice(vocab, size=rng.integers(80, 300), p=weights)) for _ in range(docs)]
-    query_texts = [" ".join(rng.choice(vocab[50:5000], size=rng.integers(5, 15))) for _ in range(nq)]
+    texts, query_texts = synthetic_texts(docs, nq)
     documents = [Document(f"d{i}", "", t) for i, t in enumerate(texts)]
     queries = [Query(f"q{i}", t) for i, t in enumerate(query_texts)]
     corpus = Corpus.of_documents(documents, f"synthetic-bm25-{docs}")
@@ -251,7 +277,12 @@ def main() -> None:
     parser.add_argument("--gpu-tflops", type=float, default=67.0, help="GPU float32 peak for the estimate (H100/H200)")
     parser.add_argument("--gpu-efficiency", type=float, default=0.5)
     parser.add_argument("--out", type=Path, help="also write the JSON report here")
+    parser.add_argument("--write-beir", type=Path, metavar="DIR",
+                        help="only write a SciFact-sized synthetic BEIR folder to DIR (for timing the recipe)")
     args = parser.parse_args()
+    if args.write_beir:
+        write_beir(args.write_beir, *SCIFACT)
+        return
     import faiss
 
     faiss.omp_set_num_threads(os.cpu_count() or 1)
