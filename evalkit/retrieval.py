@@ -91,10 +91,13 @@ def rank_corpus(scorer, queries: Sequence[Query], corpus: Corpus, k: int, exclud
         return scorer.search(list(queries), corpus, k, exclude, dtype)
     documents = list(corpus.read())
     scorer.prepare(documents)
+    lists = [[d for d in documents if d.doc_id != exclude[q.qid]] if q.qid in exclude else documents
+             for q in queries]
+    score_many = getattr(scorer, "score_many", None)  # scorers that rank many queries at once (LLM rerankers)
+    together = iter(score_many(list(queries), lists)) if score_many else None
     out = {}
-    for query in progress.bar(queries, desc=f"scoring {corpus.name}", unit="query"):
-        skip = exclude.get(query.qid)
-        scores = scorer.score(query, [d for d in documents if d.doc_id != skip])
+    for query, candidates in zip(progress.bar(queries, desc=f"scoring {corpus.name}", unit="query"), lists):
+        scores = next(together) if together else scorer.score(query, candidates)
         out[query.qid] = {d: scores[d] for d in ranked(scores)[:k]}
     return out
 
