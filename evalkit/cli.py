@@ -503,7 +503,8 @@ def cmd_run(args: argparse.Namespace) -> None:
             raise KitError(f"--queries: {collection.name} has no query {unknown}; give ids of its queries")
     settings = RunSettings(model, dataset=args.dataset, profile=args.profile, protocol=args.protocol,
                            variant=args.variant, prompt=args.prompt, first_stage=args.first_stage,
-                           depth=args.depth, queries=queries, corpus=args.corpus, instructions=args.instructions)
+                           depth=args.depth, queries=queries, corpus=args.corpus, instructions=args.instructions,
+                           index_dtype=args.index_dtype)
     check_settings(settings, collection)
     if args.first_stage:
         registry.spec(args.first_stage, args.profile)
@@ -722,6 +723,9 @@ def build_parser() -> ArgumentParser:
     subset.add_argument("--seeds", metavar="S1,S2", help="csfcube: only these seed papers' queries (smoke runs)")
     run.add_argument("--corpus", metavar="PATH", help="full protocol: abstracts-preds.zip (figshare 14796339; "
                                                       "default: the file `evalkit data --corpus` downloaded)")
+    run.add_argument("--index-dtype", choices=("float32", "float16"), default="float32",
+                     help="whole-corpus search: the on-disk vector index's dtype (float16 halves it; the "
+                          "ranking is then that of float16-rounded document vectors)")
     run.add_argument("--runs-dir", required=True, metavar="DIR",
                      help="run store: DIR/PROFILE/DATASET/PROTOCOL/NAME/{run.trec,sidecar.json}")
     run.set_defaults(func=cmd_run)

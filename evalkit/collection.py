@@ -17,6 +17,8 @@ optional parts some collections have:
   rather than BEIR's silent deletion of documents whose id equals the query id; an excluded
   document is not judged either (`judged`), so no measure counts a document no model could
   rank; `including_excluded` gives the collection as released, nothing excluded;
+- ``read_corpus``: a reader of a corpus file for the full protocol (CSFCube's ~800k abstracts),
+  so the generic runner streams it without knowing the format;
 - ``variants``: the instruction variants a collection defines (CSFCube's Base, Generic,
   Definition, Paraphrases, Aspect subset) and the function that makes a variant's query;
   ``instructions_from`` reads a user's instruction file into other variants (CSFCube's
@@ -27,7 +29,7 @@ Nothing here knows any dataset; adapters live in `evalkit.datasets`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
@@ -123,6 +125,7 @@ class Collection:
     variants: tuple[str, ...] = (BASE,)
     make_variant: Callable[[Query, str], Query] = _base_only
     measures: tuple[str, ...] = ("nDCG@10",)  # the collection's headline measures (ir_measures names)
+    read_corpus: Callable[[Path], Iterator[Document]] | None = None  # the full protocol's corpus file reader
     # a user's instruction file -> (variants, make_variant); None: the collection takes no such file
     instructions_from: Callable[[Path], tuple[tuple[str, ...], Callable[[Query, str], Query]]] | None = None
 

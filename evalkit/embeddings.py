@@ -22,6 +22,7 @@ import atexit
 import hashlib
 import json
 from collections.abc import Callable, Hashable, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -72,7 +73,18 @@ class CachedVectors:
                                     self.fingerprint)
         self.matrices = matrices
         self._memory: dict[str, np.ndarray] = {}
+        self._retain = True
         self.encoded = 0  # inputs sent to the model in this process (for benchmarks and tests)
+
+    @contextmanager
+    def transient(self):
+        """Within it, `get` keeps no vectors in memory (they are stored on disk as always): a
+        corpus streamed into an index is never held whole in memory."""
+        self._retain = False
+        try:
+            yield self
+        finally:
+            self._retain = True
 
     def _check(self, array: np.ndarray) -> np.ndarray:
         array = np.asarray(array, dtype=np.float32)
@@ -118,9 +130,10 @@ class CachedVectors:
         items)` encodes the items no cache holds, `chunk` at a time, each chunk committed."""
         keys = [self.cache.key(k if isinstance(k, str) else json.dumps(k)) for k in map(key, items)]
         by_key = dict(zip(keys, items))
-        missing = [k for k in by_key if k not in self._memory]
-        self._memory.update(self._stored(missing))
-        todo = [k for k in missing if k not in self._memory]
+        memory = self._memory if self._retain else {k: self._memory[k] for k in by_key if k in self._memory}
+        missing = [k for k in by_key if k not in memory]
+        memory.update(self._stored(missing))
+        todo = [k for k in missing if k not in memory]
         size = chunk or CHUNK
         with progress.bar(total=len(todo), desc=desc, unit="text", min_total=64) as bar:
             for start in range(0, len(todo), size):
@@ -130,10 +143,10 @@ class CachedVectors:
                     raise KitError(f"the encoder returned {len(arrays)} arrays for {len(part)} inputs")
                 fresh = {k: self._check(a) for k, a in zip(part, arrays)}
                 self._store(fresh)
-                self._memory.update(fresh)
+                memory.update(fresh)
                 self.encoded += len(part)
                 bar.update(len(part))
-        return [self._memory[k] for k in keys]
+        return [memory[k] for k in keys]
 
     def stack(self, items: Sequence, key: Callable[[object], Hashable], compute: Callable[[list], np.ndarray],
               desc: str = "encoding") -> np.ndarray:

@@ -13,8 +13,12 @@ Protocols, for any collection:
   result pools, as every published CSFCube row was computed;
 - ``pooled``: a first-stage model ranks the whole corpus and keeps the top ``depth`` for
   each query; the model reranks them; unjudged documents count as non-relevant;
-- ``full``: CSFCube's ~800k-abstract corpus (`evalkit.datasets.csfcube_corpus`), first
-  stage by FAISS, the top ``depth`` reranked.
+- ``full``: a corpus file streamed by the collection's reader (CSFCube's ~800k abstracts,
+  `Collection.read_corpus`), the first stage's top ``depth`` reranked.
+
+Whole corpora (a pool without lists, the pooled and full first stages) all go through
+`evalkit.retrieval.rank_corpus`: one batched index search for the embedding models and BM25,
+equal to scoring every document and ranking by the tie rule.
 
 Except under ``released``, a query's excluded document (CSFCube's seed) is never a
 candidate and is not judged (`protocol_collection`).
@@ -32,6 +36,7 @@ from evalkit.errors import KitError
 from evalkit.evaluation import protocol_collection
 from evalkit.models import adhoc, registry
 from evalkit.models.base import Scorer
+from evalkit.retrieval import DTYPES, Corpus, documents_of, rank_corpus
 from evalkit.runs import Run, ranked
 from evalkit.runstore import load_verified, run_folder, write_run
 
@@ -53,11 +58,13 @@ class RunSettings:
     queries: tuple[str, ...] | None = None  # smoke runs: only these query ids
     corpus: str | None = None  # full protocol: abstracts-preds.zip (or a .jsonl in its format)
     instructions: str | None = None  # a user's instruction file (its variants replace the collection's)
+    index_dtype: str = "float32"  # whole-corpus vector index: float32, or float16 (half the disk)
 
     @property
     def run_name(self) -> str:
         model = adhoc.run_name_of(self.model)
         name = model if self.variant == BASE else f"{model}--{self.variant}"
+        name = name if self.index_dtype == "float32" else f"{name}--index-{self.index_dtype}"
         if self.instructions is not None:
             name = f"{name}--instructions-{instructions_identity(self.instructions)['sha256'][:10]}"
         return name if self.prompt is None else f"{name}--prompt-{_digest(self.prompt)}"
@@ -104,6 +111,10 @@ def check_settings(settings: RunSettings, collection: Collection) -> None:
         from evalkit.datasets.csfcube_download import MISSING
 
         raise KitError(MISSING)
+    if settings.protocol == "full" and collection.read_corpus is None:
+        raise KitError(f"{collection.name} has no corpus file for the full protocol; use --protocol pool or pooled")
+    if settings.index_dtype not in DTYPES:
+        raise KitError(f"index dtype {settings.index_dtype!r} is not one of {', '.join(DTYPES)}")
     model_spec = registry.spec(settings.model, settings.profile)
     missing = sorted(registry.needs(model_spec) - capabilities(collection))
     if missing:
@@ -138,10 +149,18 @@ def queries_of(settings: RunSettings, collection: Collection) -> list[Query]:
     return [replace(q, text=with_prompt(q.text, settings.prompt)) for q in chosen]
 
 
+def whole_corpus(collection: Collection) -> Corpus:
+    """The collection's documents as one corpus (in memory, keyed by their checksum)."""
+    return Corpus.of_documents(list(collection.documents.values()), collection.name)
+
+
 def candidates_for(settings: RunSettings, collection: Collection,
-                   queries: list[Query]) -> tuple[dict[str, list[Document]], dict]:
-    """Candidates per query under the protocol, and the protocol's description for the sidecar."""
+                   queries: list[Query]) -> tuple[dict[str, list[Document]] | None, dict]:
+    """Candidates per query under the protocol (None: a pool protocol over a whole corpus, which
+    the model ranks itself, `KEEP` kept), and the protocol's description for the sidecar."""
     if settings.protocol in POOL_PROTOCOLS:
+        if collection.candidates is None:
+            return None, {"protocol": settings.protocol, "corpus_size": len(collection.documents), "keep": KEEP}
         given = protocol_collection(collection, settings.protocol)
         return {q.qid: given.candidates_of(q.qid) for q in queries}, {"protocol": settings.protocol}
     name = settings.first_stage or registry.profile_value(settings.profile, "first_stage")
@@ -150,58 +169,56 @@ def candidates_for(settings: RunSettings, collection: Collection,
     described = {"protocol": settings.protocol, "first_stage": name, "first_stage_model": first.describe(),
                  "depth": depth}
     if settings.protocol == "pooled":
-        corpus = list(collection.documents.values())
-        first.prepare(corpus)
-        chosen = {}
-        for query in progress.bar(queries, desc=f"first stage {name} ({settings.protocol})", unit="query"):
-            others = [d for d in corpus if d.doc_id != collection.exclude.get(query.qid)]
-            by_id = {d.doc_id: d for d in others}
-            chosen[query.qid] = [by_id[d] for d in ranked(first.score(query, others))[:depth]]
-        return chosen, {**described, "corpus_size": len(corpus)}
-    return _full_candidates(settings, collection, first, queries, depth, described)
+        corpus = whole_corpus(collection)
+        found = first_stage(first, queries, corpus, depth, collection.exclude, settings.index_dtype)
+        return ({qid: [collection.documents[d] for d in hits] for qid, hits in found.items()},
+                {**described, "corpus_size": len(collection.documents)})
+    if not getattr(first, "can_search", lambda excluding: False)(True):  # a file corpus is never scored whole
+        raise KitError(f"the full protocol's first stage must be an embedding model; {name} is not")
+    corpus = Corpus.of_file(Path(settings.corpus), collection.read_corpus)
+    found = first_stage(first, queries, corpus, depth, collection.exclude, settings.index_dtype)
+    texts = documents_of(corpus, {d for hits in found.values() for d in hits})
+    return ({qid: [texts[d] for d in hits] for qid, hits in found.items()},
+            {**described, "corpus": corpus.name, "corpus_sha256": corpus.key,
+             "corpus_size": first.corpus_index(corpus, settings.index_dtype).meta["rows"]})
 
 
-def _full_candidates(settings: RunSettings, collection: Collection, first: Scorer, queries: list[Query],
-                     depth: int, described: dict):
-    from evalkit.datasets.csfcube_corpus import CorpusIndex
-    from evalkit.hashing import files_sha256
-    from evalkit.models.dense import BiEncoder
-
-    if not isinstance(first, BiEncoder):
-        raise KitError(f"the full protocol's first stage must be an embedding model; {described['first_stage']} is not")
-    index = CorpusIndex(Path(settings.corpus), first)
-    ids = {q.qid: index.search(q, depth, collection.exclude.get(q.qid))
-           for q in progress.bar(queries, desc=f"search {described['first_stage']} (full)", unit="query")}
-    texts = index.papers({pid for found in ids.values() for pid in found})
-    chosen = {qid: [texts[pid] for pid in found] for qid, found in ids.items()}
-    return chosen, {**described, "corpus": Path(settings.corpus).name,
-                    "corpus_sha256": files_sha256([Path(settings.corpus)]), "corpus_size": len(index.pids)}
+def first_stage(first: Scorer, queries: list[Query], corpus: Corpus, depth: int, exclude,
+                index_dtype: str = "float32") -> dict[str, list[str]]:
+    """The first stage of the pooled and full protocols: each query's top `depth` document ids of
+    `corpus`, best first (`evalkit.retrieval.rank_corpus`; its excluded document left out)."""
+    found = rank_corpus(first, queries, corpus, depth, exclude, index_dtype)
+    return {qid: ranked(scores) for qid, scores in found.items()}
 
 
 Candidates = dict[str, list[Document]]
 
 
-def prepare(settings: RunSettings, collection: Collection) -> tuple[Scorer, list[Query], Candidates, dict]:
-    """The model, the selected queries, each query's candidates under the protocol and the
-    protocol's description; every candidate prepared (e.g. encoded) once."""
+def prepare(settings: RunSettings, collection: Collection) -> tuple[Scorer, list[Query], Candidates | None, dict]:
+    """The model, the selected queries, each query's candidates under the protocol (None when the
+    model ranks the whole corpus itself) and the protocol's description; every candidate
+    prepared (e.g. encoded) once."""
     check_settings(settings, collection)
     queries = queries_of(settings, collection)
     candidates, protocol = candidates_for(settings, collection, queries)
     scorer = registry.build(registry.spec(settings.model, settings.profile), collection)
-    scorer.prepare(list({d.doc_id: d for cands in candidates.values() for d in cands}.values()))
+    if candidates is not None:
+        scorer.prepare(list({d.doc_id: d for cands in candidates.values() for d in cands}.values()))
     return scorer, queries, candidates, protocol
 
 
 def execute(settings: RunSettings, collection: Collection, runs_dir: Path) -> Path:
     """Run one model over the selected queries and store the run; returns its folder."""
     scorer, queries, candidates, protocol = prepare(settings, collection)
-    run: Run = {}
-    score_many = getattr(scorer, "score_many", None)  # scorers that rank many queries at once (LLM rerankers)
-    together = iter(score_many(queries, [candidates[q.qid] for q in queries])) if score_many else None
-    for query in progress.bar(queries, desc=f"scoring {settings.run_name} ({settings.protocol})", unit="query"):
-        scores = next(together) if together else scorer.score(query, candidates[query.qid])
-        run[query.qid] = scores if collection.candidates is not None or settings.protocol not in POOL_PROTOCOLS \
-            else {d: scores[d] for d in ranked(scores)[:KEEP]}
+    if candidates is None:  # the whole corpus, top KEEP: one batched search where the model has an index
+        run: Run = rank_corpus(scorer, queries, whole_corpus(collection), KEEP, collection.exclude,
+                               settings.index_dtype)
+    else:
+        run = {}
+        score_many = getattr(scorer, "score_many", None)  # scorers that rank many queries at once (LLM rerankers)
+        together = iter(score_many(queries, [candidates[q.qid] for q in queries])) if score_many else None
+        for query in progress.bar(queries, desc=f"scoring {settings.run_name} ({settings.protocol})", unit="query"):
+            run[query.qid] = next(together) if together else scorer.score(query, candidates[query.qid])
     accounting = getattr(scorer, "accounting", None)
     model_spec = registry.spec(settings.model, settings.profile)
     sidecar = {
@@ -232,7 +249,8 @@ def sidecar_key(settings: RunSettings, collection: Collection) -> dict:
             "scoring_code_sha256": scoring_code_digest(), "model_identity": registry.identity(model_spec)}
 
 
-SCORING_CODE = ("collection.py", "datasets", "runner.py", "hybrid.py", "embeddings.py", "vector_cache.py", "models",
+SCORING_CODE = ("collection.py", "datasets", "runner.py", "retrieval.py", "hybrid.py", "embeddings.py",
+                "vector_cache.py", "models",
                 "encoders", "llm", "config/instructions.yaml", "config/llm_templates.yaml")
 
 

@@ -241,6 +241,7 @@ def to_collection(data: CSFCube) -> Collection:
     judged: `Collection.judged`), reports the study's and the release's official measures, is paired
     with its seed's other annotated facet for p-MRR (both ways), belongs to its facet's
     stratum, and the official two folds split the queries into dev and test halves."""
+    from evalkit.datasets.csfcube_corpus import iter_corpus
     from evalkit.datasets.csfcube_variants import VARIANTS, from_file, make_variant
 
     queries = {qid: make_variant(CollectionQuery(qid, data.papers[q.seed].full_text, "", data.papers[q.seed], q.facet),
@@ -268,6 +269,7 @@ def to_collection(data: CSFCube) -> Collection:
         make_variant=make_variant,
         measures=("nDCG_csfcube@20", "p-MRR", "MAP_csfcube", "nDCG_csfcube%20"),
         instructions_from=from_file,
+        read_corpus=iter_corpus,
     )
 
 

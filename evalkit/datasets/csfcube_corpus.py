@@ -1,11 +1,10 @@
 """The full-corpus protocol: the ~800k abstracts of ``abstracts-preds.zip`` (figshare 14796339).
 
-The corpus is streamed, never held in memory as text: a first pass encodes every
-paper with the first-stage embedding model (through the resumable embedding
-cache, on one device or a sentence-transformers multi-process pool), the vectors
-go into a FAISS inner-product index, and each request retrieves its top ``depth``
-(the seed excluded). A second pass reads only the retrieved papers' text for the
-reranker.
+This module only reads the file (`iter_corpus`, the CSFCube collection's ``read_corpus``);
+the runner streams it through the kit's one whole-corpus path (`evalkit.retrieval`): a
+first pass encodes every paper with the first-stage embedding model into a resumable
+on-disk vector index, each query retrieves its top ``depth`` (the seed excluded), and a
+second pass reads only the retrieved papers' text for the reranker.
 
 Format (that of the release's ``abstracts-csfcube-preds.jsonl``; check your copy):
 a ``.zip`` holding one ``.jsonl`` file, or a ``.jsonl`` file, one paper per line with
@@ -22,16 +21,9 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import faiss
-import numpy as np
-
-from evalkit import progress
-from evalkit.collection import Document, Query, Sentence
+from evalkit.collection import Document, Sentence
 from evalkit.datasets.csfcube import LABEL_TO_FACET
 from evalkit.errors import KitError
-from evalkit.models.dense import BiEncoder
-
-BATCH = 4096  # papers per encoding step of the streaming pass
 
 
 @contextmanager
@@ -101,47 +93,3 @@ def iter_corpus(path: Path) -> Iterator[Document]:
                                "listed once (use the release file unchanged)")
             seen.add(paper.doc_id)
             yield paper
-
-
-class CorpusIndex:
-    """A FAISS inner-product index of the corpus under a first-stage bi-encoder."""
-
-    def __init__(self, path: Path, first_stage: BiEncoder):
-        self.path = Path(path)
-        self.first_stage = first_stage
-        self.pids: list[str] = []
-        vectors = []
-        batch: list[Document] = []
-        with progress.bar(desc=f"corpus {self.path.name}", unit="paper") as bar:
-            for paper in iter_corpus(self.path):
-                batch.append(paper)
-                if len(batch) == BATCH:
-                    vectors.append(self._encode(batch))
-                    bar.update(len(batch))
-                    batch = []
-            if batch:
-                vectors.append(self._encode(batch))
-                bar.update(len(batch))
-        if not self.pids:
-            raise KitError(f"{self.path}: the corpus holds no papers")
-        matrix = np.ascontiguousarray(np.concatenate(vectors), dtype=np.float32)
-        # The first stage's own similarity: inner product, or (metric l2) squared Euclidean distance.
-        self.index = (faiss.IndexFlatL2 if first_stage.metric == "l2" else faiss.IndexFlatIP)(matrix.shape[1])
-        self.index.add(matrix)
-
-    def _encode(self, papers: list[Document]) -> np.ndarray:
-        self.pids.extend(p.doc_id for p in papers)
-        return self.first_stage.doc_vectors(papers)
-
-    def search(self, query: Query, depth: int, exclude: str | None = None) -> list[str]:
-        """The top `depth` paper ids for a query, best first, `exclude` (its seed) left out."""
-        vector = self.first_stage.query_vector(query)[None]
-        scores, rows = self.index.search(np.asarray(vector, dtype=np.float32), depth + 1)
-        sign = -1.0 if self.first_stage.metric == "l2" else 1.0  # a smaller distance ranks first
-        hits = [(sign * float(s), self.pids[r]) for s, r in zip(scores[0], rows[0]) if r >= 0]
-        hits.sort(key=lambda hit: (-hit[0], hit[1]))  # the kit's tie rule
-        return [pid for _, pid in hits if pid != exclude][:depth]
-
-    def papers(self, pids: set[str]) -> dict[str, Document]:
-        """The text of the given papers (a second streaming pass)."""
-        return {p.doc_id: p for p in iter_corpus(self.path) if p.doc_id in pids}

@@ -6,6 +6,17 @@ stemmer (PyStemmer), applied to documents and queries alike. Every setting is re
 the run's sidecar (`describe`). Term statistics come from the candidates being ranked (a
 given candidate list, or the whole corpus); the index of the last candidate set is reused.
 
+A whole corpus (`search`) is indexed once and kept on disk under the cache folder, keyed by
+the corpus checksum, the settings and the bm25s version; all queries then go through bm25s'
+batched top-k `retrieve`. Its selection breaks ties arbitrarily, so each query asks for one
+more document than it keeps and checks whether the last one returned ties the ``k``-th;
+when it does, that query's every score (`get_scores`) gives all rows tying the ``k``-th
+(a query matching fewer than ``k`` documents ties at 0). The ``k`` kept are then those the
+kit's tie rule ranks first, with the scores `score` gives (bm25s computes both with the
+same `get_scores`). A query with an excluded
+document is not searched (its term statistics would leave that document out): the runner
+scores it as before.
+
 A query with no term left after stopwords (empty, blank, stopwords only), or candidates with
 none, scores every candidate 0: the kit's tie rule then ranks them by document id.
 """
@@ -13,13 +24,20 @@ none, scores every candidate 0: the kit's tie rule then ranks them by document i
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
+from pathlib import Path
 
 import bm25s
+import numpy as np
 import Stemmer
 
+from evalkit import progress
 from evalkit.collection import Document, Query
 from evalkit.errors import KitError
+from evalkit.retrieval import TieRule
+
+QUERY_BATCH = 256  # queries per call of bm25s' retrieve
 
 
 class BM25:
@@ -35,6 +53,7 @@ class BM25:
         self.k1, self.b, self.method, self.stopwords, self.stemmer_name = k1, b, method, stopwords, stemmer
         self._stemmer = Stemmer.Stemmer(stemmer) if stemmer else None
         self._indexed: tuple[tuple[str, ...], bm25s.BM25 | None] | None = None
+        self._corpus: tuple[str, TieRule, bm25s.BM25 | None] | None = None  # (corpus key, its ids, index)
 
     def prepare(self, documents: Sequence[Document]) -> None:
         pass
@@ -43,16 +62,19 @@ class BM25:
         return bm25s.tokenize(texts, stopwords=self.stopwords, stemmer=self._stemmer, return_ids=return_ids,
                               show_progress=False)
 
+    def _new_index(self, documents: Sequence[Document]) -> bm25s.BM25 | None:
+        """The index of the documents; None when no document has a term."""
+        tokenized = self._tokens([d.full_text for d in documents])
+        if not tokenized.vocab:
+            return None
+        retriever = bm25s.BM25(k1=self.k1, b=self.b, method=self.method)
+        retriever.index(tokenized, show_progress=False)
+        return retriever
+
     def _index(self, candidates: Sequence[Document]) -> bm25s.BM25 | None:
-        """The index of the candidates; None when no candidate has a term."""
         ids = tuple(d.doc_id for d in candidates)
         if self._indexed is None or self._indexed[0] != ids:
-            tokenized = self._tokens([d.full_text for d in candidates])
-            retriever = None
-            if tokenized.vocab:
-                retriever = bm25s.BM25(k1=self.k1, b=self.b, method=self.method)
-                retriever.index(tokenized, show_progress=False)
-            self._indexed = (ids, retriever)
+            self._indexed = (ids, self._new_index(candidates))
         return self._indexed[1]
 
     def score(self, query: Query, candidates: Sequence[Document]) -> dict[str, float]:
@@ -62,6 +84,72 @@ class BM25:
             return {d.doc_id: 0.0 for d in candidates}
         scores = index.get_scores(tokens)
         return {d.doc_id: float(s) for d, s in zip(candidates, scores)}
+
+    # -- a whole corpus ---------------------------------------------------------------------
+    def can_search(self, excluding: bool) -> bool:
+        return not excluding
+
+    def corpus_index(self, corpus) -> tuple[TieRule, bm25s.BM25 | None]:
+        """(the tie rule over the ids in index order, the bm25s index) of `corpus`: from memory, the
+        disk, or built."""
+        import json
+
+        from evalkit.retrieval import index_folder
+        from evalkit.runs import write_atomic
+
+        if self._corpus is not None and self._corpus[0] == corpus.key:
+            return self._corpus[1], self._corpus[2]
+        folder = index_folder("bm25", {**self.describe(), "corpus": corpus.key, "bm25s": bm25s.__version__})
+        if (folder / "ids.json").is_file():
+            ids = json.loads((folder / "ids.json").read_text())
+            retriever = bm25s.BM25.load(folder)
+        else:
+            documents = list(corpus.read())
+            ids = [d.doc_id for d in documents]
+            retriever = self._new_index(documents)
+            if retriever is not None:  # a corpus without a term is not worth keeping
+                partial = folder.with_name(folder.name + f".partial-{os.getpid()}")
+                retriever.save(partial, show_progress=False)
+                write_atomic(partial / "ids.json", json.dumps(ids))  # last: a folder with ids.json is complete
+                Path(partial).replace(folder)
+        self._corpus = (corpus.key, TieRule(ids), retriever)
+        return self._corpus[1], retriever
+
+    def search(self, queries: Sequence[Query], corpus, k: int, exclude=None,
+               dtype: str | None = None) -> dict[str, dict[str, float]]:
+        """Each query's top `k` of `corpus`, as `score` over the whole corpus ranks them (module
+        docstring); `dtype` is for vector indexes, BM25 has none."""
+        tie_rule, retriever = self.corpus_index(corpus)
+        tokens = self._tokens([q.text for q in queries], return_ids=False)
+        out = {}
+        with progress.bar(total=len(queries), desc=f"bm25 {corpus.name}", unit="query", min_total=64) as bar:
+            for start in range(0, len(queries), QUERY_BATCH):
+                part = list(range(start, min(start + QUERY_BATCH, len(queries))))
+                termless = [i for i in part if retriever is None or not tokens[i]]
+                for i in termless:  # no term to match: every document scores 0, ranked by the tie rule
+                    out[queries[i].qid] = tie_rule.top(np.arange(len(tie_rule.ids)), np.zeros(len(tie_rule.ids)), k)
+                searched = [i for i in part if i not in termless]
+                if searched:
+                    for i, (rows, scores) in zip(searched, self._top(retriever, [tokens[i] for i in searched], k)):
+                        out[queries[i].qid] = tie_rule.top(rows, scores, k)
+                bar.update(len(part))
+        return out
+
+    @staticmethod
+    def _top(retriever: bm25s.BM25, tokens: list[list[str]], k: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per query, (rows, scores) of its top `k` and of every row tying the `k`-th."""
+        n = retriever.scores["num_docs"]
+        k = min(k, n)
+        rows, scores = retriever.retrieve(tokens, k=min(k + 1, n), return_as="tuple", show_progress=False,
+                                          sorted=True)
+        out = []
+        for query, row, score in zip(tokens, rows, scores):
+            if k < n and score[-1] == score[k - 1]:  # the one after the k-th ties it: every tied row
+                every = retriever.get_scores(query) if query else np.zeros(n, dtype=score.dtype)
+                row = np.flatnonzero(every >= score[k - 1])
+                score = every[row]
+            out.append((np.asarray(row), np.asarray(score)))
+        return out
 
     def describe(self) -> dict:
         return {"family": "bm25", "k1": self.k1, "b": self.b, "method": self.method, "stopwords": self.stopwords,

@@ -76,7 +76,36 @@ class BiEncoder:
             return -np.linalg.norm(doc_vectors.astype(np.float64) - query_vector.astype(np.float64), axis=1)
         return doc_vectors @ query_vector
 
+    def document_side(self) -> dict:
+        """What makes a document vector (keys the corpus index): the encoder and the template."""
+        return {"fingerprint": self.encoder.fingerprint, "doc_template": self.doc_template}
+
+    def vector_stores(self) -> list:
+        """The vector caches behind `doc_vectors` (kept small while a corpus is streamed)."""
+        store = getattr(self.encoder, "vectors", None)
+        return [store] if store is not None else []
+
     # -- shared ---------------------------------------------------------------------------
+    def can_search(self, excluding: bool) -> bool:
+        """A corpus is searched in an index unless this model reranks a first stage."""
+        return self.first_stage is None
+
+    def corpus_index(self, corpus, dtype: str = "float32"):
+        """The `evalkit.retrieval.VectorIndex` of `corpus` under this model (built once, on disk)."""
+        from evalkit.retrieval import VectorIndex
+
+        return VectorIndex.open(corpus, self.doc_vectors, self.document_side(), dtype, self.vector_stores())
+
+    def search(self, queries: Sequence[Query], corpus, k: int, exclude=None,
+               dtype: str = "float32") -> dict[str, dict[str, float]]:
+        """Each query's top `k` of `corpus` by `similarity`, as `score` over every document ranks
+        them (`evalkit.retrieval`); queries are encoded in one batch."""
+        exclude = exclude or {}
+        index = self.corpus_index(corpus, dtype)
+        vectors = self.query_vectors(list(queries)) if queries else np.zeros((0, index.dim), np.float32)
+        found = index.search(vectors, k, [exclude.get(q.qid) for q in queries], self.metric, self.similarity)
+        return {q.qid: hits for q, hits in zip(queries, found)}
+
     def query_vector(self, query: Query) -> np.ndarray:
         return self.query_vectors([query])[0]
 

@@ -80,6 +80,12 @@ class PaperBiEncoder(BiEncoder):
     def _documents(self, strings: list[str]) -> np.ndarray:
         return self.vectors.stack(strings, lambda s: ("document", s), self.encode_documents, "documents")
 
+    def document_side(self) -> dict:
+        return {"fingerprint": self.vectors.fingerprint, "doc_template": self.doc_template}
+
+    def vector_stores(self) -> list:
+        return [self.vectors]
+
     def describe(self) -> dict:
         return self._with_first_stage({**self.vectors.settings, "doc_template": self.doc_template,
                                        "similarity": self.metric})

@@ -1,0 +1,302 @@
+"""Whole-corpus retrieval: each query's top ``k`` of a corpus, equal to scoring every document.
+
+One path for every collection without candidate lists (BEIR, MS MARCO, ``irds:`` ids) and for
+the first stage of the pooled and full protocols (`rank_corpus`, the entry point the runner
+calls). A scorer that can search an index (`can_search`/`search`: the bi-encoders, BM25) ranks
+all queries at once; any other scorer scores every document per query, as before.
+
+Dense search (`VectorIndex`). Document vectors are streamed, a batch at a time, into a file of
+rows under the cache folder (``indexes/<key>/``, float32 or, when asked, float16; the dtype is
+recorded in ``meta.json`` and the run's sidecar), keyed by the corpus checksum and what makes a
+document vector (model fingerprint, document template, dtype). Every batch is committed (rows,
+ids, then the row count in ``meta.json``), so a killed build resumes after its last batch
+without encoding anything again; a finished index serves every prompt and variant run (only
+queries are encoded). The file is memory-mapped, so the corpus may exceed memory.
+
+Search is blocked matrix products (numpy; the file read one block of rows at a time, all queries
+of a batch against it) keeping, per query, every row whose score is within a proven float32
+error bound of the running ``k``-th best; that shortlist is then rescored by the model's own
+`similarity` and ranked by the kit's tie rule (`evalkit.runs.ranked`). The bound makes the result
+the exhaustive one, ties at the cut-off included: a row outside the shortlist scores below at
+least ``k`` rows inside it whatever the rounding (`error_bound`). numpy rather than FAISS flat:
+the same speed within noise on these 2 cores (bench/bench_retrieval.py), and it reads a
+memory-mapped or float16 file block by block, which FAISS's flat index (all vectors in memory,
+float32) does not.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from evalkit import progress
+from evalkit.collection import Document, Query
+from evalkit.errors import KitError
+from evalkit.runs import ranked, write_atomic
+
+INDEX_VERSION = 1
+DTYPES = ("float32", "float16")
+BATCH = 4096  # documents encoded and committed per step of a build
+SCORE_CELLS = 1 << 24  # query x row scores held at once in a search (64 MB of float32)
+UNIT = 2.0 ** -24  # float32 unit roundoff
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """Documents in a fixed order, read as a stream (`read()`), identified by `key` (a checksum)."""
+
+    key: str
+    read: Callable[[], Iterable[Document]]
+    size: int | None = None  # when known (progress bars)
+    name: str = "corpus"
+
+    @classmethod
+    def of_documents(cls, documents: Sequence[Document], name: str = "corpus") -> Corpus:
+        """An in-memory corpus, keyed by sha256 over every document's id, title and body."""
+        digest = hashlib.sha256()
+        for d in documents:
+            digest.update(json.dumps([d.doc_id, d.title, d.text]).encode())
+            digest.update(b"\n")
+        docs = list(documents)
+        return cls(digest.hexdigest(), lambda: docs, len(docs), name)
+
+    @classmethod
+    def of_file(cls, path: Path, reader: Callable[[Path], Iterator[Document]]) -> Corpus:
+        """A corpus file streamed by `reader` (an adapter's), keyed by the file's sha256."""
+        from evalkit.hashing import files_sha256
+
+        path = Path(path)
+        if not path.is_file():
+            raise KitError(f"{path}: corpus file not found; check --corpus")
+        return cls(files_sha256([path]), lambda: reader(path), None, path.name)
+
+
+def rank_corpus(scorer, queries: Sequence[Query], corpus: Corpus, k: int, exclude: Mapping[str, str] | None = None,
+                dtype: str = "float32") -> dict[str, dict[str, float]]:
+    """Each query's top `k` documents of `corpus` with their scores, exactly as scoring every
+    document (its `exclude`d one left out) and ranking by the tie rule: an index search where
+    the scorer has one (`dtype`: its vectors' on disk), else every document scored per query."""
+    exclude = exclude or {}
+    excluding = any(q.qid in exclude for q in queries)
+    if getattr(scorer, "can_search", lambda excluding: False)(excluding):
+        return scorer.search(list(queries), corpus, k, exclude, dtype)
+    documents = list(corpus.read())
+    scorer.prepare(documents)
+    lists = [[d for d in documents if d.doc_id != exclude[q.qid]] if q.qid in exclude else documents
+             for q in queries]
+    score_many = getattr(scorer, "score_many", None)  # scorers that rank many queries at once (LLM rerankers)
+    together = iter(score_many(list(queries), lists)) if score_many else None
+    out = {}
+    for query, candidates in zip(progress.bar(queries, desc=f"scoring {corpus.name}", unit="query"), lists):
+        scores = next(together) if together else scorer.score(query, candidates)
+        out[query.qid] = {d: scores[d] for d in ranked(scores)[:k]}
+    return out
+
+
+class TieRule:
+    """The kit's tie rule (`evalkit.runs.ranked`: score descending, then id as Python orders
+    strings) over rows of a corpus whose ids are known, without building a dict per row."""
+
+    def __init__(self, ids: Sequence[str]):
+        self.ids = np.array(ids, dtype=object)
+        self.order = np.empty(len(ids), dtype=np.int64)
+        self.order[sorted(range(len(ids)), key=ids.__getitem__)] = np.arange(len(ids))
+
+    def top(self, rows: np.ndarray, scores: np.ndarray, k: int) -> dict[str, float]:
+        """{id: score} of the `k` best of `rows` (scores aligned with them), best first."""
+        best = np.lexsort((self.order[rows], -np.asarray(scores, dtype=np.float64)))[:k]
+        return dict(zip(self.ids[np.asarray(rows)[best]].tolist(), np.asarray(scores)[best].tolist()))
+
+
+def documents_of(corpus: Corpus, ids: set[str]) -> dict[str, Document]:
+    """The documents of `corpus` whose ids are in `ids` (one more streaming pass)."""
+    return {d.doc_id: d for d in corpus.read() if d.doc_id in ids}
+
+
+def index_folder(kind: str, parts: dict) -> Path:
+    """``<cache>/indexes/<kind>-<16 hex digits of sha256(parts)>``."""
+    from evalkit.embeddings import cache_root
+
+    digest = hashlib.sha256(json.dumps({**parts, "index_version": INDEX_VERSION}, sort_keys=True,
+                                       default=str).encode()).hexdigest()[:16]
+    return cache_root() / "indexes" / f"{kind}-{digest}"
+
+
+def error_bound(metric: str, dim: int, query_norm: np.ndarray, max_norm: float) -> np.ndarray:
+    """An upper bound on |blocked score - the model's own score| per query (float32 rounding of
+    two dot products of length `dim`, each within dim * u * |q| * |d|; for L2 also of the squared
+    norms, the float64 distance's own rounding included with room to spare)."""
+    gamma = (dim + 4) * UNIT
+    if metric == "l2":
+        return gamma * (2 * query_norm * max_norm + max_norm ** 2 + query_norm ** 2) * 2 + 1e-30
+    return 2 * gamma * query_norm * max_norm + 1e-30
+
+
+class VectorIndex:
+    """A corpus's document vectors under one model: a memory-mapped file of rows, built by
+    streaming (resumable), searched by blocked matrix products (module docstring)."""
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+        meta = json.loads((self.folder / "meta.json").read_text())
+        self.meta = meta
+        self.dim, self.dtype, self.max_norm = meta["dim"], np.dtype(meta["dtype"]), meta["max_norm"]
+        self.ids = (self.folder / "ids.txt").read_text(encoding="utf-8").splitlines()[:meta["rows"]]
+        self.rows = (np.memmap(self.folder / "vectors.bin", dtype=self.dtype, mode="r", shape=(meta["rows"], self.dim))
+                     if meta["rows"] else np.zeros((0, self.dim or 1), dtype=self.dtype))
+
+    @classmethod
+    def open(cls, corpus: Corpus, encode: Callable[[list[Document]], np.ndarray], parts: dict,
+             dtype: str = "float32", stores: Sequence = ()) -> VectorIndex:
+        """The index of `corpus` under `encode` (document vectors of a batch), built or resumed
+        when incomplete. `parts` is what makes a document vector (keys the folder); `stores` are
+        the model's vector caches, kept from holding the whole corpus in memory while streaming."""
+        if dtype not in DTYPES:
+            raise KitError(f"index dtype {dtype!r} is not one of {', '.join(DTYPES)}; fix --index-dtype")
+        folder = index_folder("dense", {**parts, "corpus": corpus.key, "dtype": dtype})
+        meta_path = folder / "meta.json"
+        meta = json.loads(meta_path.read_text()) if meta_path.is_file() else None
+        if meta is None or not meta.get("complete"):
+            with ExitStack() as stack:
+                for store in stores:
+                    stack.enter_context(store.transient())
+                _build(folder, corpus, encode, dtype, meta)
+        index = cls(folder)
+        if not index.ids:
+            raise KitError(f"{corpus.name}: the corpus holds no documents")
+        return index
+
+    def search(self, query_vectors: np.ndarray, k: int, exclude: Sequence[str | None], metric: str,
+               similarity: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> list[dict[str, float]]:
+        """Per query, its top `k` rows ({doc id: the model's `similarity`}), `exclude[i]` left out."""
+        queries = np.ascontiguousarray(query_vectors, dtype=np.float32)
+        if queries.shape[1] != self.dim:
+            raise KitError(f"{self.folder}: the index holds {self.dim}-dimensional vectors, the queries have "
+                           f"{queries.shape[1]}; delete the folder to rebuild it")
+        row_of = {doc: i for i, doc in enumerate(self.ids)} if any(exclude) else {}
+        skip = np.array([row_of.get(e, -1) if e else -1 for e in exclude], dtype=np.int64)
+        out = []
+        per_batch = max(1, min(len(queries), SCORE_CELLS // max(1, min(len(self.ids), 1 << 16))))
+        for start in range(0, len(queries), per_batch):
+            part = queries[start:start + per_batch]
+            shortlists = self._shortlists(part, k, skip[start:start + per_batch], metric)
+            with threadpool_limits(1, "blas"):  # one short product per query: threads only add waiting
+                for q, rows in zip(part, shortlists):
+                    exact = similarity(q, np.asarray(self.matrix[rows], dtype=np.float32))
+                    out.append(self.tie_rule.top(rows, exact, k))
+        return out
+
+    @cached_property
+    def matrix(self) -> np.ndarray:
+        """The rows as a plain array over the mapped file (one copy per gather, not two)."""
+        return self.rows.view(np.ndarray)
+
+    @cached_property
+    def tie_rule(self) -> TieRule:
+        return TieRule(self.ids)
+
+    def _shortlists(self, queries: np.ndarray, k: int, skip: np.ndarray, metric: str) -> list[np.ndarray]:
+        """Per query, the rows whose blocked score is within twice `error_bound` of its k-th best."""
+        n = len(self.ids)
+        slack = 2 * error_bound(metric, self.dim, np.linalg.norm(queries.astype(np.float64), axis=1), self.max_norm)
+        block = max(1024, SCORE_CELLS // len(queries))
+        pool_rows = [np.zeros(0, dtype=np.int64) for _ in queries]
+        pool_scores = [np.zeros(0, dtype=np.float32) for _ in queries]
+        floor = np.full(len(queries), -np.inf)
+        for begin in range(0, n, block):
+            rows = np.asarray(self.rows[begin:begin + block], dtype=np.float32)
+            scores = queries @ rows.T
+            if metric == "l2":  # -|q - d|^2 + |q|^2: the same order as the negative distance
+                scores = 2 * scores - np.einsum("ij,ij->i", rows, rows, dtype=np.float32)[None]
+            inside = (skip >= begin) & (skip < begin + len(rows))
+            scores[inside, skip[inside] - begin] = -np.inf
+            unset = ~np.isfinite(floor)
+            if unset.any() and len(rows) >= k:  # a first floor from this block's own k-th best
+                kth = np.partition(scores[unset], len(rows) - k, axis=1)[:, len(rows) - k]
+                floor[unset] = kth - slack[unset]
+            hit_q, hit_r = np.nonzero(scores >= floor[:, None])
+            bounds = np.searchsorted(hit_q, np.arange(len(queries) + 1))
+            for i in range(len(queries)):
+                cols = hit_r[bounds[i]:bounds[i + 1]]
+                if not len(cols):
+                    continue
+                found = np.concatenate([pool_scores[i], scores[i, cols]])
+                where = np.concatenate([pool_rows[i], cols + begin])
+                keep = np.isfinite(found)
+                found, where = found[keep], where[keep]
+                if len(found) >= k:
+                    floor[i] = np.partition(found, len(found) - k)[len(found) - k] - slack[i]
+                    keep = found >= floor[i]
+                    found, where = found[keep], where[keep]
+                pool_scores[i], pool_rows[i] = found, where
+        return [np.sort(r) for r in pool_rows]
+
+
+def _build(folder: Path, corpus: Corpus, encode, dtype: str, meta: dict | None) -> None:
+    """Stream `corpus` into `folder`, resuming after the `meta` rows committed by an earlier run."""
+    folder.mkdir(parents=True, exist_ok=True)
+    done = meta["rows"] if meta else 0
+    dim, max_norm = (meta["dim"], meta["max_norm"]) if meta else (None, 0.0)
+    itemsize = np.dtype(dtype).itemsize
+    vectors_path, ids_path = folder / "vectors.bin", folder / "ids.txt"
+    kept = ids_path.read_text(encoding="utf-8").splitlines()[:done] if done else []
+    with open(vectors_path, "ab") as fh:  # drop what a kill left after the last commit
+        fh.truncate(done * (dim or 0) * itemsize)
+    write_atomic(ids_path, "".join(f"{d}\n" for d in kept))
+
+    def commit(batch: list[Document], rows: int) -> int:
+        nonlocal dim, max_norm
+        vectors = np.asarray(encode(batch), dtype=np.float32)
+        if dim is None:
+            dim = vectors.shape[1]
+        if vectors.shape != (len(batch), dim):
+            raise KitError(f"{folder}: the model gave vectors of shape {vectors.shape} for {len(batch)} documents "
+                           f"of a {dim}-dimensional index; delete the folder to rebuild it")
+        stored = vectors.astype(dtype)
+        max_norm = max(max_norm, float(np.linalg.norm(stored.astype(np.float64), axis=1).max()))
+        with open(vectors_path, "ab") as fh:
+            fh.write(stored.tobytes())
+            fh.flush()
+            os.fsync(fh.fileno())
+        with open(ids_path, "a", encoding="utf-8") as fh:
+            fh.write("".join(f"{d.doc_id}\n" for d in batch))
+        rows += len(batch)
+        _write_meta(folder, rows, dim, dtype, max_norm, corpus, complete=False)
+        return rows
+
+    rows, batch = 0, []
+    with progress.bar(total=corpus.size, desc=f"index {corpus.name}", unit="doc", min_total=BATCH) as bar:
+        for position, document in enumerate(corpus.read()):
+            if any(c.isspace() for c in document.doc_id) or not document.doc_id:
+                raise KitError(f"{corpus.name}: document id {document.doc_id!r} is empty or holds whitespace")
+            if position < done:  # committed by an earlier run: not encoded again
+                if kept[position] != document.doc_id:
+                    raise KitError(f"{folder}: the corpus changed under a partial index; delete the folder")
+                rows = position + 1
+                bar.update(1)
+                continue
+            batch.append(document)
+            if len(batch) == BATCH:
+                rows = commit(batch, rows)
+                bar.update(len(batch))
+                batch = []
+        if batch:
+            rows = commit(batch, rows)
+            bar.update(len(batch))
+    _write_meta(folder, rows, dim or 0, dtype, max_norm, corpus, complete=True)
+
+
+def _write_meta(folder: Path, rows: int, dim: int, dtype: str, max_norm: float, corpus: Corpus,
+                complete: bool) -> None:
+    write_atomic(folder / "meta.json", json.dumps({"rows": rows, "dim": dim, "dtype": dtype, "max_norm": max_norm,
+                                                   "corpus": corpus.name, "corpus_key": corpus.key,
+                                                   "complete": complete, "index_version": INDEX_VERSION}) + "\n")

@@ -1,0 +1,185 @@
+"""Whole-corpus rankings equal the exhaustive ones: every document scored by `score`, ranked by
+the kit's tie rule (score descending, then document id), cut to the top `KEEP` (or `depth`).
+
+The reference here is the exhaustive path itself (`scorer.score` over the whole corpus, then
+`ranked`), so these tests hold the index search to it: collections with planted ties at the
+cut-off (integer vectors: every score is exact in float32, so ties are ties whatever the
+arithmetic), inner product and L2, an excluded document per query, the pooled protocol's
+first stage, and BM25 (duplicated documents tie).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from evalkit import runner
+from evalkit.collection import Collection, Document, Query
+from evalkit.models import registry
+from evalkit.models.bm25 import BM25
+from evalkit.models.dense import BiEncoder
+from evalkit.runner import RunSettings, execute
+from evalkit.runs import ranked, read_trec
+from evalkit.runstore import RANKING, SIDECAR
+
+KEEP = 40  # the cut-off in these tests (the runner's KEEP, patched): well inside the planted ties
+
+
+class TableEncoder:
+    """An `Encoder` stand-in: each text's vector is looked up in a table (no model)."""
+
+    def __init__(self, table: dict[str, np.ndarray], name: str):
+        self.table, self.location, self.revision, self.name = table, name, "1", name
+        self.fingerprint = f"table-{name}"
+        self.calls = 0
+
+    def encode(self, texts, desc: str = "texts") -> np.ndarray:
+        self.calls += len(texts)
+        return np.stack([self.table[t] for t in texts]).astype(np.float32) if texts else np.zeros((0, 1), np.float32)
+
+
+def planted(kind: str, docs: int = 600, queries: int = 12, dim: int = 12, seed: int = 0):
+    """(collection, vectors): integer vectors with few values (massive exact ties) or Gaussian ones."""
+    rng = np.random.default_rng(seed)
+    if kind == "ties":
+        make = lambda n: rng.integers(0, 2, size=(n, dim)).astype(np.float32)  # noqa: E731
+    else:
+        make = lambda n: rng.standard_normal((n, dim)).astype(np.float32)  # noqa: E731
+    doc_ids = [f"d{i:04d}" for i in rng.permutation(docs)]  # file order is not id order
+    vectors = dict(zip(doc_ids, make(docs)))
+    query_vectors = dict(zip([f"query {j}" for j in range(queries)], make(queries)))
+    documents = {d: Document(d, "", d) for d in doc_ids}
+    qs = {f"q{j}": Query(f"q{j}", f"query {j}") for j in range(queries)}
+    collection = Collection(name=f"planted-{kind}", documents=documents, queries=qs,
+                            qrels={q: {doc_ids[0]: 1} for q in qs}, checksum=f"planted-{kind}-{seed}")
+    return collection, {**vectors, **query_vectors}
+
+
+def table_scorer(table, metric: str) -> BiEncoder:
+    scorer = BiEncoder(TableEncoder(table, f"planted-{metric}"))
+    scorer.metric = metric
+    return scorer
+
+
+def exhaustive(scorer, collection: Collection, keep: int, exclude: dict | None = None) -> dict:
+    """Today's whole-corpus ranking: every document scored, tie rule, top `keep`."""
+    exclude = exclude or {}
+    out = {}
+    for qid, query in collection.queries.items():
+        candidates = [d for d in collection.documents.values() if d.doc_id != exclude.get(qid)]
+        scores = scorer.score(query, candidates)
+        out[qid] = [(d, scores[d]) for d in ranked(scores)[:keep]]
+    return out
+
+
+def assert_same(got: dict, want: dict, exact: bool) -> None:
+    """The same documents in the same order; the same scores (to the last bit where every score is
+    exact in float32, else to float32 precision: BLAS kernels round a row's dot product differently
+    by its position in the matrix, as the exhaustive path itself does between a corpus and a subset)."""
+    assert {q: [d for d, _ in found] for q, found in got.items()} == {q: [d for d, _ in found]
+                                                                       for q, found in want.items()}
+    for qid, found in want.items():
+        scores = [s for _, s in got[qid]]
+        assert scores == ([s for _, s in found] if exact else pytest.approx([s for _, s in found], rel=1e-6))
+
+
+def as_list(run: dict) -> dict:
+    return {qid: [(d, scores[d]) for d in ranked(scores)] for qid, scores in run.items()}
+
+
+@pytest.fixture()
+def planted_family(monkeypatch, tmp_path):
+    """A registry family "planted" whose model reads vectors from a table set by the test."""
+    tables = {}
+    monkeypatch.setitem(registry.FAMILIES, "planted",
+                        lambda settings, profile, collection: table_scorer(tables[collection.name], settings["metric"]))
+    models = {"ip": {"family": "planted", "metric": "cosine"}, "l2": {"family": "planted", "metric": "l2"},
+              "bm25": {"family": "bm25"}}
+    path = tmp_path / "models.yaml"
+    path.write_text(json.dumps({"profiles": {"test": {"first_stage": "ip", "depth": 25, "models": models}}}))
+    monkeypatch.setenv("EVALKIT_MODELS", str(path))
+    monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(runner, "KEEP", KEEP)
+    return tables
+
+
+@pytest.mark.parametrize("kind", ["ties", "gaussian"])
+@pytest.mark.parametrize("model, metric", [("ip", "cosine"), ("l2", "l2")])
+def test_whole_corpus_run_equals_the_exhaustive_ranking(planted_family, tmp_path, kind, model, metric):
+    collection, table = planted(kind)
+    planted_family[collection.name] = table
+    folder = execute(RunSettings(model=model, dataset=collection.name, profile="test"), collection, tmp_path)
+    got = as_list(read_trec(folder / RANKING))
+    want = exhaustive(table_scorer(table, metric), collection, KEEP)
+    assert_same(got, want, exact=kind == "ties")
+    if kind == "ties":  # the cut-off falls inside a tie in some query: the test can tell id order apart
+        scores = [[s for _, s in exhaustive(table_scorer(table, metric), collection, KEEP + 1)[q]]
+                  for q in collection.queries]
+        assert any(row[KEEP - 1] == row[KEEP] for row in scores)
+
+
+@pytest.mark.parametrize("metric", ["cosine", "l2"])
+def test_an_excluded_document_is_never_ranked_and_the_rest_is_unchanged(planted_family, tmp_path, metric):
+    collection, table = planted("ties", seed=1)
+    first = exhaustive(table_scorer(table, metric), collection, 1)
+    exclude = {qid: found[0][0] for qid, found in first.items()}  # each query's best document
+    from dataclasses import replace
+
+    collection = replace(collection, exclude=exclude)
+    planted_family[collection.name] = table
+    model = "ip" if metric == "cosine" else "l2"
+    folder = execute(RunSettings(model=model, dataset=collection.name, profile="test"), collection, tmp_path)
+    got = as_list(read_trec(folder / RANKING))
+    assert got == exhaustive(table_scorer(table, metric), collection, KEEP, exclude)
+    assert all(exclude[qid] not in dict(found) for qid, found in got.items())
+
+
+@pytest.mark.parametrize("kind", ["ties", "gaussian"])
+def test_pooled_first_stage_keeps_the_exhaustive_top_depth(planted_family, tmp_path, kind):
+    collection, table = planted(kind, seed=2)
+    planted_family[collection.name] = table
+    settings = RunSettings(model="ip", dataset=collection.name, profile="test", protocol="pooled", depth=25)
+    folder = execute(settings, collection, tmp_path)
+    got = read_trec(folder / RANKING)  # the model is its own first stage: its run rescores the top 25
+    want = exhaustive(table_scorer(table, "cosine"), collection, 25)
+    assert {qid: set(scores) for qid, scores in got.items()} == {qid: {d for d, _ in found}
+                                                                 for qid, found in want.items()}
+    for qid, found in want.items():  # rescored over 25 rows, scores may differ in the last bit (BLAS kernels)
+        assert [got[qid][d] for d, _ in found] == pytest.approx([s for _, s in found], rel=1e-6)
+    assert json.loads((folder / SIDECAR).read_text())["corpus_size"] == len(collection.documents)
+
+
+def bm25_collection(docs: int = 300, seed: int = 3) -> Collection:
+    """Short texts over a small vocabulary, every third document duplicated under another id (ties)."""
+    rng = np.random.default_rng(seed)
+    words = ["ozone", "layer", "crime", "money", "bank", "fraud", "taste", "umami", "fever", "heat",
+             "protein", "cell", "graph", "network", "method", "result"]
+    texts = [" ".join(rng.choice(words, size=rng.integers(3, 9))) for _ in range(docs)]
+    texts += texts[::3]
+    ids = [f"b{i:04d}" for i in rng.permutation(len(texts))]
+    documents = {d: Document(d, "", t) for d, t in zip(ids, texts)}
+    queries = {f"q{j}": Query(f"q{j}", " ".join(rng.choice(words, size=2))) for j in range(10)}
+    return Collection(name="bm25-ties", documents=documents, queries=queries,
+                      qrels={q: {ids[0]: 1} for q in queries}, checksum=f"bm25-{seed}")
+
+
+def test_bm25_whole_corpus_run_equals_the_exhaustive_ranking(planted_family, tmp_path):
+    collection = bm25_collection()
+    folder = execute(RunSettings(model="bm25", dataset=collection.name, profile="test"), collection, tmp_path)
+    got = as_list(read_trec(folder / RANKING))
+    want = exhaustive(BM25(), collection, KEEP)
+    assert got == want
+    scores = [[s for _, s in exhaustive(BM25(), collection, KEEP + 1)[q]] for q in collection.queries]
+    assert any(row[KEEP - 1] == row[KEEP] for row in scores)  # a tie straddles the cut-off
+
+
+def test_bm25_on_the_beir_fixture_equals_the_exhaustive_ranking(planted_family, tmp_path):
+    from fixtures_datasets import write_beir
+
+    from evalkit.datasets.beir import load_beir
+
+    collection = load_beir(write_beir(tmp_path / "scifact-mini"))
+    folder = execute(RunSettings(model="bm25", dataset=collection.name, profile="test"), collection, tmp_path)
+    assert as_list(read_trec(folder / RANKING)) == exhaustive(BM25(), collection, KEEP)
