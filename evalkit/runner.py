@@ -108,9 +108,8 @@ def check_settings(settings: RunSettings, collection: Collection) -> None:
     if settings.depth is not None and settings.depth < 1:
         raise KitError(f"depth {settings.depth} must be a positive integer")
     if settings.protocol == "full" and not settings.corpus:
-        from evalkit.datasets.csfcube_download import MISSING
-
-        raise KitError(MISSING)
+        raise KitError("the full protocol needs a corpus file: give --corpus PATH (CORPUS=PATH); for CSFCube, "
+                       "`evalkit data --corpus` downloads abstracts-preds.zip, then no path is needed")
     if settings.protocol == "full" and collection.read_corpus is None:
         raise KitError(f"{collection.name} has no corpus file for the full protocol; use --protocol pool or pooled")
     if settings.index_dtype not in DTYPES:

@@ -89,3 +89,12 @@ def rewrite_manifest(monkeypatch, tmp_path):
         return path
 
     return rewrite
+
+
+@pytest.fixture(autouse=True)
+def hub_reachable(monkeypatch):
+    """The tests run offline: the Hugging Face hub counts as reachable unless a test says otherwise
+    (`evalkit.prerequisites._hub_unreachable`), so each row is judged on what the test sets up."""
+    from evalkit import prerequisites
+
+    monkeypatch.setattr(prerequisites, "_hub_unreachable", lambda: False)

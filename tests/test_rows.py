@@ -4,6 +4,7 @@ server becomes a "not run: <reason>" row; EVALKIT_STRICT=1 stops at the first in
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 import yaml
@@ -97,10 +98,14 @@ def test_the_hybrid_says_why(registry_file, tmp_path, collection):
 
 def test_strict_stops_at_the_first_row_that_cannot_run(registry_file, tmp_path, collection, data, monkeypatch):
     monkeypatch.setenv(params.STRICT_ENV, "1")
-    study = study_of(tmp_path, "bm25,api-prp")
-    assert study.strict
+    # fail early: the parameter check lists what the rows lack, before any model loads
+    with pytest.raises(KitError, match=r"api-prp: no API key .*fix: export EVALKIT_TEST_KEY="):
+        study_of(tmp_path, "bm25,api-prp")
+    monkeypatch.delenv(params.STRICT_ENV)
+    study = replace(study_of(tmp_path, "bm25,api-prp"), strict=True)  # a row failing while the study runs
     with pytest.raises(KitError, match=r"api-prp: no API key .*fix: export EVALKIT_TEST_KEY="):
         tables.relevance_table(study, collection, data)
+    monkeypatch.setenv(params.STRICT_ENV, "1")
     monkeypatch.setenv(params.STRICT_ENV, "maybe")
     with pytest.raises(KitError, match="EVALKIT_STRICT='maybe'"):
         study_of(tmp_path, "bm25")
