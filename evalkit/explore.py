@@ -91,9 +91,11 @@ def check_k(k) -> int:
 
 
 def load(models, profile: str = "offline", protocol: str = "pool", runs_dir: Path = Path("runs"),
-         corpus: str | None = None, measure: str = "nDCG_csfcube@20", seed: str | None = None) -> Explorer:
+         corpus: str | None = None, measure: str = "nDCG_csfcube@20", seed: str | None = None,
+         instructions: str | None = None) -> Explorer:
     """Explorer over every CSFCube query: runs made or reused through `evalkit.runner.ensure_run`
-    (every query, so the collection values are the study's); `seed`, if given, is checked first."""
+    (every query, so the collection values are the study's), under a user's instruction file when
+    `instructions` names one; `seed`, if given, is checked first."""
     from evalkit.datasets import csfcube
     from evalkit.models import registry
     from evalkit.runner import RunSettings, ensure_run
@@ -105,7 +107,7 @@ def load(models, profile: str = "offline", protocol: str = "pool", runs_dir: Pat
     runs, labels = {}, {}
     for model in models:
         labels[model] = registry.spec(model, profile).label
-        settings = RunSettings(model, collection.name, profile, protocol, corpus=corpus)
+        settings = RunSettings(model, collection.name, profile, protocol, corpus=corpus, instructions=instructions)
         runs[model] = ensure_run(settings, collection, Path(runs_dir))
     return Explorer(data, collection, runs, labels, measure)
 
@@ -122,31 +124,34 @@ class Parameters:
     measure: str
     runs_dir: Path
     corpus: str | None
+    instructions: str | None = None  # a user's instruction file; None: the kit's
 
     def describe(self) -> str:
         return (f"seed {self.seed} | models {', '.join(self.models)} | profile {self.profile} | "
-                f"protocol {self.protocol} | k {self.k} | measure {self.measure}")
+                f"protocol {self.protocol} | k {self.k} | measure {self.measure}"
+                + (f" | instructions {self.instructions}" if self.instructions else ""))
 
 
 def check(PROFILE: str, PROTOCOL: str, SEED: str, MODELS: str = "", K=DEFAULT_K,  # noqa: N803
-          DISCOUNT: str = "csfcube", RUNS_DIR: str = "runs", CORPUS: str = "") -> Parameters:
+          DISCOUNT: str = "csfcube", RUNS_DIR: str = "runs", CORPUS: str = "", INSTRUCTIONS: str = "") -> Parameters:
     """Check the explore notebook's parameters (one-line KitError) before any data or model is loaded:
-    PROFILE, PROTOCOL, MODELS, DISCOUNT and CORPUS as the study notebooks (`evalkit.study.params`;
-    empty MODELS: the profile's relevance models), SEED a seed paper id, K a positive integer."""
+    PROFILE, PROTOCOL, MODELS, DISCOUNT, CORPUS and INSTRUCTIONS as the study notebooks
+    (`evalkit.study.params`; empty MODELS: the profile's relevance models), SEED a seed paper id,
+    K a positive integer."""
     from evalkit.study import params
 
     study = params.check("relevance", PROFILE=PROFILE, PROTOCOL=PROTOCOL, MODELS=MODELS, DISCOUNT=DISCOUNT,
-                         RUNS_DIR=RUNS_DIR, CORPUS=CORPUS)
+                         RUNS_DIR=RUNS_DIR, CORPUS=CORPUS, INSTRUCTIONS=INSTRUCTIONS)
     if not str(SEED).strip() or "," in str(SEED):
         raise KitError(f"SEED {SEED!r}: give one seed paper id, e.g. SEED=929877")
     return Parameters(study.profile, study.protocol, str(SEED).strip(), study.models, check_k(K), study.measure,
-                      study.runs_dir, study.corpus)
+                      study.runs_dir, study.corpus, study.instructions)
 
 
 def load_checked(parameters: Parameters) -> Explorer:
     """`load` with checked parameters; the seed is checked against the data."""
     return load(parameters.models, parameters.profile, parameters.protocol, parameters.runs_dir,
-                parameters.corpus, parameters.measure, parameters.seed)
+                parameters.corpus, parameters.measure, parameters.seed, parameters.instructions)
 
 
 # --- views -------------------------------------------------------------------------------------

@@ -114,3 +114,24 @@ def test_check_rejects_bad_parameters_before_loading():
         explore.check(PROFILE="offline", PROTOCOL="pool", SEED="1,2", MODELS="bm25")
     chosen = explore.check(PROFILE="offline", PROTOCOL="pool", SEED=SEED, MODELS="bm25,minilm", K=5)
     assert chosen.models == ("bm25", "minilm") and chosen.k == 5 and chosen.measure == "nDCG_csfcube@20"
+
+
+def test_the_explore_page_takes_your_instruction_file(tmp_path, monkeypatch):
+    """INSTRUCTIONS reaches the explore page's runs (their names and sidecars carry the file) and
+    its file name (the file's hash), as it reaches the sensitivity notebook and the API."""
+    from test_adhoc import readme_instructions
+
+    from evalkit.study import launch
+
+    monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "cache"))
+    path = readme_instructions(tmp_path)
+    chosen = explore.check(PROFILE="offline", PROTOCOL="pool", SEED="929877", MODELS="bm25",
+                           RUNS_DIR=str(tmp_path / "runs"), INSTRUCTIONS=str(path))
+    assert chosen.instructions == str(path) and "instructions" in chosen.describe()
+    explorer = explore.load_checked(chosen)
+    assert set(explorer.runs) == {"bm25"}
+    folders = [p.parent.name for p in (tmp_path / "runs").rglob("run.trec")]
+    assert folders and all("--instructions-" in name for name in folders)
+    given = {"SEED": "929877", "MODELS": "bm25", "K": "10", "PROFILE": "offline", "PROTOCOL": "pool"}
+    named = launch.explore_stem({**given, "INSTRUCTIONS": str(path)})
+    assert named.startswith("explore-929877-bm25-k10-instructions-") and named != launch.explore_stem(given)

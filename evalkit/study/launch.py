@@ -13,6 +13,7 @@ terminal as the kit's one line (a `KitError`'s message), with exit status 2.
 from __future__ import annotations
 
 import ast
+import hashlib
 import os
 import sys
 from pathlib import Path
@@ -66,12 +67,18 @@ def notebook_parameters(notebook: Path, given: dict[str, str]) -> dict[str, obje
 
 def explore_stem(given: dict[str, str]) -> str:
     """An explore page's name, holding every parameter that changes it:
-    explore-SEED-MODEL+MODEL-kK[-DISCOUNT]-PROFILE-PROTOCOL (each part a plain file-name part)."""
+    explore-SEED-MODEL+MODEL-kK[-DISCOUNT][-instructions-HASH]-PROFILE-PROTOCOL (each part a plain
+    file-name part; HASH of the instruction file's bytes)."""
     models = "+".join(path_part(m.strip()) for m in given.get("MODELS", "").split(",") if m.strip())
     discount = given.get("DISCOUNT", "csfcube")
+    instructions = given.get("INSTRUCTIONS", "")
+    if instructions:
+        source = Path(instructions).expanduser()
+        data = source.read_bytes() if source.is_file() else instructions.encode()
+        instructions = f"instructions-{hashlib.sha256(data).hexdigest()[:8]}"
     parts = [path_part(given.get("SEED", "")), models or "default", f"k{path_part(given.get('K', '10'))}",
-             *([path_part(discount)] if discount != "csfcube" else []), path_part(given.get("PROFILE", "offline")),
-             path_part(given.get("PROTOCOL", "pool"))]
+             *([path_part(discount)] if discount != "csfcube" else []), *([instructions] if instructions else []),
+             path_part(given.get("PROFILE", "offline")), path_part(given.get("PROTOCOL", "pool"))]
     return "-".join(["explore", *parts])
 
 
