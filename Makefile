@@ -23,6 +23,8 @@ DISCOUNT ?= csfcube
 SEEDS ?=
 CORPUS ?=
 INSTRUCTIONS ?=
+# relevance: yes adds the release's official measures beside the published CSFCube record
+OFFICIAL ?= no
 OUTPUT_DIR ?= build
 FIGURES_DIR ?= figures
 RUNS_DIR ?= runs
@@ -39,7 +41,7 @@ FORCE ?=
 # STRICT=1 stops at the first row that cannot run instead of a "not run: <reason>" row (EVALKIT_STRICT).
 STRICT ?=
 
-PARAMETERS := PROFILE PROTOCOL MODELS REFERENCE_MODEL DISCOUNT SEEDS CORPUS INSTRUCTIONS OUTPUT_DIR FIGURES_DIR \
+PARAMETERS := PROFILE PROTOCOL MODELS REFERENCE_MODEL DISCOUNT SEEDS CORPUS INSTRUCTIONS OFFICIAL OUTPUT_DIR FIGURES_DIR \
 	RUNS_DIR BEIR FOLLOWIR INSTRUCTIR SEED K
 # Every parameter reaches the notebooks as one literal string through the environment
 # (EVALKIT_PARAM_NAME; $(value ...) keeps a '$' unexpanded), never pasted into a shell line:
@@ -53,7 +55,8 @@ unexport $(PARAMETERS) STRICT
 # given, so a partial study never overwrites the full one and make reruns when one changes.
 # The values go to the tag script as single-quoted shell words ('\'' for a quote).
 quoted_args = $(foreach p,$(1),'$(p)=$(subst ','\'',$(EVALKIT_PARAM_$(p)))')
-TAG_PARAMETERS := PROFILE PROTOCOL SEEDS MODELS REFERENCE_MODEL DISCOUNT INSTRUCTIONS CORPUS BEIR FOLLOWIR INSTRUCTIR
+TAG_PARAMETERS := PROFILE PROTOCOL SEEDS MODELS REFERENCE_MODEL DISCOUNT INSTRUCTIONS CORPUS BEIR FOLLOWIR INSTRUCTIR \
+	OFFICIAL
 TAG := $(shell $(PYTHON) evalkit/study/tag.py $(call quoted_args,$(TAG_PARAMETERS)))
 POOLED_TAG := $(shell $(PYTHON) evalkit/study/tag.py $(call quoted_args,$(filter-out PROTOCOL,$(TAG_PARAMETERS))) \
 	PROTOCOL=pooled)

@@ -27,7 +27,7 @@ TAG = params.build_tag("offline", "pool", SEEDS)
 MODELS = {"relevance": "bm25,minilm,minilm-probe", "instruction_following": "bm25,minilm,minilm-probe",
           "sensitivity": "minilm-probe", "hybrid": "minilm", "promptriever": "minilm"}
 CONTRACT = {"PROFILE", "PROTOCOL", "CORPUS", "MODELS", "REFERENCE_MODEL", "DISCOUNT", "SEEDS", "OUTPUT_DIR",
-            "FIGURES_DIR", "RUNS_DIR", "TAG", "INSTRUCTIONS"}
+            "FIGURES_DIR", "RUNS_DIR", "TAG", "INSTRUCTIONS", "OFFICIAL"}
 STUDY = ("relevance", "instruction_following", "sensitivity", "hybrid", "summary")
 
 

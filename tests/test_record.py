@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 
+import pandas as pd
 import pytest
 
 from evalkit import cli, record
@@ -83,3 +84,29 @@ def test_verify_reports_absent_weights_and_unknown_models(collection, capsys, tm
     assert "SPECTER: not run (cannot load" in out and "DIFFERS" not in out
     assert cli.main(["verify", "--runs-dir", str(tmp_path / "runs"), "--models", "nope"]) == 2
     assert "has no row in the published record" in capsys.readouterr().err
+
+
+def test_the_relevance_notebooks_official_section_sets_the_record_beside_the_kit(collection, tmp_path, monkeypatch):
+    """OFFICIAL=yes: every model's MAP_csfcube and nDCG_csfcube%20 (as `official_figures` of its run),
+    then every published row of the record, each naming its protocol; refused off the pools."""
+    from evalkit.record import load_record, official_figures
+    from evalkit.runner import RunSettings, ensure_run
+    from evalkit.study import params, tables
+
+    monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "cache"))
+    study = params.check("relevance", PROFILE="offline", PROTOCOL="pool", MODELS="bm25", REFERENCE_MODEL="bm25",
+                         RUNS_DIR=str(tmp_path / "runs"), OUTPUT_DIR=str(tmp_path / "build"), OFFICIAL="yes")
+    assert study.official and study.tag.startswith("offline-pool-custom-")
+    tables.official_section(study, collection)
+    table = pd.read_csv(tmp_path / "build" / "tables" / f"relevance-official-{study.tag}.csv")
+    kit = table[table["source"] == "kit"].set_index("measure")
+    expected = official_figures(collection, ensure_run(RunSettings("bm25"), collection, tmp_path / "runs"))
+    for metric, parts in expected.items():
+        shown = kit.loc[metric, ["background", "method", "result", "all"]].tolist()
+        assert shown == pytest.approx(list(parts.values()))
+    published = table[table["role"] == "published"]
+    assert len(published) == len(load_record()) and set(published["protocol"]) <= {"pool", "released"}
+    assert "OFFICIAL=yes" in tables.official_section(params.check("relevance", PROFILE="offline", PROTOCOL="pool",
+                                                                  MODELS="bm25", REFERENCE_MODEL="bm25"), collection)
+    with pytest.raises(KitError, match="OFFICIAL=yes: the official measures are defined on the judged pools"):
+        params.check("relevance", PROFILE="offline", PROTOCOL="pooled", MODELS="bm25", OFFICIAL="yes")

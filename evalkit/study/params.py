@@ -22,6 +22,8 @@ A row whose prerequisites are missing (no key, no server, no GPU) or whose run f
 error becomes "not run: <reason>" in the tables (`evalkit.study.rows`) unless ``EVALKIT_STRICT=1``
 (``make ... STRICT=1``) asks to stop at the first.
 
+- ``OFFICIAL`` (relevance): ``yes`` adds the release's official measures (MAP_csfcube,
+  nDCG_csfcube%20) of every model beside the published CSFCube record, on a pool protocol;
 - ``TAG``: the build tag naming the outputs; empty means computed from the parameters.
 
 Output names carry a tag (`evalkit.study.tag`): PROFILE-PROTOCOL, ``-smoke-HASH`` for smoke
@@ -70,6 +72,7 @@ class Study:
     runs_dir: Path = Path("runs")
     corpus: str | None = None
     instructions: str | None = None  # a user's instruction file; None: the kit's
+    official: bool = False  # the relevance notebook adds the release's official measures
     strict: bool = False  # stop at the first row that cannot run (else it becomes "not run: <reason>")
 
     @property
@@ -150,7 +153,7 @@ def study_models(profile: str, notebook: str, models: str = "") -> tuple[str, ..
 def check(notebook: str, PROFILE: str, PROTOCOL: str, SEEDS: str = "", OUTPUT_DIR: str = "build",  # noqa: N803
           FIGURES_DIR: str = "figures", RUNS_DIR: str = "runs", CORPUS: str = "", MODELS: str | None = None,
           REFERENCE_MODEL: str | None = None, DISCOUNT: str | None = None,
-          INSTRUCTIONS: str | None = None, TAG: str = "") -> Study:
+          INSTRUCTIONS: str | None = None, OFFICIAL: str | None = None, TAG: str = "") -> Study:
     """Check a notebook's parameters (those it declares; None = not declared) and return them."""
     if notebook not in STUDY_LISTS:
         raise KitError(f"unknown study notebook {notebook!r}; choose one of {', '.join(STUDY_LISTS)}")
@@ -158,7 +161,12 @@ def check(notebook: str, PROFILE: str, PROTOCOL: str, SEEDS: str = "", OUTPUT_DI
     if PROTOCOL not in PROTOCOLS:
         raise KitError(f"unknown protocol {PROTOCOL!r}; choose one of {', '.join(PROTOCOLS)}")
     content = {"MODELS": MODELS, "REFERENCE_MODEL": REFERENCE_MODEL, "DISCOUNT": DISCOUNT, "CORPUS": CORPUS,
-               "INSTRUCTIONS": INSTRUCTIONS}  # as given: the tag make computed from the same
+               "INSTRUCTIONS": INSTRUCTIONS, "OFFICIAL": OFFICIAL}  # as given: the tag make computed from the same
+    if OFFICIAL is not None and OFFICIAL not in ("yes", "no"):
+        raise KitError(f"OFFICIAL={OFFICIAL!r}: give yes (add the release's official measures) or no")
+    if OFFICIAL == "yes" and PROTOCOL not in ("pool", "released"):
+        raise KitError(f"OFFICIAL=yes: the official measures are defined on the judged pools; use PROTOCOL pool "
+                       f"or released, not {PROTOCOL}")
     if PROTOCOL == "full" and not CORPUS:
         CORPUS = csfcube_download.resolve(None) or ""  # noqa: N806
         if not CORPUS:
@@ -196,7 +204,7 @@ def check(notebook: str, PROFILE: str, PROTOCOL: str, SEEDS: str = "", OUTPUT_DI
     tag = _tag(TAG, PROFILE, PROTOCOL, SEEDS, **content)
     return Study(PROFILE, PROTOCOL, tag, models, reference, measure, seeds_of(SEEDS), resolve(OUTPUT_DIR),
                  resolve(FIGURES_DIR), resolve(RUNS_DIR), CORPUS or None, instructions,
-                 strict())
+                 OFFICIAL == "yes", strict())
 
 
 def strict() -> bool:

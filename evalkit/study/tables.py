@@ -154,6 +154,49 @@ def relevance_table(study: Study, collection: Collection, data: CSFCube) -> pd.D
     return pd.DataFrame(out + published_rows("relevance"))
 
 
+def official_table(study: Study, collection: Collection) -> pd.DataFrame:
+    """The release's official measures (`MAP_csfcube`, `nDCG_csfcube%20`: x100, the mean of the two
+    test-fold means) of every study model that ran, on a pool protocol, then the published CSFCube
+    record (`evalkit.record`) beside them. The record's rows were reported on the pools as released
+    (the ``released`` protocol; the release's SPECTER sample, without the seed, under ``pool``):
+    each row names its protocol."""
+    from evalkit.evaluation import protocol_collection
+    from evalkit.record import MEASURES, PARTS, load_record, official_figures
+    from evalkit.runner import POOL_PROTOCOLS
+
+    if study.protocol not in POOL_PROTOCOLS:
+        raise KitError(f"the official measures are defined on the judged pools; OFFICIAL=yes needs PROTOCOL "
+                       f"{' or '.join(POOL_PROTOCOLS)}, not {study.protocol}")
+    made, reasons = study_rows.outcomes(study, collection)
+    judged = protocol_collection(collection, study.protocol)
+    out = []
+    for model in study.models:
+        if model in reasons:
+            out += [_not_run_row(study, model, reasons[model], measure=m, protocol=study.protocol) for m in MEASURES]
+            continue
+        for metric, parts in official_figures(judged, made[model]).items():
+            out.append({**_label(study.profile, model), "measure": metric, "protocol": study.protocol, **parts,
+                        study_rows.STATUS: study_rows.RAN})
+    for row in load_record().itertuples():
+        out.append({"model": row.kit_model, "label": f"{row.row} (published)", "role": "published",
+                    "source": row.source, "measure": row.metric, "protocol": row.protocol,
+                    **{part: getattr(row, part) for part in PARTS}, "note": row.note})
+    return pd.DataFrame(out)
+
+
+def official_section(study: Study, collection: Collection):
+    """The relevance notebook's official-measures section: with OFFICIAL=yes, `official_table`
+    saved as ``relevance-official-TAG`` and shown; otherwise a line saying how to ask for it."""
+    from evalkit.study import figures, printed
+
+    if not study.official:
+        return "The release's official measures (MAP_csfcube, nDCG_csfcube%20) beside the published CSFCube " \
+               "record: run with OFFICIAL=yes."
+    table = official_table(study, collection)
+    figures.save_table(table, study.name("relevance-official"), study.tables_dir)
+    return printed.show(table)
+
+
 def instruction_following_table(study: Study, collection: Collection, data: CSFCube) -> pd.DataFrame:
     """p-MRR x100 per facet and aggregated (mean of facet means), and how much a model's ranking
     moves between a seed's two instructions: mean Kendall tau over paired seeds (1 = unchanged)."""

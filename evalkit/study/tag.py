@@ -2,7 +2,7 @@
 
 ``PROFILE-PROTOCOL``; a smoke run (SEEDS) adds ``-smoke-HASH`` of the sorted seed ids; any
 parameter that changes a table's rows (MODELS, REFERENCE_MODEL, a non-default DISCOUNT,
-INSTRUCTIONS, CORPUS, the recipe's BEIR / FOLLOWIR / INSTRUCTIR) adds ``-custom-HASH`` of
+INSTRUCTIONS, CORPUS, the recipe's BEIR / FOLLOWIR / INSTRUCTIR, OFFICIAL=yes) adds ``-custom-HASH`` of
 those values, so a partial model list or another instruction file never overwrites the full
 study's tables. A profile or protocol name that is not a plain path part becomes ``x`` plus
 its hash (the parameter check refuses it later, in one line).
@@ -17,8 +17,9 @@ import hashlib
 import re
 import sys
 
-CONTENT = ("MODELS", "REFERENCE_MODEL", "DISCOUNT", "INSTRUCTIONS", "CORPUS", "BEIR", "FOLLOWIR", "INSTRUCTIR")
-DEFAULTS = {"DISCOUNT": "csfcube"}
+CONTENT = ("MODELS", "REFERENCE_MODEL", "DISCOUNT", "INSTRUCTIONS", "CORPUS", "BEIR", "FOLLOWIR", "INSTRUCTIR",
+           "OFFICIAL")
+DEFAULTS = {"DISCOUNT": "csfcube", "OFFICIAL": "no"}
 _PLAIN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*")
 
 
