@@ -1,5 +1,12 @@
 """A local causal LM through transformers, scoring the next-token probabilities of two labels.
 
+``answer`` chooses how the next token is read: ``labels`` (the default) gives P(first label)
+over the two labels' tokens; ``greedy`` reads it as ielab/llm-rankers' PairwiseLlmRanker does
+for chat models (one greedy token after the answer prefix, decoded, stripped, upper-cased):
+1.0 when it is the first label, 0.0 the second, 0.5 (counted as unparsed) anything else. With
+template ``prp-qin-llmrankers`` (answer prefix " Passage:" after the chat template) this is
+llm-rankers' own comparison.
+
 Messages go through the tokenizer's chat template when it has one (plain text
 otherwise), followed by the template's answer prefix. The tokens of the shared
 prefix are run once per prefix and their KV cache is copied into every batch of
@@ -31,6 +38,8 @@ from evalkit.errors import KitError
 from evalkit.llm.backend import Prompts, Usage
 from evalkit.llm.loading import resolve
 
+ANSWERS = ("labels", "greedy")
+
 
 def _dtype_for(dtype: str | dict[str, str], device: str) -> str:
     """The dtype name to load in: `dtype` itself, or its entry for the device kind."""
@@ -47,12 +56,16 @@ def _dtype_for(dtype: str | dict[str, str], device: str) -> str:
 class TransformersBackend:
     def __init__(self, model: str, gguf_file: str | None = None, revision: str | None = None,
                  batch_size: int = 8, prefix_reuse: bool = True, device: str | None = None,
-                 dtype: str | dict[str, str] = "float32", prefix_cache: int = 64):
+                 dtype: str | dict[str, str] = "float32", prefix_cache: int = 64, answer: str = "labels"):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.device = resolve_device(device)
         dtype = _dtype_for(dtype, self.device)
-        self.numerics = f"{dtype} {device_kind(self.device)}"
+        if answer not in ANSWERS:
+            raise KitError(f"answer={answer!r}: choose one of {', '.join(ANSWERS)}")
+        self.answer = answer
+        # the reading changes the judgments, so it keys them (with dtype and device kind)
+        self.numerics = f"{dtype} {device_kind(self.device)}" + ("" if answer == "labels" else f" {answer}")
         location, hub_revision, self.revision = resolve(model, gguf_file, revision)
         self.model = model + (f"#{gguf_file}" if gguf_file else "")
         self.tokenizer = AutoTokenizer.from_pretrained(location, revision=hub_revision)
@@ -183,6 +196,18 @@ class TransformersBackend:
                            "change them in the template")
         return head, rows, labels
 
+    def _read(self, logits: torch.Tensor, label_ids: torch.Tensor, labels) -> list[float]:
+        """Each row's answer: P(first label) over the two label tokens, or the greedy token read."""
+        if self.answer == "labels":
+            return torch.softmax(logits.gather(1, label_ids), dim=1)[:, 0].tolist()
+        wanted = [str(label).strip().upper() for label in labels]
+        out = []
+        for token in logits.argmax(dim=1).tolist():
+            said = self.tokenizer.decode([token], skip_special_tokens=True).strip().upper()
+            out.append(1.0 if said == wanted[0] else 0.0 if said == wanted[1] else 0.5)
+            self.usage.unparsed += said not in wanted
+        return out
+
     def first_label_probs(self, prompts: Prompts) -> list[float]:
         if not prompts.suffixes:
             return []
@@ -190,9 +215,7 @@ class TransformersBackend:
         probs: list[float] = []
         for start in range(0, len(rows), self.batch_size):
             part = slice(start, start + self.batch_size)
-            logits = self._next_logits(head, rows[part]).cpu()
-            pair = logits.gather(1, labels[part])
-            probs += torch.softmax(pair, dim=1)[:, 0].tolist()
+            probs += self._read(self._next_logits(head, rows[part]).cpu(), labels[part], prompts.labels)
         self.usage.prompts += len(rows)
         self.usage.prompt_tokens += sum(len(head) + len(r) for r in rows)
         return probs
@@ -216,8 +239,8 @@ class TransformersBackend:
                 logits = self._mixed_logits(heads, rows)
             else:
                 logits = self._next_logits([], [h + r for h, r in zip(heads, rows)])
-            pair = logits.cpu().gather(1, torch.stack([labels for _, _, _, labels in part]))
-            for (index, _, _, _), p in zip(part, torch.softmax(pair, dim=1)[:, 0].tolist()):
+            read = self._read(logits.cpu(), torch.stack([labels for _, _, _, labels in part]), groups[0].labels)
+            for (index, _, _, _), p in zip(part, read):
                 out[index].append(p)
         self.usage.prompts += len(flat)
         self.usage.prompt_tokens += sum(len(h) + len(r) for _, h, r, _ in flat)
