@@ -108,7 +108,7 @@ def check_settings(settings: RunSettings, collection: Collection) -> None:
     if settings.depth is not None and settings.depth < 1:
         raise KitError(f"depth {settings.depth} must be a positive integer")
     if settings.protocol == "full" and not settings.corpus:
-        raise KitError("the full protocol needs a corpus file: give --corpus PATH (CORPUS=PATH); for CSFCube, "
+        raise KitError("the full protocol needs --corpus PATH (CORPUS=PATH), a corpus file; for CSFCube, "
                        "`evalkit data --corpus` downloads abstracts-preds.zip, then no path is needed")
     if settings.protocol == "full" and collection.read_corpus is None:
         raise KitError(f"{collection.name} has no corpus file for the full protocol; use --protocol pool or pooled")
