@@ -166,3 +166,25 @@ def test_select_prompt_rules(monkeypatch):
     assert select_prompt(COLLECTION, frames, "nDCG@10", rule="mean").selected_prompts["fold1"] == "p1"
     with pytest.raises(KitError, match="unknown prompt-selection rule"):
         select_prompt(COLLECTION, frames, "nDCG@10", rule="best")
+
+
+def test_csfcube_prompt_selection_uses_the_authors_rule(collection, tmp_path, monkeypatch):
+    """The CSFCube prompt-selection table chooses on each fold's dev half by the recipe's rule
+    (`select_prompt`: dev nDCG rounded to 0.1, then Recall@100, then the lowest md5), not by the
+    plain mean: its Selected column equals select_prompt's on the same runs."""
+    from evalkit.evaluation import per_query
+    from evalkit.promptriever.prompts import TIEBREAK, select_prompt
+    from evalkit.runner import RunSettings, ensure_run
+    from evalkit.study import params, prompt_selection
+
+    monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "cache"))
+    prompts = ["Find the method.", "Be thorough."]
+    study = params.check("promptriever", PROFILE="offline", PROTOCOL="pool", MODELS="bm25", DISCOUNT="csfcube",
+                         RUNS_DIR=str(tmp_path / "runs"))
+    row = prompt_selection.prompt_selection_table(study, collection, prompts).iloc[0]
+    tables = {p: per_query(collection, ensure_run(RunSettings("bm25", prompt=p), collection, tmp_path / "runs"),
+                           [study.measure, TIEBREAK]) for p in [None, *prompts]}
+    expected = select_prompt(collection, tables, study.measure)
+    assert row.Selected == pytest.approx(100 * expected.selected) and row.none == pytest.approx(100 * expected.none)
+    assert {row[f"selected on {fold} dev"] for fold in collection.folds} <= set(prompts)
+    assert [row[f"selected on {fold} dev"] for fold in collection.folds] == list(expected.selected_prompts.values())

@@ -2,8 +2,9 @@
 
 Each generic prompt of `evalkit/config/generic_prompts.yaml` is appended to every query
 text (`RunSettings(prompt=...)`: a real run with its files and sidecar, like any other).
-With the kit's one dev/test selector (`evalkit.selection.cross_validate`, `best_mean`) on
-CSFCube's official folds:
+With the recipe's selection (`evalkit.promptriever.prompts.select_prompt`: the kit's one
+dev/test selector, `evalkit.selection.cross_validate`, with the authors' rule: the dev value
+rounded to 0.1, ties broken by Recall@100, then the lowest md5) on CSFCube's official folds:
 
 - ``none``: no prompt (never a candidate, as in the paper's tables);
 - ``Best``: the oracle, the prompt with the highest test value;
@@ -21,24 +22,19 @@ import pandas as pd
 
 from evalkit.collection import Collection
 from evalkit.evaluation import per_query as evaluate
-from evalkit.evaluation import summarize
 from evalkit.models import registry
-from evalkit.promptriever.prompts import load_prompts
+from evalkit.promptriever.prompts import TIEBREAK, load_prompts, select_prompt
 from evalkit.promptriever.recipe import recipe_table
 from evalkit.runner import ensure_run
-from evalkit.selection import best_mean, cross_validate
 from evalkit.study import figures, rows
 from evalkit.study.params import Study, split
 
 
-def _aggregate(collection: Collection, table: pd.DataFrame, measure: str) -> float:
-    return 100 * summarize(collection, table[[measure, "fold"]])[measure]["all"]
-
-
 def _values(study: Study, collection: Collection, model: str, prompt: str | None) -> pd.DataFrame:
-    """Per-query values of the model's run with `prompt` appended (made once, then reused)."""
+    """Per-query values of the model's run with `prompt` appended (made once, then reused): the
+    relevance measure and the authors' tie-break (`TIEBREAK`)."""
     run = ensure_run(study.settings(model, collection, prompt=prompt), collection, study.runs_dir)
-    return evaluate(collection, run, [study.measure])
+    return evaluate(collection, run, [study.measure, TIEBREAK])
 
 
 def prompt_selection_table(study: Study, collection: Collection, prompts: list[str] | None = None) -> pd.DataFrame:
@@ -58,16 +54,13 @@ def prompt_selection_table(study: Study, collection: Collection, prompts: list[s
 
 def _model_row(study: Study, collection: Collection, model: str, prompts: list[str]) -> dict:
     measure = study.measure
-    tables = {p: _values(study, collection, model, p) for p in prompts}
-    selected, chosen = cross_validate(tables, collection.folds, best_mean(measure))
-    on_test = {p: _aggregate(collection, t, measure) for p, t in tables.items()}
-    best = max(on_test, key=lambda p: (on_test[p], -prompts.index(p)))
+    tables = {p: _values(study, collection, model, p) for p in [None, *prompts]}
+    chosen = select_prompt(collection, tables, measure)
     spec = registry.spec(model, study.profile)
-    none = _aggregate(collection, _values(study, collection, model, None), measure)
     return {"model": model, "label": spec.label, "role": spec.role, "measure": measure,
-            "none": none, "Best": on_test[best],
-            "Selected": _aggregate(collection, selected, measure), "best prompt": best,
-            **{f"selected on {fold} dev": p for fold, p in chosen.items()}, rows.STATUS: rows.RAN}
+            "none": 100 * chosen.none, "Best": 100 * chosen.best, "Selected": 100 * chosen.selected,
+            "best prompt": chosen.best_prompt,
+            **{f"selected on {fold} dev": p for fold, p in chosen.selected_prompts.items()}, rows.STATUS: rows.RAN}
 
 
 def recipe_datasets(study: Study, beir: str, followir: str, instructir: str) -> pd.DataFrame:
