@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from evalkit.cited import read_cited_csv
 from evalkit.errors import KitError
 
 RECORD = Path(__file__).resolve().parent / "config" / "published_csfcube.csv"
@@ -40,12 +41,7 @@ RELEASE_SAMPLE = "release sample (SPECTER rankings)"
 def load_record(path: Path | None = None) -> pd.DataFrame:
     """The published record, one row per (published row, measure); figures as floats (NaN = not published)."""
     path = Path(path) if path else RECORD
-    try:
-        table = pd.read_csv(path, dtype=str, keep_default_na=False)
-    except FileNotFoundError:
-        raise KitError(f"{path}: published record not found; check the path") from None
-    if list(table.columns) != COLUMNS:
-        raise KitError(f"{path}: columns must be {','.join(COLUMNS)}")
+    table = read_cited_csv(path, COLUMNS, "published record")
     for i, row in table.iterrows():
         where = f"{path}:{i + 2}"
         if row["metric"] not in MEASURES:

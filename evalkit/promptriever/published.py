@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from evalkit.cited import read_cited_csv
 from evalkit.errors import KitError
 
 PUBLISHED = Path(__file__).resolve().parents[1] / "config" / "published_promptriever.csv"
@@ -18,12 +19,7 @@ COLUMNS = ["source", "table", "model", "dataset", "metric", "value", "note"]
 def load_published(path: Path | None = None) -> pd.DataFrame:
     """The published figures (x100 as printed), one row each, columns `COLUMNS`."""
     path = Path(path) if path else PUBLISHED
-    try:
-        table = pd.read_csv(path, dtype={c: str for c in COLUMNS if c != "value"}, keep_default_na=False)
-    except FileNotFoundError:
-        raise KitError(f"{path}: published figures not found; check the path") from None
-    if list(table.columns) != COLUMNS:
-        raise KitError(f"{path}: columns must be {','.join(COLUMNS)}")
+    table = read_cited_csv(path, COLUMNS, "published figures")
     values = pd.to_numeric(table["value"], errors="coerce")
     if values.isna().any():
         row = int(values.isna().idxmax()) + 2

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as scistats
 
+from evalkit.cited import read_cited_csv
 from evalkit.collection import Collection
 from evalkit.datasets.csfcube import CSFCube
 from evalkit.errors import KitError
@@ -296,12 +297,7 @@ def sensitivity_table(study: Study, collection: Collection) -> pd.DataFrame:
 def load_published(path: Path | None = None) -> pd.DataFrame:
     """Every row of the paper's Tables 1-3 (x100 as printed), columns `PUBLISHED_COLUMNS`."""
     path = Path(path) if path else PUBLISHED
-    try:
-        table = pd.read_csv(path, dtype=str, keep_default_na=False)
-    except FileNotFoundError:
-        raise KitError(f"{path}: published figures not found; check the path") from None
-    if list(table.columns) != PUBLISHED_COLUMNS:
-        raise KitError(f"{path}: columns must be {','.join(PUBLISHED_COLUMNS)}")
+    table = read_cited_csv(path, PUBLISHED_COLUMNS, "published figures")
     for column in COLUMNS:
         values = pd.to_numeric(table[column], errors="coerce")
         if values.isna().any():
