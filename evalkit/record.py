@@ -62,7 +62,9 @@ def official_figures(collection, run) -> dict[str, dict[str, float]]:
     from evalkit.evaluation import per_query, summarize
 
     summary = summarize(collection, per_query(collection, run, list(MEASURES.values())))
-    return {metric: {part: 100 * summary[kit][part] for part in PARTS} for metric, kit in MEASURES.items()}
+    # a subset of the queries (a smoke run) may lack a facet: its figure is blank
+    return {metric: {part: 100 * summary[kit].get(part, math.nan) for part in PARTS}
+            for metric, kit in MEASURES.items()}
 
 
 def compare(record: pd.DataFrame, row: str, figures: dict[str, dict[str, float]],

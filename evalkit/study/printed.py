@@ -101,17 +101,17 @@ def markdown(table: pd.DataFrame) -> str:
 # --- blocks and parts ----------------------------------------------------------------------------
 
 
-def blocks(table: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
-    """(title, rows) blocks: the kit's rows, then the paper's published rows (`source` other than
-    "kit", or columns named "... (paper) ..."); columns blank throughout a block are dropped and
-    `TITLE_COLUMNS` constant in it go into its title."""
+def blocks(table: pd.DataFrame, published: str = PAPER_TITLE) -> list[tuple[str, pd.DataFrame]]:
+    """(title, rows) blocks: the kit's rows, then the published rows (`source` other than "kit",
+    or columns named "... (paper) ..."), titled `published` (the study paper's by default);
+    columns blank throughout a block are dropped and `TITLE_COLUMNS` constant in it go into its title."""
     if "source" in table.columns:
         kit = table["source"].fillna("kit") == "kit"
-        found = [(KIT_TITLE, table[kit]), (PAPER_TITLE, table[~kit])]
+        found = [(KIT_TITLE, table[kit]), (published, table[~kit])]
     else:
         paper = [c for c in table.columns if "(paper)" in str(c)]
         keys = key_columns(table)
-        found = [(KIT_TITLE, table.drop(columns=paper)), (PAPER_TITLE, table[keys + paper] if paper else table[[]])]
+        found = [(KIT_TITLE, table.drop(columns=paper)), (published, table[keys + paper] if paper else table[[]])]
     out = []
     for title, rows in found:
         if rows.empty or len(rows.columns) == len(key_columns(rows)):
@@ -200,11 +200,12 @@ class Table:
     """A study table for display (notebook and HTML report): its blocks (`blocks`; one untitled block
     with `split=False`), each in parts (`parts`), as static HTML; plain text as a fallback."""
 
-    def __init__(self, table: pd.DataFrame, title: str | None = None, split: bool = True):
-        self.table, self.title, self.split = table, title, split
+    def __init__(self, table: pd.DataFrame, title: str | None = None, split: bool = True,
+                 published: str = PAPER_TITLE):
+        self.table, self.title, self.split, self.published = table, title, split, published
 
     def _blocks(self) -> list[tuple[str, pd.DataFrame]]:
-        return blocks(self.table) if self.split else [("", self.table)]
+        return blocks(self.table, self.published) if self.split else [("", self.table)]
 
     def _repr_html_(self) -> str:
         out = [STYLE]
@@ -223,7 +224,7 @@ class Table:
         return "\n\n".join(f"{title}\n{formatted(rows).to_string(index=False)}" for title, rows in self._blocks())
 
 
-def show(table: pd.DataFrame, title: str | None = None, split: bool = True) -> Table:
+def show(table: pd.DataFrame, title: str | None = None, split: bool = True, published: str = PAPER_TITLE) -> Table:
     """A study table as printed, for the last line of a notebook cell; `split=False` for a table that
-    is not the kit's and the paper's rows (one block)."""
-    return Table(table, title, split)
+    is not the kit's and the published rows (one block); `published` titles the published block."""
+    return Table(table, title, split, published)

@@ -185,6 +185,10 @@ def official_table(study: Study, collection: Collection) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+RECORD_TITLE = ("The published CSFCube record (the CSFCube and Aspire papers, model cards; evalkit/config/"
+                "published_csfcube.csv): on the judged pools, each row's protocol stated")
+
+
 def official_section(study: Study, collection: Collection):
     """The relevance notebook's official-measures section: with OFFICIAL=yes, `official_table`
     saved as ``relevance-official-TAG`` and shown; otherwise a line saying how to ask for it."""
@@ -195,7 +199,7 @@ def official_section(study: Study, collection: Collection):
                "record: run with OFFICIAL=yes."
     table = official_table(study, collection)
     figures.save_table(table, study.name("relevance-official"), study.tables_dir)
-    return printed.show(table)
+    return printed.show(table, published=RECORD_TITLE)
 
 
 def instruction_following_table(study: Study, collection: Collection, data: CSFCube) -> pd.DataFrame:
