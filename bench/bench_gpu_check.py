@@ -15,7 +15,11 @@ One JSON line per check (and, with --out, the list as one JSON file):
    tokenizer, batch size and max length, [CLS] under inference_mode): texts per second of each;
 3. ``faiss``: exact inner-product search of ``--vectors`` random 768-dim vectors for 50
    queries (top 200) on the GPU (faiss's GPU build), against the CPU index: time and whether
-   the ids agree; "skipped" with faiss-cpu.
+   the ids agree; "skipped" with faiss-cpu;
+4. ``search``: the kit's whole-corpus search (`evalkit.retrieval.VectorIndex`) of the same
+   ``--vectors`` for 50 queries (top 200) with its block stage in torch on ``--device``
+   (`torch_hits`, full float32) against the numpy stage on the CPU: time of each and whether
+   every ranking and score is identical (it must be: the shortlist is rescored on the CPU).
 
     .venv/bin/python bench/bench_gpu_check.py [--device cuda] [--texts 20000] [--vectors 800000] [--out FILE]
 
@@ -199,12 +203,46 @@ def faiss_check(device: str, vectors: int, out: list) -> None:
           "gpu_search_s": round(gpu_s, 3), "ids_agree": float((cpu_ids == gpu_ids).mean())}, out)
 
 
+def search_check(device: str, vectors: int, out: list) -> None:
+    import numpy as np
+
+    from evalkit import retrieval
+    from evalkit.collection import Document
+    from evalkit.retrieval import Corpus, VectorIndex
+
+    rng = np.random.default_rng(1)
+    base = rng.standard_normal((vectors, 768), dtype=np.float32)
+    queries = rng.standard_normal((50, 768), dtype=np.float32)
+    corpus = Corpus(f"random-{vectors}", lambda: (Document(f"d{i}", "", "") for i in range(vectors)), vectors,
+                    f"random-{vectors}")
+    index = VectorIndex.open(corpus, lambda docs: base[[int(d.doc_id[1:]) for d in docs]], {"check": "search"})
+    similarity = lambda q, rows: np.einsum("ij,j->i", rows, q)  # noqa: E731  (BiEncoder.similarity)
+    nothing = [None] * len(queries)
+    times, found = {}, {}
+    for stage in ("numpy", device):
+        os.environ["EVALKIT_SEARCH_DEVICE"] = "cpu" if stage == "numpy" else device
+        hits = retrieval.block_hits if stage == "numpy" or device != "cpu" else (
+            lambda _device, *args: retrieval.torch_hits("cpu", *args))
+        original, retrieval.block_hits = retrieval.block_hits, hits
+        try:
+            index.search(queries[:2], 200, nothing[:2], "cosine", similarity)  # warm-up (CUDA context)
+            start = time.perf_counter()
+            found[stage] = index.search(queries, 200, nothing, "cosine", similarity)
+            times[stage] = time.perf_counter() - start
+        finally:
+            retrieval.block_hits = original
+    os.environ.pop("EVALKIT_SEARCH_DEVICE", None)
+    line({"check": "search", "device": device, "vectors": vectors, "queries": len(queries), "k": 200,
+          "numpy_cpu_search_s": round(times["numpy"], 3), "torch_stage_search_s": round(times[device], 3),
+          "identical": found["numpy"] == found[device]}, out)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cuda", help="cuda (default) or cpu (a smoke test of the script)")
     parser.add_argument("--texts", type=int, default=20_000, help="synthetic abstracts for the throughput check")
-    parser.add_argument("--vectors", type=int, default=800_000, help="vectors for the FAISS check")
-    parser.add_argument("--checks", default="encoder,throughput,faiss", help="comma-separated subset")
+    parser.add_argument("--vectors", type=int, default=800_000, help="vectors for the FAISS and search checks")
+    parser.add_argument("--checks", default="encoder,throughput,faiss,search", help="comma-separated subset")
     parser.add_argument("--out", type=Path, help="also write the records as one JSON list")
     args = parser.parse_args()
     import torch
@@ -222,6 +260,8 @@ def main() -> int:
         throughput_check(args.device, args.texts, out)
     if "faiss" in chosen:
         faiss_check(args.device, args.vectors, out)
+    if "search" in chosen:
+        search_check(args.device, args.vectors, out)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(out, indent=1) + "\n")

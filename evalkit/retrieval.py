@@ -13,15 +13,18 @@ ids, then the row count in ``meta.json``), so a killed build resumes after its l
 without encoding anything again; a finished index serves every prompt and variant run (only
 queries are encoded). The file is memory-mapped, so the corpus may exceed memory.
 
-Search is blocked matrix products (numpy; the file read one block of rows at a time, all queries
-of a batch against it) keeping, per query, every row whose score is within a proven float32
-error bound of the running ``k``-th best; that shortlist is then rescored by the model's own
-`similarity` and ranked by the kit's tie rule (`evalkit.runs.ranked`). The bound makes the result
-the exhaustive one, ties at the cut-off included: a row outside the shortlist scores below at
-least ``k`` rows inside it whatever the rounding (`error_bound`). numpy rather than FAISS flat:
-the same speed within noise on these 2 cores (bench/bench_retrieval.py), and it reads a
-memory-mapped or float16 file block by block, which FAISS's flat index (all vectors in memory,
-float32) does not.
+Search is blocked matrix products (the file read one block of rows at a time, all queries of a
+batch against it; numpy on the CPU, torch on a GPU when one is visible or named by
+``EVALKIT_SEARCH_DEVICE``) keeping, per query, every row whose score is within a proven float32
+error bound of the running ``k``-th best; that shortlist is then rescored on the CPU by the
+model's own `similarity` (a function of each row alone, so a document's score is the one an
+exhaustive pass gives it) and ranked by the kit's tie rule (`evalkit.runs.ranked`), the
+queries spread over the cores. The bound makes the result the exhaustive one, ties at the
+cut-off included: a row outside the shortlist scores below at least ``k`` rows inside it
+whatever the rounding (`error_bound`), so the device changes the time, never the ranking.
+Blocked products rather than FAISS flat: it reads a memory-mapped or float16 file block by
+block, which FAISS's flat index (all vectors in memory, float32) does not; bench/bench_retrieval.py
+measures the two.
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ import hashlib
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import ExitStack
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -40,6 +44,7 @@ from threadpoolctl import threadpool_limits
 
 from evalkit import progress
 from evalkit.collection import Document, Query
+from evalkit.devices import device_kind, resolve_device
 from evalkit.errors import KitError
 from evalkit.runs import ranked, write_atomic
 
@@ -113,8 +118,10 @@ class TieRule:
 
     def top(self, rows: np.ndarray, scores: np.ndarray, k: int) -> dict[str, float]:
         """{id: score} of the `k` best of `rows` (scores aligned with them), best first."""
-        best = np.lexsort((self.order[rows], -np.asarray(scores, dtype=np.float64)))[:k]
-        return dict(zip(self.ids[np.asarray(rows)[best]].tolist(), np.asarray(scores)[best].tolist()))
+        rows, scores = np.asarray(rows), np.asarray(scores)
+        by_id = np.argsort(self.order[rows], kind="stable")  # linear time when rows come in id order
+        best = by_id[np.argsort(-scores[by_id], kind="stable")[:k]]
+        return dict(zip(self.ids[rows[best]].tolist(), scores[best].tolist()))
 
 
 def documents_of(corpus: Corpus, ids: set[str]) -> dict[str, Document]:
@@ -184,15 +191,17 @@ class VectorIndex:
                            f"{queries.shape[1]}; delete the folder to rebuild it")
         row_of = {doc: i for i, doc in enumerate(self.ids)} if any(exclude) else {}
         skip = np.array([row_of.get(e, -1) if e else -1 for e in exclude], dtype=np.int64)
+        def rescored(q: np.ndarray, rows: np.ndarray) -> dict[str, float]:
+            return self.tie_rule.top(rows, similarity(q, np.asarray(self.matrix[rows], dtype=np.float32)), k)
+
         out = []
         per_batch = max(1, min(len(queries), SCORE_CELLS // max(1, min(len(self.ids), 1 << 16))))
-        for start in range(0, len(queries), per_batch):
-            part = queries[start:start + per_batch]
-            shortlists = self._shortlists(part, k, skip[start:start + per_batch], metric)
-            with threadpool_limits(1, "blas"):  # one short product per query: threads only add waiting
-                for q, rows in zip(part, shortlists):
-                    exact = similarity(q, np.asarray(self.matrix[rows], dtype=np.float32))
-                    out.append(self.tie_rule.top(rows, exact, k))
+        with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+            for start in range(0, len(queries), per_batch):
+                part = queries[start:start + per_batch]
+                shortlists = self._shortlists(part, k, skip[start:start + per_batch], metric)
+                with threadpool_limits(1, "blas"):  # one short product per query; the queries across threads
+                    out.extend(pool.map(rescored, part, shortlists))
         return out
 
     @cached_property
@@ -205,32 +214,25 @@ class VectorIndex:
         return TieRule(self.ids)
 
     def _shortlists(self, queries: np.ndarray, k: int, skip: np.ndarray, metric: str) -> list[np.ndarray]:
-        """Per query, the rows whose blocked score is within twice `error_bound` of its k-th best."""
+        """Per query, the rows whose blocked score is within twice `error_bound` of its k-th best
+        (each block's products and hits by `block_hits` for the search's device)."""
         n = len(self.ids)
         slack = 2 * error_bound(metric, self.dim, np.linalg.norm(queries.astype(np.float64), axis=1), self.max_norm)
         block = max(1024, SCORE_CELLS // len(queries))
         pool_rows = [np.zeros(0, dtype=np.int64) for _ in queries]
         pool_scores = [np.zeros(0, dtype=np.float32) for _ in queries]
         floor = np.full(len(queries), -np.inf)
+        hits_of = block_hits(search_device(), queries, metric, k, slack)
         for begin in range(0, n, block):
             rows = np.asarray(self.rows[begin:begin + block], dtype=np.float32)
-            scores = queries @ rows.T
-            if metric == "l2":  # -|q - d|^2 + |q|^2: the same order as the negative distance
-                scores = 2 * scores - np.einsum("ij,ij->i", rows, rows, dtype=np.float32)[None]
-            inside = (skip >= begin) & (skip < begin + len(rows))
-            scores[inside, skip[inside] - begin] = -np.inf
-            unset = ~np.isfinite(floor)
-            if unset.any() and len(rows) >= k:  # a first floor from this block's own k-th best
-                kth = np.partition(scores[unset], len(rows) - k, axis=1)[:, len(rows) - k]
-                floor[unset] = kth - slack[unset]
-            hit_q, hit_r = np.nonzero(scores >= floor[:, None])
+            inside = np.flatnonzero((skip >= begin) & (skip < begin + len(rows)))
+            hit_q, hit_r, hit_scores = hits_of(rows, (inside, skip[inside] - begin), floor)
             bounds = np.searchsorted(hit_q, np.arange(len(queries) + 1))
             for i in range(len(queries)):
-                cols = hit_r[bounds[i]:bounds[i + 1]]
-                if not len(cols):
+                if bounds[i] == bounds[i + 1]:
                     continue
-                found = np.concatenate([pool_scores[i], scores[i, cols]])
-                where = np.concatenate([pool_rows[i], cols + begin])
+                found = np.concatenate([pool_scores[i], hit_scores[bounds[i]:bounds[i + 1]]])
+                where = np.concatenate([pool_rows[i], hit_r[bounds[i]:bounds[i + 1]] + begin])
                 keep = np.isfinite(found)
                 found, where = found[keep], where[keep]
                 if len(found) >= k:
@@ -238,7 +240,70 @@ class VectorIndex:
                     keep = found >= floor[i]
                     found, where = found[keep], where[keep]
                 pool_scores[i], pool_rows[i] = found, where
-        return [np.sort(r) for r in pool_rows]
+        return [r[np.argsort(self.tie_rule.order[r])] for r in pool_rows]  # in id order (`TieRule.top`)
+
+
+def block_hits(device: str, queries: np.ndarray, metric: str, k: int, slack: np.ndarray):
+    """``hits(rows, skipped, floor) -> (query, row, score) arrays``: the block's scores at or above
+    each query's `floor`, after setting a still-unset floor from the block's own `k`-th best less
+    `slack`, the `skipped` (query, row) cells left out. numpy on the CPU (torch's CPU top-k is
+    several times slower than numpy's partition), torch on a GPU (`torch_hits`)."""
+    if device_kind(device) != "cpu":
+        return torch_hits(device, queries, metric, k, slack)
+
+    def hits(rows: np.ndarray, skipped: tuple, floor: np.ndarray):
+        scores = queries @ rows.T
+        if metric == "l2":  # -|q - d|^2 + |q|^2: the same order as the negative distance
+            scores = 2 * scores - np.einsum("ij,ij->i", rows, rows, dtype=np.float32)[None]
+        scores[skipped] = -np.inf
+        unset = ~np.isfinite(floor)
+        if unset.any() and len(rows) >= k:
+            floor[unset] = np.partition(scores[unset], len(rows) - k, axis=1)[:, len(rows) - k] - slack[unset]
+        hit_q, hit_r = np.nonzero(scores >= floor[:, None])
+        return hit_q, hit_r, scores[hit_q, hit_r]
+    return hits
+
+
+def torch_hits(device: str, queries: np.ndarray, metric: str, k: int, slack: np.ndarray):
+    """`block_hits` in torch on `device`: products in full float32 (TF32 off, so `error_bound`
+    holds), only the hits leaving the device."""
+    import torch
+
+    on_device = torch.from_numpy(queries).to(device)
+
+    def hits(rows: np.ndarray, skipped: tuple, floor: np.ndarray):
+        with full_float32(torch), torch.inference_mode():
+            block = torch.from_numpy(np.array(rows)).to(device)
+            scores = on_device @ block.T
+            if metric == "l2":
+                scores = 2 * scores - (block * block).sum(dim=1)[None]
+            scores[torch.from_numpy(skipped[0]), torch.from_numpy(skipped[1])] = -torch.inf
+            unset = np.flatnonzero(~np.isfinite(floor))
+            if len(unset) and len(rows) >= k:
+                kth = torch.topk(scores[torch.from_numpy(unset)], k, dim=1, sorted=False).values.min(dim=1).values
+                floor[unset] = kth.double().cpu().numpy() - slack[unset]
+            found = torch.nonzero(scores >= torch.from_numpy(floor).to(device)[:, None])
+            hit_scores = scores[found[:, 0], found[:, 1]]
+            return found[:, 0].cpu().numpy(), found[:, 1].cpu().numpy(), hit_scores.cpu().numpy()
+    return hits
+
+
+def search_device() -> str:
+    """Where a search's blocked products run: ``EVALKIT_SEARCH_DEVICE``, else a visible GPU,
+    else the CPU. The ranking does not depend on it (the shortlist's scores are rescored)."""
+    return resolve_device(os.environ.get("EVALKIT_SEARCH_DEVICE") or None)
+
+
+@contextmanager
+def full_float32(torch):
+    """float32 products in full precision (no TF32), whatever the caller set globally."""
+    matmul = torch.backends.cuda.matmul
+    saved = matmul.allow_tf32
+    matmul.allow_tf32 = False
+    try:
+        yield
+    finally:
+        matmul.allow_tf32 = saved
 
 
 def _build(folder: Path, corpus: Corpus, encode, dtype: str, meta: dict | None) -> None:

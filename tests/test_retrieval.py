@@ -136,6 +136,33 @@ def test_a_small_search_block_still_gives_the_exhaustive_top_k(monkeypatch):
     assert {q: list(s.items()) for q, s in got.items()} == exhaustive(scorer, collection, 30)
 
 
+@pytest.mark.parametrize("kind", ["ties", "gaussian"])
+@pytest.mark.parametrize("metric", ["cosine", "l2"])
+def test_the_gpu_block_stage_run_in_torch_on_the_cpu_gives_the_same_top_k(monkeypatch, kind, metric):
+    """`torch_hits` (the GPU path's products and hit selection) over many blocks, a query's own
+    document excluded: the same rankings and scores as the numpy stage and the exhaustive path."""
+    collection, table = planted(kind, docs=400, seed=6)
+    monkeypatch.setattr(retrieval, "SCORE_CELLS", 12 * 64)
+    scorer = table_scorer(table, metric)
+    queries, corpus = list(collection.queries.values()), Corpus.of_documents(list(collection.documents.values()))
+    exclude = {q.qid: d for q, d in zip(queries, collection.documents)}
+    numpy_stage = scorer.search(queries, corpus, 30, exclude)
+    monkeypatch.setattr(retrieval, "block_hits", lambda device, *args: retrieval.torch_hits("cpu", *args))
+    torch_stage = scorer.search(queries, corpus, 30, exclude)
+    assert torch_stage == numpy_stage
+    assert {q: list(s.items()) for q, s in torch_stage.items()} == exhaustive(scorer, collection, 30, exclude)
+
+
+def test_search_device_follows_the_variable_else_a_visible_gpu(monkeypatch):
+    monkeypatch.setenv("EVALKIT_SEARCH_DEVICE", "cuda:1")
+    assert retrieval.search_device() == "cuda:1"
+    monkeypatch.delenv("EVALKIT_SEARCH_DEVICE")
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert retrieval.search_device() == "cuda"
+
+
 def test_bm25_index_is_kept_on_disk_and_read_back_equal(tmp_path):
     collection = bm25_collection(docs=120)
     corpus = Corpus.of_documents(list(collection.documents.values()))

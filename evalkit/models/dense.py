@@ -72,9 +72,12 @@ class BiEncoder:
         return self.encoder.encode([self.document_string(d) for d in candidates], "documents")
 
     def similarity(self, query_vector: np.ndarray, doc_vectors: np.ndarray) -> np.ndarray:
+        """One score per row, each a function of that row alone: a document scores the same whatever
+        is scored beside it (a pool, a search's shortlist). Hence einsum's fixed-order loop for the
+        dot product, not BLAS, whose matrix-vector kernels round a row by its position."""
         if self.metric == "l2":
             return -np.linalg.norm(doc_vectors.astype(np.float64) - query_vector.astype(np.float64), axis=1)
-        return doc_vectors @ query_vector
+        return np.einsum("ij,j->i", doc_vectors, query_vector)
 
     def document_side(self) -> dict:
         """What makes a document vector (keys the corpus index): the encoder and the template."""
