@@ -191,8 +191,8 @@ class VectorIndex:
                            f"{queries.shape[1]}; delete the folder to rebuild it")
         row_of = {doc: i for i, doc in enumerate(self.ids)} if any(exclude) else {}
         skip = np.array([row_of.get(e, -1) if e else -1 for e in exclude], dtype=np.int64)
-        def rescored(q: np.ndarray, rows: np.ndarray) -> dict[str, float]:
-            return self.tie_rule.top(rows, similarity(q, np.asarray(self.matrix[rows], dtype=np.float32)), k)
+        def rescored(q: np.ndarray, rows: np.ndarray) -> np.ndarray:
+            return similarity(q, np.asarray(self.matrix[rows], dtype=np.float32))
 
         out = []
         per_batch = max(1, min(len(queries), SCORE_CELLS // max(1, min(len(self.ids), 1 << 16))))
@@ -200,8 +200,10 @@ class VectorIndex:
             for start in range(0, len(queries), per_batch):
                 part = queries[start:start + per_batch]
                 shortlists = self._shortlists(part, k, skip[start:start + per_batch], metric)
-                with threadpool_limits(1, "blas"):  # one short product per query; the queries across threads
-                    out.extend(pool.map(rescored, part, shortlists))
+                # the gathers and products (no GIL) across threads, the tie rule here as they come
+                with threadpool_limits(1, "blas"):
+                    for rows, exact in zip(shortlists, pool.map(rescored, part, shortlists)):
+                        out.append(self.tie_rule.top(rows, exact, k))
         return out
 
     @cached_property

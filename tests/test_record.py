@@ -81,7 +81,7 @@ def test_verify_reports_absent_weights_and_unknown_models(collection, capsys, tm
         "models": {"specter": {"family": "paper-cls", "model": str(tmp_path / "absent")}}}}}))
     assert cli.main(["verify", "--runs-dir", str(tmp_path / "runs"), "--models", "specter"]) == 0
     out = capsys.readouterr().out
-    assert "SPECTER: not run (cannot load" in out and "DIFFERS" not in out
+    assert f"SPECTER: not run ({tmp_path / 'absent'}: cannot load the tokenizer" in out and "DIFFERS" not in out
     assert cli.main(["verify", "--runs-dir", str(tmp_path / "runs"), "--models", "nope"]) == 2
     assert "has no row in the published record" in capsys.readouterr().err
 

@@ -43,7 +43,7 @@ def resolved_revision(location: str, revision: str | None) -> str:
     return revision or "main"
 
 
-def load_tokenizer(location: str, revision: str | None, what: str):
+def load_tokenizer(location: str, revision: str | None):
     """The tokenizer alone (cheap: e.g. for the separator token when every vector is cached)."""
     from transformers import AutoTokenizer
 
@@ -51,11 +51,11 @@ def load_tokenizer(location: str, revision: str | None, what: str):
     try:
         return AutoTokenizer.from_pretrained(location, **kwargs)
     except (OSError, ValueError, KeyError, RuntimeError) as exc:
-        raise KitError(f"cannot load {what} tokenizer {location} ({one_line(exc)}); "
+        raise KitError(f"{location}: cannot load the tokenizer ({one_line(exc)}); "
                        "check the hub id, revision or folder") from None
 
 
-def load_bert(location: str, revision: str | None, device: str, what: str):
+def load_bert(location: str, revision: str | None, device: str):
     """(tokenizer, model in eval mode on `device`, float32) from a hub id or a local folder."""
     import torch
     from transformers import AutoModel, AutoTokenizer
@@ -65,7 +65,7 @@ def load_bert(location: str, revision: str | None, device: str, what: str):
         tokenizer = AutoTokenizer.from_pretrained(location, **kwargs)
         model = AutoModel.from_pretrained(location, dtype=torch.float32, **kwargs)
     except (OSError, ValueError, KeyError, RuntimeError) as exc:
-        raise KitError(f"cannot load {what} model {location} ({one_line(exc)}); "
+        raise KitError(f"{location}: cannot load the model ({one_line(exc)}); "
                        "check the hub id, revision or folder") from None
     model.to(device)
     model.eval()
@@ -109,7 +109,7 @@ class LazyBert:
 
     def _build(self):
         """(tokenizer, model); subclasses add to the model (an adapter) or check the tokenizer."""
-        return load_bert(self.location, self.revision, self.device, self.family)
+        return load_bert(self.location, self.revision, self.device)
 
     def _load(self):
         if self._model is None:
@@ -128,7 +128,7 @@ class LazyBert:
     def sep_token(self) -> str:
         """The tokenizer's separator token, without loading the weights."""
         if self._tokenizer is None:
-            self._tokenizer = load_tokenizer(self.location, self.revision, self.family)
+            self._tokenizer = load_tokenizer(self.location, self.revision)
         return self._tokenizer.sep_token
 
 
