@@ -191,6 +191,7 @@ class VectorIndex:
                            f"{queries.shape[1]}; delete the folder to rebuild it")
         row_of = {doc: i for i, doc in enumerate(self.ids)} if any(exclude) else {}
         skip = np.array([row_of.get(e, -1) if e else -1 for e in exclude], dtype=np.int64)
+
         def rescored(q: np.ndarray, rows: np.ndarray) -> np.ndarray:
             return similarity(q, np.asarray(self.matrix[rows], dtype=np.float32))
 

@@ -191,7 +191,7 @@ def test_promptriever_notebook_selects_prompts_with_real_runs(workspace):
     prompt_runs = list((workspace / "runs" / "offline" / "csfcube" / "pool").glob("minilm--prompt-*"))
     assert len(prompt_runs) == len(load_prompts()) and all((p / "sidecar.json").is_file() for p in prompt_runs)
     tables = workspace / "build" / "tables"
-    datasets = pd.read_csv(tables / "promptriever-datasets-offline.csv")
+    datasets = table(workspace, "promptriever-datasets")  # named by the build tag, as every table
     assert datasets.dataset.tolist() == ["scifact-mini"]
     assert (tables / "promptriever-published.csv").is_file()
 

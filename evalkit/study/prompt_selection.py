@@ -70,5 +70,5 @@ def recipe_datasets(study: Study, beir: str, followir: str, instructir: str) -> 
     if not any(sources):
         return pd.DataFrame()
     table = recipe_table(study.profile, list(study.models), *sources, runs_dir=study.runs_dir)
-    figures.save_table(table, f"promptriever-datasets-{study.profile}", study.tables_dir)
+    figures.save_table(table, study.name("promptriever-datasets"), study.tables_dir)  # the tag names BEIR= etc.
     return table
