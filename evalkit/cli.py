@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from evalkit.datasets import DATASET_HELP, load_dataset
-from evalkit.errors import KitError
+from evalkit.errors import KitError, report
 from evalkit.evaluation import AGGREGATIONS, PMRR
 
 CSFCUBE = "csfcube"
@@ -33,8 +33,7 @@ class ArgumentParser(argparse.ArgumentParser):
     """argparse that reports a usage error in the kit's one line (no usage block)."""
 
     def error(self, message: str):  # type: ignore[override]
-        print(f"evalkit: error: {message}", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(report(message))
 
 
 # --- arguments checked before anything is loaded or scored ------------------------------------
@@ -809,25 +808,21 @@ def main(argv: list[str] | None = None) -> int:
     try:
         status = args.func(args)
     except KitError as exc:
-        print(f"evalkit: error: {' '.join(str(exc).splitlines())}", file=sys.stderr)
-        return 2
+        return report(exc)
     except BrokenPipeError:  # output piped into e.g. `head`
         sys.stderr.close()
     except OSError as exc:  # e.g. a disk that fills or a folder that vanishes while writing
         where = f"{exc.filename}: " if exc.filename else ""
-        print(f"evalkit: error: {where}{exc.strerror or exc}", file=sys.stderr)
-        return 2
+        return report(f"{where}{exc.strerror or exc}")
     except RecursionError:  # an input nested deeper than any reader follows
-        print("evalkit: error: an input file is nested too deeply to read; check the files given", file=sys.stderr)
-        return 2
+        return report("an input file is nested too deeply to read; check the files given")
     except Exception as exc:  # sqlite (a cache file read-only, full or damaged) and other storage errors
         import sqlite3
 
         if not isinstance(exc, sqlite3.Error):
             raise
-        print(f"evalkit: error: a cache file failed ({' '.join(str(exc).splitlines())}); free disk space, make "
-              "the cache writable, or delete the damaged file under EVALKIT_CACHE", file=sys.stderr)
-        return 2
+        return report(f"a cache file failed ({' '.join(str(exc).splitlines())}); free disk space, make the "
+                      "cache writable, or delete the damaged file under EVALKIT_CACHE")
     return status or 0
 
 

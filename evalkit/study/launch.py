@@ -18,7 +18,7 @@ import os
 import sys
 from pathlib import Path
 
-from evalkit.errors import KitError
+from evalkit.errors import KitError, report
 from evalkit.progress import announce_notebook
 from evalkit.study.tag import CONTENT, build_tag, path_part
 from evalkit.workspace import resolve
@@ -135,8 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         print(run(argv[0], environment_parameters()))
     except KitError as exc:
-        print(f"evalkit: error: {' '.join(str(exc).splitlines())}", file=sys.stderr)
-        return 2
+        return report(exc)
     return 0
 
 
