@@ -218,12 +218,12 @@ def search_check(device: str, vectors: int, out: list) -> None:
     index = VectorIndex.open(corpus, lambda docs: base[[int(d.doc_id[1:]) for d in docs]], {"check": "search"})
     similarity = lambda q, rows: np.einsum("ij,j->i", rows, q)  # noqa: E731  (BiEncoder.similarity)
     nothing = [None] * len(queries)
+    original = retrieval.block_hits
+    stages = {"numpy": lambda _device, *args: original("cpu", *args),  # each stage's block stage, whatever is visible
+              device: lambda _device, *args: retrieval.torch_hits(device, *args)}
     times, found = {}, {}
-    for stage in ("numpy", device):
-        os.environ["EVALKIT_SEARCH_DEVICE"] = "cpu" if stage == "numpy" else device
-        hits = retrieval.block_hits if stage == "numpy" or device != "cpu" else (
-            lambda _device, *args: retrieval.torch_hits("cpu", *args))
-        original, retrieval.block_hits = retrieval.block_hits, hits
+    for stage, hits in stages.items():
+        retrieval.block_hits = hits
         try:
             index.search(queries[:2], 200, nothing[:2], "cosine", similarity)  # warm-up (CUDA context)
             start = time.perf_counter()
@@ -231,7 +231,6 @@ def search_check(device: str, vectors: int, out: list) -> None:
             times[stage] = time.perf_counter() - start
         finally:
             retrieval.block_hits = original
-    os.environ.pop("EVALKIT_SEARCH_DEVICE", None)
     line({"check": "search", "device": device, "vectors": vectors, "queries": len(queries), "k": 200,
           "numpy_cpu_search_s": round(times["numpy"], 3), "torch_stage_search_s": round(times[device], 3),
           "identical": found["numpy"] == found[device]}, out)
