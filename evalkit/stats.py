@@ -22,7 +22,7 @@ class TTest:
 
 def paired_ttest(a: pd.Series, b: pd.Series) -> TTest:
     """Two-sided paired t-test over the queries both series hold (scipy.stats.ttest_rel)."""
-    both = pd.concat([a, b], axis=1, join="inner").dropna()
+    both = _held_by_both(a, b)
     if len(both) < 2:
         raise KitError("paired t-test needs at least two queries scored by both models")
     a_values, b_values = both.iloc[:, 0].to_numpy(), both.iloc[:, 1].to_numpy()
@@ -51,8 +51,12 @@ def bootstrap_ci(
 def pvalue_or_nan(a: pd.Series, b: pd.Series) -> float:
     """`paired_ttest`'s p-value, NaN where it is undefined (fewer than two queries hold both:
     a study table over a one-query smoke run shows a blank, not an error)."""
-    both = pd.concat([a, b], axis=1, join="inner").dropna()
-    return paired_ttest(a, b).pvalue if len(both) >= 2 else float("nan")
+    return paired_ttest(a, b).pvalue if len(_held_by_both(a, b)) >= 2 else float("nan")
+
+
+def _held_by_both(a: pd.Series, b: pd.Series) -> pd.DataFrame:
+    """The queries both series score, as two columns."""
+    return pd.concat([a, b], axis=1, join="inner").dropna()
 
 
 def interval_or_nan(values: pd.Series, seed: int = 0) -> tuple[float, float]:
