@@ -62,6 +62,13 @@ class Evaluation:
                       self.tests.to_string(index=False, float_format=lambda v: f"{v:.4f}", na_rep="-")]
         return "\n".join(parts + [f"note: {n}" for n in self.notes])
 
+    def to_ranx(self, variant: str = BASE):
+        """This evaluation's stored run of `variant` and its judgments as ``(ranx.Qrels, ranx.Run)``
+        (`evalkit.integrations.ranx.from_evaluation`)."""
+        from evalkit.integrations import ranx  # lazy: ranx (and numba) is a heavy optional library
+
+        return ranx.from_evaluation(self, variant)
+
 
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-.")[:40] or "model"

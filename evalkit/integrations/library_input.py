@@ -1,0 +1,47 @@
+"""What the kit hands another evaluation library, so that its figures are the kit's.
+
+- `judgments(collection, protocol)`: the graded judgments a protocol scores against
+  (`Collection.judged`: under ``pool``, ``pooled`` and ``full`` a query's excluded seed is neither
+  ranked nor judged; under ``released`` nothing is excluded), restricted to the queries given;
+- `ranked_scores(run)`: each query's scores replaced by strictly decreasing ones (n, ..., 1)
+  along the kit's ranking (`evalkit.measures.rank_scores`: score descending, then document id
+  ascending), so a library's own tie rule (trec_eval's and ranx's: document id descending, or
+  input order) never applies. With ``keep_scores=True`` the callers hand the raw scores instead:
+  the figures are then the library's own on tied scores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from evalkit.collection import Collection
+from evalkit.errors import KitError
+from evalkit.evaluation import check_run, protocol_collection
+from evalkit.measures import rank_scores
+from evalkit.runs import Run
+
+PROTOCOLS_JUDGED_AS_POOL = ("pool", "pooled", "full")
+
+
+def judgments(collection: Collection, protocol: str = "pool",
+              queries: Iterable[str] | None = None) -> dict[str, dict[str, int]]:
+    """``{qid: {doc: grade}}`` as `protocol` judges `collection`, for `queries` (default: all judged)."""
+    judged = protocol_collection(collection, protocol).judged
+    chosen = list(judged) if queries is None else [q for q in queries if q in judged]
+    return {qid: {doc: int(grade) for doc, grade in judged[qid].items()} for qid in chosen}
+
+
+def ranked_scores(run: Mapping[str, Mapping[str, float]], keep_scores: bool = False) -> Run:
+    """The run as a library should see it (module docstring)."""
+    if keep_scores:
+        return {qid: {doc: float(s) for doc, s in scores.items()} for qid, scores in run.items()}
+    return rank_scores(run)
+
+
+def checked(run: Run, collection: Collection, protocol: str) -> Run:
+    """`run` after the kit's checks (known queries; under ``pool`` only each query's candidates)."""
+    if not isinstance(run, Mapping):
+        raise KitError(f"run: expected {{qid: {{doc: score}}}}, got {type(run).__name__}; read a run file with "
+                       "evalkit.runs.read_trec")
+    check_run(run, collection, within_candidates=protocol == "pool")
+    return run

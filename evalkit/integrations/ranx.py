@@ -1,0 +1,70 @@
+"""Runs and judgments as ranx objects: `to_ranx(run, collection)` gives ``(ranx.Qrels, ranx.Run)``.
+
+The qrels are the judgments the kit scores against under the protocol
+(`evalkit.integrations.library_input.judgments`), for the queries the run ranks (the kit scores
+a run on the queries it ranks; ranx wants the same query set on both sides); the run carries
+strictly decreasing scores along the kit's ranking, so ranx ranks as the kit does whatever its
+tie rule. `ranx_metric` names the ranx metric that equals a kit measure: binary measures carry
+the collection's relevance level as ranx's ``-lN`` suffix (CSFCube: ``map-l2``, since CSFCube
+counts grade >= 2 as relevant); ``nDCG@k`` is ranx's ``ndcg@k`` (gain = grade, 1/log2(rank + 1),
+ideal from every judged document, as trec_eval). The kit's own measures (``nDCG_csfcube@k``,
+``MAP_csfcube``, p-MRR) have no ranx metric. Tested: ranx's figures equal the kit's
+(tests/test_integrations_runs.py).
+
+`from_evaluation(result, variant)` does the same for a run of `evalkit.evaluate`
+(``result.to_ranx()``).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import ranx
+
+from evalkit.collection import BASE, Collection
+from evalkit.errors import KitError
+from evalkit.integrations.library_input import checked, judgments, ranked_scores
+from evalkit.runs import Run
+
+_RANX = {"nDCG": "ndcg", "AP": "map", "RR": "mrr", "P": "precision", "R": "recall"}
+_BINARY = {"AP", "RR", "P", "R"}
+_NAME = re.compile(r"(nDCG|AP|RR|P|R)(?:@(\d+))?")
+
+
+def ranx_metric(measure: str, relevance_level: int) -> str:
+    """The ranx metric name equal to the kit's `measure` (``nDCG@20`` -> ``ndcg@20``, ``AP`` -> ``map-l2``)."""
+    match = _NAME.fullmatch(measure)
+    if match is None:
+        raise KitError(f"measure {measure!r} has no ranx equivalent; use nDCG@k, AP, RR, P@k or R@k "
+                       "(nDCG_csfcube, MAP_csfcube and p-MRR are the kit's own)")
+    family, k = match.groups()
+    name = _RANX[family] + (f"@{k}" if k else "")
+    return f"{name}-l{relevance_level}" if family in _BINARY else name
+
+
+def to_ranx(run: Run, collection: Collection, protocol: str = "pool", name: str = "run",
+            keep_scores: bool = False) -> tuple[ranx.Qrels, ranx.Run]:
+    """``(ranx.Qrels, ranx.Run)`` of `run` on `collection` under `protocol` (module docstring)."""
+    run = checked(run, collection, protocol)
+    qrels = judgments(collection, protocol, run)
+    if not qrels:
+        raise KitError(f"run: none of its queries is judged in {collection.name}; check the query ids")
+    scores = ranked_scores({qid: run[qid] for qid in qrels}, keep_scores)
+    return ranx.Qrels.from_dict(qrels), ranx.Run.from_dict(scores, name=name)
+
+
+def from_evaluation(result, variant: str = BASE) -> tuple[ranx.Qrels, ranx.Run]:
+    """``(ranx.Qrels, ranx.Run)`` of an `evalkit.api.Evaluation`'s stored run of `variant`, verified
+    against its sidecar (`evalkit.runstore.load_verified`), under the evaluation's protocol."""
+    from evalkit.datasets import load_dataset  # the dataset layer: loaded only when a result is converted
+    from evalkit.runstore import load_verified
+
+    if variant not in result.runs:
+        raise KitError(f"{result.name} has no run of variant {variant!r}; choose one of {', '.join(result.runs)}")
+    collection = load_dataset(result.settings["dataset"])
+    folder = Path(result.runs[variant])
+    run = load_verified(folder, {"dataset": collection.name, "data_sha256": collection.checksum})
+    if run is None:
+        raise KitError(f"{folder}: the stored run is missing or fails its sidecar check; evaluate it again")
+    return to_ranx(run, collection, result.settings["protocol"], name=f"{result.name}--{variant}")
