@@ -15,8 +15,10 @@ WORDS = (
 ).split()
 
 
-def build_sentence_transformer(folder: Path) -> Path:
-    """A 2-layer, 32-dim BERT with mean pooling and normalisation, saved as a sentence-transformers folder."""
+def build_sentence_transformer(folder: Path, max_seq_length: int = 64) -> Path:
+    """A 2-layer, 32-dim BERT with mean pooling and normalisation, saved as a sentence-transformers folder.
+
+    `max_seq_length` above 64 (e.g. 1024) lets it read a whole CSFCube query, instruction included."""
     import torch
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
@@ -34,10 +36,10 @@ def build_sentence_transformer(folder: Path) -> Path:
                                    cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
     hf_dir = folder / "hf"
     config = BertConfig(vocab_size=fast.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=128)
+                        intermediate_size=64, max_position_embeddings=max(128, max_seq_length))
     BertModel(config).save_pretrained(hf_dir)
     fast.save_pretrained(hf_dir)
-    transformer = Transformer(str(hf_dir), max_seq_length=64)
+    transformer = Transformer(str(hf_dir), max_seq_length=max_seq_length)
     pooling = Pooling(transformer.get_embedding_dimension(), pooling_mode="mean")
     model = SentenceTransformer(modules=[transformer, pooling, Normalize()], device="cpu")
     out = folder / "tiny-st"
