@@ -70,7 +70,7 @@ NOTEBOOKS := $(TABLE_NOTEBOOKS) summary promptriever
 EXECUTED := $(foreach n,$(NOTEBOOKS),$(NB)/$(n)-$(TAG).ipynb)
 INSTRUCTION_FILE := $(wildcard $(EVALKIT_PARAM_INSTRUCTIONS))
 
-.PHONY: help install install-mpnet data all test clean clean-runs $(NOTEBOOKS) report pooled explore always
+.PHONY: help install install-mpnet data all test docs clean clean-runs $(NOTEBOOKS) report pooled explore always
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_/.%-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | column -t -s $$'\t'
@@ -170,6 +170,9 @@ all: $(BUILD)/tables/specter-sample.json $(BUILD)/tables/human.json $(BUILD)/rep
 test: $(STAMP) ## lint (ruff) and run the test suite
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q
+
+docs: $(STAMP) ## build the documentation site (docs/, mkdocs.yml) into build/site; warnings fail it (--strict)
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir build/site
 
 clean: ## remove build outputs and generated figures (keeps .venv, runs/ and cache/)
 	rm -rf "$$EVALKIT_PARAM_OUTPUT_DIR" && rm -f "$$EVALKIT_PARAM_FIGURES_DIR"/*.png "$$EVALKIT_PARAM_FIGURES_DIR"/*.svg
