@@ -1,4 +1,4 @@
-"""Per-query measures on plain data, for any collection (definitions: DESIGN section 3).
+"""Per-query measures on plain data, for any collection (definitions: docs/design.md, section 3).
 
 Inputs are plain dicts: qrels ``{qid: {doc: grade}}`` and a run ``{qid: {doc: score}}``
 (higher scores first). ``relevance_level`` is the collection's binary threshold: a document

@@ -66,3 +66,22 @@ def test_marked_blocks_run_as_written(page, tmp_path):
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, cwd=tmp_path,
                           timeout=600)
     assert done.returncode == 0, f"{page.name}:\n{done.stdout}\n{done.stderr[-3000:]}"
+
+
+def test_the_readme_task_list_links_each_task_to_its_page():
+    readme = (ROOT / "README.md").read_text()
+    tasks = readme.split("\n# Tasks\n", 1)[1].split("\n## ", 1)[0]
+    bullets = [line for line in tasks.splitlines() if line.startswith("- ")]
+    assert len(bullets) >= 8
+    nav = (ROOT / "mkdocs.yml").read_text()
+    for bullet in bullets:
+        pages = re.findall(r"\]\((docs/[^)#]+\.md)\)", bullet)
+        assert pages, f"README task without a page: {bullet}"
+        for page in pages:
+            assert (ROOT / page).is_file(), page
+            assert page.removeprefix("docs/") in nav, f"{page} is not in the site's nav"
+
+
+def test_the_readmes_links_into_docs_exist():
+    for target in re.findall(r"\]\((docs/[^)#\s]+)", (ROOT / "README.md").read_text()):
+        assert (ROOT / target).exists(), target
