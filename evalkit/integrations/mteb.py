@@ -32,11 +32,14 @@ kit's ``AP``, ``R@k``, ``P@k``, ``RR``. Tie rule: mteb (pytrec_eval, and its p-M
 without tied scores the figures are equal (tests/test_integrations_mteb.py checks it with a
 tiny local sentence-transformer).
 
-mteb is imported when this module is imported, never by ``import evalkit``.
+Each task's name carries the protocol, the variant and a digest of its content, since mteb keys its
+result cache by task name. mteb is imported when this module is imported, never by ``import evalkit``.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -72,12 +75,26 @@ def _metadata(name: str, kind: str, main_score: str, description: str, revision:
         sample_creation="found", bibtex_citation=CITATION)
 
 
+def content_digest(split_data: dict) -> str:
+    """8 hex digits of everything a task's scores depend on (queries with their instructions,
+    pools, judgments, changed documents, the corpus texts)."""
+    return hashlib.sha256(json.dumps(split_data, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:8]
+
+
 class _CSFCubeTask(AbsTaskRetrieval):
-    """A task whose data is built from a kit `Collection` in memory (nothing is downloaded)."""
+    """A task whose data is built from a kit `Collection` in memory (nothing is downloaded).
+
+    Each instance's name is the class's plus the protocol, the variant and `content_digest`
+    (e.g. ``CSFCubeFacetReranking-pool-base-1a2b3c4d``): mteb keys its result cache by task
+    name, so a result of other settings or other data is never returned for these."""
 
     k_values = (1, 3, 5, 10, 20, 100, 1000)
 
-    def __init__(self, split_data: dict, **kwargs: Any) -> None:
+    def __init__(self, split_data: dict, settings: str, revision: str, **kwargs: Any) -> None:
+        base = type(self).metadata
+        self.metadata = base.model_copy(update={
+            "name": f"{base.name}-{settings}-{content_digest(split_data)}",
+            "dataset": {"path": "evalkit/csfcube", "revision": revision or "local"}})
         super().__init__(**kwargs)
         self._split_data = split_data
 
@@ -149,7 +166,8 @@ def csfcube_tasks(collection: Collection | None = None, *, protocol: str = "pool
     verified release); `protocol`: ``pool`` (default) or ``released``; `variant`: the instruction
     variant (``base``, or one of the collection's variants); `seeds`: only the queries of these
     seed papers (a quick look). The pairs task is left out when the chosen queries hold no
-    instruction pair. See the module docstring for what mteb's scores are in the kit's terms.
+    instruction pair. Each task's name carries the settings and a digest of its content
+    (`_CSFCubeTask`). See the module docstring for what mteb's scores are in the kit's terms.
     """
     if protocol not in PROTOCOLS:
         raise KitError(f"protocol {protocol!r}: the mteb tasks rerank the judged pools; choose one of "
@@ -172,7 +190,8 @@ def csfcube_tasks(collection: Collection | None = None, *, protocol: str = "pool
         "relevant_docs": {q: dict(judged[q]) for q in qids},
         "top_ranked": {q: _pool(collection, q) for q in qids},
     }
-    tasks: list[AbsTaskRetrieval] = [CSFCubeFacetReranking(reranking)]
+    settings, revision = f"{protocol}-{variant}", collection.checksum[:12]
+    tasks: list[AbsTaskRetrieval] = [CSFCubeFacetReranking(reranking, settings, revision)]
     if collection.pairs:
         queries, relevant, top_ranked, changed = [], {}, {}, {}
         for qid, other in collection.pairs.items():
@@ -185,5 +204,5 @@ def csfcube_tasks(collection: Collection | None = None, *, protocol: str = "pool
         pair_docs = sorted({d for pool in top_ranked.values() for d in pool})
         tasks.append(CSFCubeFacetInstructionPairs({
             "corpus": [_document(collection, d) for d in pair_docs], "queries": queries,
-            "relevant_docs": relevant, "top_ranked": top_ranked, "changed": changed}))
+            "relevant_docs": relevant, "top_ranked": top_ranked, "changed": changed}, settings, revision))
     return tasks
