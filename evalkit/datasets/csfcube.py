@@ -299,6 +299,20 @@ def read_official(path: Path, facet: str) -> Run:
     of id order) the scores are -position (1, 2, 3, ... along the list), so every ranking of the
     kit follows the list; when the distances run against the list order, one warning line on
     stderr names the file and how many lists. A seed listed twice is an error."""
+    run, against = _read_official(path, facet)
+    _warn_against(path, against, len(run))
+    return run
+
+
+def _warn_against(where: Path, against: int, lists: int) -> None:
+    if against:
+        print(f"evalkit: warning: {where}: the distances fall along the list in {against} of {lists} "
+              "lists (similarities, best first?); ranked in the order written, as the release's "
+              "ranking_eval.py does, the numbers ignored", file=sys.stderr)
+
+
+def _read_official(path: Path, facet: str) -> tuple[Run, int]:
+    """`read_official`'s run, and how many of its lists have distances that fall somewhere."""
     number = _finite_number(path)
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"), object_pairs_hook=_unique_keys(path),
@@ -329,11 +343,7 @@ def read_official(path: Path, facet: str) -> Run:
         if ranked(run[qid]) != order:
             against += any(a > b for a, b in zip(distances, distances[1:]))
             run[qid] = {doc: -float(position) for position, doc in enumerate(order, start=1)}
-    if against:
-        print(f"evalkit: warning: {path}: the distances fall along the list in {against} of {len(data)} "
-              "lists (similarities, best first?); ranked in the order written, as the release's "
-              "ranking_eval.py does, the numbers ignored", file=sys.stderr)
-    return run
+    return run, against
 
 
 def _finite_number(path: Path):
@@ -372,14 +382,19 @@ def _unique_keys(path: Path):
 
 
 def load_official_run(folder: Path, name: str) -> Run:
-    """A run from a folder of official files ``test-pid2pool-csfcube-NAME-FACET-ranked.json``."""
+    """A run from a folder of official files ``test-pid2pool-csfcube-NAME-FACET-ranked.json``
+    (each read as `read_official`; one warning line for the folder)."""
     run: Run = {}
+    against = 0
     for facet in FACETS:
         path = official_path(folder, name, facet)
         if path.is_file():
-            run.update(read_official(path, facet))
+            part, falling = _read_official(path, facet)
+            run.update(part)
+            against += falling
     if not run:
         raise KitError(f"{folder}: no test-pid2pool-csfcube-{name}-FACET-ranked.json; check --name")
+    _warn_against(official_path(folder, name, "FACET"), against, len(run))  # one line for the folder
     return run
 
 
