@@ -10,7 +10,7 @@ order below k, the disagreement rule) is the same (tests/test_llm_rankers_heapso
 This benchmark runs PRP heapsort over BM25's top ``--depth`` of the 50 CSFCube queries (pool
 protocol, base instructions) with a stand-in judge, the tiny random chat Llama of
 tests/tiny_models.py with its output head tilted towards "A" and "B" along a direction of the
-answer position's hidden state that varies with the text (so both answers occur), under:
+answer position's hidden state that varies with the text (as tests/test_llm_answer_reading.py does), under:
 
 - ``paper``: template prp-qin, answer labels, budgets {instruction 64, seed 1024, candidate 1024};
 - ``paper-128``: the same, seed and candidates cut to 128 tokens (the truncation alone);
@@ -54,7 +54,7 @@ SETTINGS = {
 
 
 def tilted_lm(folder: Path, texts: list[str]) -> Path:
-    """The tiny chat Llama, its head tilted so that "A" and "B" both occur (as in
+    """The tiny chat Llama, its head tilted towards "A" and "B" along a text-dependent direction (as in
     tests/test_llm_answer_reading.py)."""
     import torch
     from tiny_models import build_tiny_lm
