@@ -20,6 +20,7 @@ from pathlib import Path
 from evalkit.datasets import DATASET_HELP, load_dataset
 from evalkit.errors import KitError, report
 from evalkit.evaluation import AGGREGATIONS, PMRR
+from evalkit.measures import PMRR_TIES
 
 CSFCUBE = "csfcube"
 DISCOUNTS = ("csfcube", "trec")
@@ -250,6 +251,8 @@ def _settings(args: argparse.Namespace, collection, names: Sequence[str]) -> dic
     settings = {"dataset": args.dataset, "measures": list(names), "aggregate": aggregate_by}
     if args.measures is None and collection.name == CSFCUBE:
         settings |= {"discount": args.discount or DEFAULT_DISCOUNT, "k": DEFAULT_K if args.k is None else args.k}
+    if getattr(args, "pmrr_ties", None) and PMRR in names:
+        settings["pmrr_ties"] = args.pmrr_ties
     return settings
 
 
@@ -349,7 +352,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         protocols[runs] = args.protocol or recorded or "pool"
         judged = protocol_collection(collection, protocols[runs])
         check_run(run, judged, source=str(runs), within_candidates=protocols[runs] in ("pool", "released"))
-        tables[runs] = per_query(judged, run, _computed(names))
+        tables[runs] = per_query(judged, run, _computed(names), args.pmrr_ties)
     if len(set(protocols.values())) > 1:
         raise KitError(f"the runs were made under different protocols ({', '.join(sorted(set(protocols.values())))}); "
                        "compare runs of one protocol, or give --protocol")
@@ -741,6 +744,9 @@ def build_parser() -> ArgumentParser:
                                "(csfcube: the seed) neither ranked nor judged (default, or the run folder's "
                                "recorded protocol); released: the candidates as released, the seed ranked and judged")
     _add_measure_options(evaluate)
+    evaluate.add_argument("--pmrr-ties", choices=PMRR_TIES, default="kit",
+                          help="p-MRR's order of tied scores: kit (document id ascending, the kit's rule, the "
+                               "default) or mteb (id descending, as mteb's evaluator)")
     evaluate.set_defaults(func=cmd_evaluate)
 
     human = command("human", "CSFCube's Human reference row (annotators ranked against adjudication)")

@@ -57,15 +57,18 @@ def ranking_measures(collection: Collection, names: Sequence[str] | None = None)
     return [n for n in names if n != PMRR and not n.startswith(ROBUSTNESS)]
 
 
-def per_query(collection: Collection, run: Run, names: Sequence[str] | None = None) -> pd.DataFrame:
-    """One row per run query: stratum, fold, each measure (default: the collection's), p-MRR."""
+def per_query(collection: Collection, run: Run, names: Sequence[str] | None = None,
+              pmrr_ties: str = "kit") -> pd.DataFrame:
+    """One row per run query: stratum, fold, each measure (default: the collection's), p-MRR
+    (tied scores ordered by `pmrr_ties`: ``kit`` or ``mteb``, see `evalkit.measures.p_mrr`)."""
     table = measures.per_query(collection.judged, run, ranking_measures(collection, names),
                                collection.relevance_level)
     table.insert(0, "stratum", [collection.strata.get(q, "all") for q in table.index])
     table.insert(1, "fold", [collection.test_fold_of(q) for q in table.index])
     if collection.pairs:
         covered = {a: b for a, b in collection.pairs.items() if a in run and b in run}
-        table[PMRR] = measures.p_mrr(collection.judged, run, covered, collection.relevance_level).reindex(table.index)
+        table[PMRR] = measures.p_mrr(collection.judged, run, covered, collection.relevance_level,
+                                       pmrr_ties).reindex(table.index)
     return table
 
 

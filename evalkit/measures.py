@@ -256,12 +256,29 @@ def _mean_pair_score(changed: Iterable[str], rank_i: Mapping[str, int], rank_oth
     return sum(terms) / len(terms) if terms else math.nan
 
 
-def p_mrr(qrels: Qrels, run: RunScores, pairs: Mapping[str, str], relevance_level: int) -> pd.Series:
+PMRR_TIES = ("kit", "mteb")
+
+
+def ranks_ids_descending(scores: Mapping[str, float]) -> dict[str, int]:
+    """1-based ranks by score descending, then document id descending: mteb's p-MRR order
+    (`get_rank_from_dict` in mteb._evaluators.retrieval_metrics since mteb 2.19.5, as trec_eval)."""
+    by_id = sorted(scores, reverse=True)
+    return {doc: i for i, doc in enumerate(sorted(by_id, key=scores.__getitem__, reverse=True), start=1)}
+
+
+def p_mrr(qrels: Qrels, run: RunScores, pairs: Mapping[str, str], relevance_level: int,
+          ties: str = "kit") -> pd.Series:
     """p-MRR per pair i -> i' (`pairs`), indexed by i (sorted); NaN where no document changed.
 
-    Raises KitError when the run lacks i or i' of a pair: pass only the pairs the run covers.
+    `ties` orders tied scores: ``kit`` (the kit's rule everywhere, document id ascending) or
+    ``mteb`` (id descending, as mteb's evaluator; `ranks_ids_descending`). Without ties the
+    two are equal. Raises KitError when the run lacks i or i' of a pair: pass only the pairs
+    the run covers.
     """
     _check_level(relevance_level)
+    if ties not in PMRR_TIES:
+        raise KitError(f"p-MRR tie order {ties!r} is not one of {', '.join(PMRR_TIES)}; choose one")
+    rank_of = ranks if ties == "kit" else ranks_ids_descending
     rank_maps: dict[str, dict[str, int]] = {}
     values = {}
     for qid, other in pairs.items():
@@ -270,7 +287,7 @@ def p_mrr(qrels: Qrels, run: RunScores, pairs: Mapping[str, str], relevance_leve
                 raise KitError(f"the run lacks query {needed} of the p-MRR pair {qid} -> {other}; rank the "
                                "candidates under both instructions, or pass only the pairs the run covers")
             if needed not in rank_maps:
-                rank_maps[needed] = ranks(run[needed])
+                rank_maps[needed] = rank_of(run[needed])
         changed = changed_documents(qrels.get(qid, {}), qrels.get(other, {}), relevance_level)
         values[qid] = _mean_pair_score(changed, rank_maps[qid], rank_maps[other])
     series = pd.Series(values, dtype=float, name="p-MRR").sort_index()

@@ -84,8 +84,9 @@ def compare(record: pd.DataFrame, row: str, figures: dict[str, dict[str, float]]
 
 
 def ranking_agreement(run, reference) -> tuple[int, int]:
-    """(queries ranked exactly as the reference, queries compared): the kit's tie rule on both,
-    the run's ranking restricted to the documents the reference ranks."""
+    """(queries ranked exactly as the reference, queries compared): each run ranked as the kit
+    ranks it (an official file in the order written, `csfcube.read_official`), the run's
+    ranking restricted to the documents the reference ranks."""
     from evalkit.runs import ranked
 
     shared = sorted(set(run) & set(reference))

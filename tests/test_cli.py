@@ -84,7 +84,7 @@ def test_evaluate_json_gives_the_official_figures(capsys, sample_dir):
     assert summary["p-MRR"] == {p: 0.0 for p in PARTS}
     assert summary["queries"] == {"background": 16, "method": 17, "result": 17, "all": 50}
     assert summary["settings"] == {"dataset": "csfcube", "measures": TABLE, "aggregate": "folds",
-                                   "discount": "csfcube", "k": 20, "protocol": "pool"}
+                                   "discount": "csfcube", "k": 20, "pmrr_ties": "kit", "protocol": "pool"}
 
 
 def test_evaluate_released_protocol_judges_the_seed(cached_data, capsys, sample_dir):
@@ -314,7 +314,7 @@ def _unknown_seed(ctx):
 def _outside_pool(ctx):
     pool = set(ctx["data"].queries["10014168_background"].pool)
     outsider = next(pid for pid in ctx["data"].papers if pid not in pool)
-    _edit_official(ctx["runs"], "background", lambda b: b["10014168"].append([outsider, 0.0]))
+    _edit_official(ctx["runs"], "background", lambda b: b["10014168"].append([outsider, 1e9]))
     return _evaluate(ctx["runs"]), [str(ctx["runs"]), f"document {outsider} for 10014168_background"]
 
 
@@ -624,3 +624,21 @@ def test_report_refuses_a_missing_notebook(capsys, tmp_path):
 def test_models_refuses_an_unknown_profile(capsys):
     assert cli.main(["models", "--profile", "nope"]) == 2
     _assert_one_line_error(capsys.readouterr().err, ["unknown profile 'nope'"])
+
+
+def test_evaluate_pmrr_ties_selects_mteb_order(cached_data, capsys, collection, specter, tmp_path):
+    # ties everywhere (distances in bins of 4) and a facet-dependent shift, so p-MRR reads tied ranks
+    from evalkit import evaluation
+
+    tied = {q: {d: float(round(s / 4)) + (0.0 if q.endswith("_background") or int(d) % 3 else 1.0)
+                for d, s in scores.items()} for q, scores in specter.items()}
+    path = tmp_path / "tied.trec"
+    runs.write_trec(path, tied, "tied")
+    values = {}
+    for ties in ("kit", "mteb"):
+        summary = _json_out(capsys, _evaluate(path, "--measures", "p-MRR", "--pmrr-ties", ties, "--json", name=None))
+        assert summary["settings"]["pmrr_ties"] == ties
+        expected = evaluation.summarize(collection, evaluation.per_query(collection, tied, ["p-MRR"], ties))
+        assert summary["p-MRR"] == pytest.approx(expected["p-MRR"], abs=1e-15)
+        values[ties] = summary["p-MRR"]["all"]
+    assert values["kit"] != pytest.approx(values["mteb"])  # the order matters on this run

@@ -435,6 +435,60 @@ def test_p_mrr_ties_differ_from_mteb_by_design():
     assert measures.p_mrr(ties["qrels"], mteb_order, ties["pairs"], 1)["401-og"] == pytest.approx(MTEB_TIES["401-og"])
 
 
+def _tied_followir_case(rng: random.Random, pairs: int):
+    """Random FollowIR-style runs whose scores take four values (ties everywhere), some
+    documents left out of either run, and random grades."""
+    qrels, run, mapping, changed = {}, {}, {}, {}
+    for n in range(pairs):
+        og, ch = f"{n}-og", f"{n}-changed"
+        docs = [f"d{rng.randint(0, 60)}" for _ in range(rng.randint(3, 25))]
+        docs = list(dict.fromkeys(docs))
+        qrels[og] = {d: rng.choice([0, 0, 1, 2]) for d in docs}
+        qrels[ch] = {d: g if rng.random() < 0.5 else 0 for d, g in qrels[og].items()}
+        for q in (og, ch):
+            run[q] = {d: float(rng.choice([0.1, 0.2, 0.3, 0.4])) for d in docs if rng.random() < 0.9}
+        mapping[og] = ch
+        changed[str(n)] = sorted(measures.changed_documents(qrels[og], qrels[ch], 1))
+    return qrels, run, mapping, changed
+
+
+def test_p_mrr_with_mteb_ties_equals_mteb_on_random_tied_runs():
+    # mteb's own evaluator (mteb._evaluators.retrieval_metrics.calculate_pmrr, mteb 2.x as
+    # installed by the test extra), pair by pair and over all pairs, on 200 random tied cases
+    from mteb._evaluators.retrieval_metrics import calculate_pmrr
+
+    rng = random.Random(4)
+    differ = 0
+    for _ in range(200):
+        qrels, run, mapping, changed = _tied_followir_case(rng, 4)
+        kit = measures.p_mrr(qrels, run, mapping, 1, ties="mteb")
+        default = measures.p_mrr(qrels, run, mapping, 1)
+        scored = {q: c for q, c in changed.items() if c}  # mteb skips pairs without a changed document
+        for q, docs in scored.items():
+            one = calculate_pmrr({f"{q}-og": run[f"{q}-og"]}, {f"{q}-changed": run[f"{q}-changed"]}, {q: docs})
+            assert kit[f"{q}-og"] == pytest.approx(one, rel=1e-12, abs=1e-15)
+            differ += default[f"{q}-og"] != pytest.approx(one, rel=1e-12, abs=1e-15)
+        if scored:
+            originals = {f"{q}-og": run[f"{q}-og"] for q in scored}
+            changes = {f"{q}-changed": run[f"{q}-changed"] for q in scored}
+            assert aggregate.plain_mean(kit) == pytest.approx(calculate_pmrr(originals, changes, scored),
+                                                              rel=1e-12, abs=1e-15)
+    assert differ > 50  # the kit's own tie rule gives other values: the option matters
+
+
+def test_p_mrr_tie_orders_by_hand():
+    # a, b, c all tied: kit ranks a, b, c; mteb c, b, a. Changed document a (relevant under i only);
+    # i ranks a first (kit) / third (mteb), i' ranks it behind x (0.9) then the tie:
+    qrels = {"i": {"a": 1}, "j": {"a": 0}}
+    run = {"i": {"a": 0.5, "b": 0.5, "c": 0.5}, "j": {"x": 0.9, "a": 0.5, "b": 0.5}}
+    # kit: R_i = 1, R_j = 2 -> 1 - 1/2; mteb: R_i = 3, R_j = 3 -> 0
+    assert measures.p_mrr(qrels, run, {"i": "j"}, 1)["i"] == 0.5
+    assert measures.p_mrr(qrels, run, {"i": "j"}, 1, ties="mteb")["i"] == 0.0
+    assert measures.ranks_ids_descending(run["i"]) == {"c": 1, "b": 2, "a": 3}
+    with pytest.raises(KitError, match="tie order 'trec' is not one of kit, mteb"):
+        measures.p_mrr(qrels, run, {"i": "j"}, 1, ties="trec")
+
+
 # --- robustness@k --------------------------------------------------------------------------------
 
 

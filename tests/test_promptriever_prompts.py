@@ -1,5 +1,7 @@
 """Generic prompts, prompt selection on a collection's folds, published figures."""
 
+import random
+
 import pandas as pd
 import pytest
 
@@ -188,3 +190,70 @@ def test_csfcube_prompt_selection_uses_the_authors_rule(collection, tmp_path, mo
     assert row.Selected == pytest.approx(100 * expected.selected) and row.none == pytest.approx(100 * expected.none)
     assert {row[f"selected on {fold} dev"] for fold in collection.folds} <= set(prompts)
     assert [row[f"selected on {fold} dev"] for fold in collection.folds] == list(expected.selected_prompts.values())
+
+
+# --- the authors' get_best_dev_prompt on random dev tables ------------------------------------------------
+
+
+def _authors_get_best_dev_prompt(dev_data: dict):
+    """orionw/promptriever at commit cde6c3a18ae94389e421c8171cc884f7946ed326,
+    scripts/tables/make_prompt_table_from_results.py `get_best_dev_prompt`, re-implemented:
+    dev_data["Prompted"] maps a prompt hash to (ndcg@10, recall@100) as its CSV holds them."""
+    if not len(dev_data) or not dev_data["Prompted"]:
+        return None, None
+    rounded_scores = {k: (f"{v[0]:.1f}", v[1]) for k, v in dev_data["Prompted"].items()}
+    max_ndcg = max(v[0] for v in rounded_scores.values())  # strings: "9.5" > "10.2"
+    best_prompts = {k: v for k, v in rounded_scores.items() if v[0] == max_ndcg and k not in ["none", None]}
+    if len(best_prompts) == 1:
+        return list(best_prompts.keys())[0], max_ndcg
+    max_recall = max(v[1] or 0 for v in best_prompts.values())
+    best_prompts = {k: v for k, v in best_prompts.items() if v[1] == max_recall}
+    if len(best_prompts) == 1:
+        return list(best_prompts.keys())[0], max_ndcg
+    return min(best_prompts.keys()), max_ndcg
+
+
+def _as_the_authors_csv_holds_it(values: list[float]) -> float:
+    """trec_eval's "all" line (the mean, printed %6.4f), then gather_results.py's
+    float(...) * 100, written to and read back from its CSV (str of a float)."""
+    printed = "%6.4f" % (sum(values) / len(values))
+    return float(str(float(printed) * 100))
+
+
+def test_promptriever_rule_equals_the_authors_function_on_random_dev_tables():
+    from evalkit.promptriever.prompts import TIEBREAK, prompt_hash, promptriever_choice
+
+    rng = random.Random(3)
+    choose = promptriever_choice("nDCG@10")
+    prompts = [f"Prompt number {i}." for i in range(6)]
+    hashes = {prompt_hash(p): p for p in prompts}
+    raw_rule_differs = 0
+    for _ in range(800):
+        base = [rng.uniform(0.2, 0.95) for _ in range(8)]  # nDCG values with two digits before the point
+        dev, prompted = {}, {}
+        for p in prompts:
+            ndcg = [min(1.0, max(0.1, b + rng.gauss(0, 0.004))) for b in base]
+            recall = [rng.choice([0.5, 0.75, 1.0]) for _ in base]  # ties at 4 decimals are common
+            dev[p] = pd.DataFrame({"nDCG@10": ndcg, TIEBREAK: recall}, index=[f"q{i}" for i in range(8)])
+            prompted[prompt_hash(p)] = (_as_the_authors_csv_holds_it(ndcg), _as_the_authors_csv_holds_it(recall))
+        authors, _ = _authors_get_best_dev_prompt({"Prompted": prompted})
+        assert choose(dev) == hashes[authors]
+        # the former rule (the unrounded mean x100 to 0.1, recall unrounded) chooses otherwise now and then
+        raw = {p: float(f"{100 * t['nDCG@10'].mean():.1f}") for p, t in dev.items()}
+        tied = [p for p in prompts if raw[p] == max(raw.values())]
+        recall = {p: dev[p][TIEBREAK].mean() for p in tied}
+        former = min((p for p in tied if recall[p] == max(recall.values())), key=prompt_hash)
+        raw_rule_differs += former != hashes[authors]
+    assert raw_rule_differs > 5  # 27 of these 800 tables
+
+
+def test_the_authors_string_comparison_is_the_one_exception():
+    # "9.5" > "10.2" as strings: the authors' script picks the prompt at 9.5; the kit, at 10.2
+    from evalkit.promptriever.prompts import TIEBREAK, prompt_hash, promptriever_choice
+
+    low, high = "Prompt number 0.", "Prompt number 1."
+    dev = {low: pd.DataFrame({"nDCG@10": [0.095], TIEBREAK: [1.0]}, index=["q"]),
+           high: pd.DataFrame({"nDCG@10": [0.102], TIEBREAK: [1.0]}, index=["q"])}
+    prompted = {prompt_hash(p): (_as_the_authors_csv_holds_it(t["nDCG@10"].tolist()), 100.0) for p, t in dev.items()}
+    assert _authors_get_best_dev_prompt({"Prompted": prompted})[0] == prompt_hash(low)
+    assert promptriever_choice("nDCG@10")(dev) == high

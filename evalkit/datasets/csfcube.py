@@ -18,6 +18,7 @@ import json
 import math
 import os
 import re
+import sys
 import tempfile
 import urllib.request
 from dataclasses import dataclass
@@ -288,8 +289,30 @@ def official_path(directory: Path, name: str, facet: str) -> Path:
 
 
 def read_official(path: Path, facet: str) -> Run:
-    """One facet's ranking in the official format ``{seed: [[candidate, distance], ...]}``
-    (smaller distance first); score = -distance. A seed listed twice is an error."""
+    """One facet's ranking in the official format ``{seed: [[candidate, distance], ...]}``,
+    ranked in the order written, as the release's ``eval_scripts/ranking_eval.py`` reads it
+    (it takes ``pid_score[0]`` of each entry in turn and never looks at the number).
+
+    Where the list order is the kit's order of score = -distance (distance ascending, ties by
+    candidate id, as `write_official` writes), the scores are -distance, bit for bit. Otherwise
+    (distances that rise and fall, e.g. Aspire's similarities best first, or tied distances out
+    of id order) the scores are -position (1, 2, 3, ... along the list), so every ranking of the
+    kit follows the list; when the distances run against the list order, one warning line on
+    stderr names the file and how many lists. A seed listed twice is an error."""
+    run, against = _read_official(path, facet)
+    _warn_against(path, against, len(run))
+    return run
+
+
+def _warn_against(where: Path, against: int, lists: int) -> None:
+    if against:
+        print(f"evalkit: warning: {where}: the distances fall along the list in {against} of {lists} "
+              "lists (similarities, best first?); ranked in the order written, as the release's "
+              "ranking_eval.py does, the numbers ignored", file=sys.stderr)
+
+
+def _read_official(path: Path, facet: str) -> tuple[Run, int]:
+    """`read_official`'s run, and how many of its lists have distances that fall somewhere."""
     number = _finite_number(path)
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"), object_pairs_hook=_unique_keys(path),
@@ -304,17 +327,23 @@ def read_official(path: Path, facet: str) -> Run:
     if not isinstance(data, dict):
         raise KitError(f"{path}: top level must be an object {{seed: [[candidate, distance], ...]}}")
     run: Run = {}
+    against = 0  # lists whose distances fall somewhere along the list
     for seed, pairs in data.items():
         qid = f"{seed}_{facet}"
         run[qid] = {}
         if not isinstance(pairs, list):
             raise KitError(f"{path}: seed {seed} must map to a list of [candidate, distance] pairs")
+        distances = []
         for pair in pairs:
             if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str)):
                 raise KitError(f"{path}: seed {seed} has entry {pair!r}; expected [candidate_id, distance]")
-            distance = check_score(path, f"seed {seed} candidate {pair[0]}", pair[1])
-            add_score(run, path, qid, pair[0], -distance)
-    return run
+            distances.append(check_score(path, f"seed {seed} candidate {pair[0]}", pair[1]))
+            add_score(run, path, qid, pair[0], -distances[-1])
+        order = [pair[0] for pair in pairs]
+        if ranked(run[qid]) != order:
+            against += any(a > b for a, b in zip(distances, distances[1:]))
+            run[qid] = {doc: -float(position) for position, doc in enumerate(order, start=1)}
+    return run, against
 
 
 def _finite_number(path: Path):
@@ -353,14 +382,19 @@ def _unique_keys(path: Path):
 
 
 def load_official_run(folder: Path, name: str) -> Run:
-    """A run from a folder of official files ``test-pid2pool-csfcube-NAME-FACET-ranked.json``."""
+    """A run from a folder of official files ``test-pid2pool-csfcube-NAME-FACET-ranked.json``
+    (each read as `read_official`; one warning line for the folder)."""
     run: Run = {}
+    against = 0
     for facet in FACETS:
         path = official_path(folder, name, facet)
         if path.is_file():
-            run.update(read_official(path, facet))
+            part, falling = _read_official(path, facet)
+            run.update(part)
+            against += falling
     if not run:
         raise KitError(f"{folder}: no test-pid2pool-csfcube-{name}-FACET-ranked.json; check --name")
+    _warn_against(official_path(folder, name, "FACET"), against, len(run))  # one line for the folder
     return run
 
 

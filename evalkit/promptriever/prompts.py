@@ -17,12 +17,17 @@ Selection ("none" is never a candidate, as in the paper's tables):
   without dev/test folds, as the paper leaves it blank for datasets without dev/train data.
 
 The dev choice (``rule``): ``promptriever`` (default), as the authors' script
-(orionw/promptriever scripts/tables/make_prompt_table_from_results.py ``get_best_dev_prompt``):
-the dev value x100 rounded to 0.1 (``f"{v:.1f}"``), ties broken by the highest dev
-`TIEBREAK` (Recall@100; missing counts 0), then by the lowest prompt hash (the md5 hex of
-the prompt, as their run scripts name prompts: ``echo -n "$prompt" | md5sum``). The script
-compares the rounded values as strings, which orders e.g. "9.5" above "10.2"; the kit
-compares them as numbers (the same whenever the values have equally many digits).
+(orionw/promptriever at commit cde6c3a1, scripts/tables/make_prompt_table_from_results.py
+``get_best_dev_prompt``) reads the values their pipeline hands it: each dev mean as trec_eval
+prints it (4 decimals, ``%.4f``), read back and x100 (scripts/tables/gather_results.py;
+`trec_eval_value`); nDCG rounded to 0.1 (``f"{v:.1f}"``), ties broken by the highest dev
+`TIEBREAK` (Recall@100 at trec_eval's 4 decimals, x100; missing counts 0), then by the lowest
+prompt hash (the md5 hex of the prompt, as their run scripts name prompts: ``echo -n "$prompt"
+| md5sum``). The script compares the rounded values as strings, which orders e.g. "9.5" above
+"10.2"; the kit compares them as numbers (the same whenever the values have equally many
+digits; the README's departures table lists it). Where no tied prompt has a recall, the
+script filters every prompt out and fails (``min()`` of nothing); the kit keeps them all and
+goes on to the hash.
 ``mean``: the highest unrounded dev mean, the first listed among equals.
 
 Values are the collection's aggregate (`evaluation.summarize`: the fold mean of the test
@@ -105,17 +110,24 @@ def prompt_hash(prompt: str) -> str:
     return hashlib.md5(prompt.encode("utf-8")).hexdigest()
 
 
+def trec_eval_value(mean: float) -> float:
+    """A mean as the authors' tables hold it: trec_eval's print of it (``%.4f``) read back, x100
+    (orionw/promptriever scripts/tables/gather_results.py: ``float(match.group(1)) * 100``)."""
+    return float(f"{mean:.4f}") * 100
+
+
 def promptriever_choice(measure: str, tiebreak: str = TIEBREAK) -> Callable[[dict[str, pd.DataFrame]], str]:
     """A chooser (`evalkit.selection`): the authors' get_best_dev_prompt (module docstring)."""
 
     def choose(dev: dict[str, pd.DataFrame]) -> str:
-        rounded = {p: float(f"{100 * t[measure].mean():.1f}") for p, t in dev.items()}
+        rounded = {p: float(f"{trec_eval_value(t[measure].mean()):.1f}") for p, t in dev.items()}
         if all(math.isnan(v) for v in rounded.values()):
             raise KitError(f"no dev values of {measure} to choose from; check the dev queries")
         top = max(v for v in rounded.values() if not math.isnan(v))
         tied = [p for p, v in rounded.items() if v == top]
         if len(tied) > 1:
-            recall = {p: (dev[p][tiebreak].mean() if tiebreak in dev[p] else math.nan) for p in tied}
+            recall = {p: (trec_eval_value(dev[p][tiebreak].mean()) if tiebreak in dev[p] else math.nan)
+                      for p in tied}
             recall = {p: 0.0 if math.isnan(v) else v for p, v in recall.items()}
             tied = [p for p in tied if recall[p] == max(recall.values())]
         return min(tied, key=prompt_hash)
