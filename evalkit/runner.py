@@ -329,6 +329,16 @@ def ensure_stored(settings: RunSettings, collection: Collection, runs_dir: Path)
     return folder, run
 
 
+def stored_run(settings: RunSettings, collection: Collection, runs_dir: Path) -> Run | None:
+    """The stored complete, verified, matching run of `settings`, else None; nothing is computed
+    (a model whose user code nothing pins is never found, as `ensure_stored` never reuses it)."""
+    check_settings(settings, collection)
+    key = sidecar_key(settings, collection)
+    if key["model_identity"] is None:
+        return None
+    return load_verified(run_folder(runs_dir, settings, collection.name), key)
+
+
 def ensure_folder(settings: RunSettings, collection: Collection, runs_dir: Path) -> Path:
     """The folder of `settings`' run, as `ensure_stored` gives it, for a caller that needs the
     folder only (`evalkit run`): a stored run verified by its sidecar and sha256s is not parsed."""
