@@ -329,23 +329,26 @@ def ensure_stored(settings: RunSettings, collection: Collection, runs_dir: Path)
     return folder, run
 
 
-def stored_run(settings: RunSettings, collection: Collection, runs_dir: Path) -> Run | None:
-    """The stored complete, verified, matching run of `settings`, else None; nothing is computed
-    (a model whose user code nothing pins is never found, as `ensure_stored` never reuses it)."""
+def _reuse_key(settings: RunSettings, collection: Collection, runs_dir: Path) -> tuple[Path, dict | None]:
+    """(the run's folder, the sidecar key a stored run must match to be reused), the key None for a
+    model whose user code nothing pins (its runs are never reused)."""
     check_settings(settings, collection)
     key = sidecar_key(settings, collection)
-    if key["model_identity"] is None:
-        return None
-    return load_verified(run_folder(runs_dir, settings, collection.name), key)
+    return run_folder(runs_dir, settings, collection.name), key if key["model_identity"] is not None else None
+
+
+def stored_run(settings: RunSettings, collection: Collection, runs_dir: Path) -> Run | None:
+    """The stored complete, verified, matching run of `settings` (as `ensure_stored` reuses it),
+    else None; nothing is computed."""
+    folder, key = _reuse_key(settings, collection, runs_dir)
+    return None if key is None else load_verified(folder, key)
 
 
 def ensure_folder(settings: RunSettings, collection: Collection, runs_dir: Path) -> Path:
     """The folder of `settings`' run, as `ensure_stored` gives it, for a caller that needs the
     folder only (`evalkit run`): a stored run verified by its sidecar and sha256s is not parsed."""
-    check_settings(settings, collection)
-    folder = run_folder(runs_dir, settings, collection.name)
-    key = sidecar_key(settings, collection)
-    if key["model_identity"] is not None and is_verified(folder, key):
+    folder, key = _reuse_key(settings, collection, runs_dir)
+    if key is not None and is_verified(folder, key):
         return folder
     return ensure_stored(settings, collection, runs_dir)[0]
 
