@@ -472,7 +472,7 @@ def _model_spec(args: argparse.Namespace) -> str:
 
 def cmd_run(args: argparse.Namespace) -> None:
     from evalkit.models import registry
-    from evalkit.runner import RunSettings, check_settings, ensure_stored
+    from evalkit.runner import RunSettings, check_settings, ensure_folder
     from evalkit.runstore import run_folder
 
     if args.depth is not None and args.depth < 1:
@@ -511,7 +511,7 @@ def cmd_run(args: argparse.Namespace) -> None:
     if args.first_stage:
         registry.spec(args.first_stage, args.profile)
     run_folder(runs_dir, settings, collection.name)  # the run name must round-trip through a TREC file
-    print(ensure_stored(settings, collection, runs_dir)[0])  # a matching stored run is reused, not rewritten
+    print(ensure_folder(settings, collection, runs_dir))  # a matching stored run is reused, not rewritten or parsed
 
 
 # --- models, report, data -------------------------------------------------------------------------

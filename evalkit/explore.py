@@ -25,7 +25,7 @@ from __future__ import annotations
 import html
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pandas as pd
@@ -51,10 +51,11 @@ class Explorer:
     runs: dict[str, Run]
     labels: dict[str, str] = field(default_factory=dict)
     measure: str = "nDCG_csfcube@20"
+    seed_only: tuple[str, ...] = ()  # models whose run covers one seed's queries: no collection values
 
     def __post_init__(self):
         self.tables = {m: per_query(self.collection, run, [self.measure]) for m, run in self.runs.items()}
-        self.summaries = {m: summarize(self.collection, t) for m, t in self.tables.items()}
+        self.summaries = {m: summarize(self.collection, t) for m, t in self.tables.items() if m not in self.seed_only}
 
     @property
     def seeds(self) -> list[str]:
@@ -92,24 +93,38 @@ def check_k(k) -> int:
 
 def load(models, profile: str = "offline", protocol: str = "pool", runs_dir: Path = Path("runs"),
          corpus: str | None = None, measure: str = "nDCG_csfcube@20", seed: str | None = None,
-         instructions: str | None = None) -> Explorer:
-    """Explorer over every CSFCube query: runs made or reused through `evalkit.runner.ensure_run`
-    (every query, so the collection values are the study's), under a user's instruction file when
-    `instructions` names one; `seed`, if given, is checked first."""
+         instructions: str | None = None, every_query: bool = True) -> Explorer:
+    """Explorer over CSFCube: runs made or reused through `evalkit.runner`, under a user's instruction
+    file when `instructions` names one; `seed`, if given, is checked first.
+
+    `every_query` (the picker, which can switch seeds): each model's run over every query, made when
+    not stored, so the collection values are the study's. Otherwise (one seed's static page,
+    `make explore`): a model's stored run over every query (`make relevance` makes them) is reused;
+    a model without one is run on `seed`'s queries only (the folder a ``SEEDS=seed`` smoke run
+    uses), minutes less on a cold cache, and is listed in `Explorer.seed_only`: its per-query
+    values are the full run's (each query is ranked on its own), its collection values are not
+    computed and the page says so."""
     from evalkit.datasets import csfcube
     from evalkit.models import registry
-    from evalkit.runner import RunSettings, ensure_run
+    from evalkit.runner import RunSettings, ensure_run, stored_run
 
     data = csfcube.load()
     if seed is not None:
         check_seed(data, seed)
+    elif not every_query:
+        raise KitError("every_query=False needs the seed whose queries to run; give seed=")
     collection = csfcube.to_collection(data)
-    runs, labels = {}, {}
+    seed_queries = tuple(q.qid for q in collection.queries.values() if q.seed is not None and q.seed.doc_id == seed)
+    runs, labels, seed_only = {}, {}, []
     for model in models:
         labels[model] = registry.spec(model, profile).label
         settings = RunSettings(model, collection.name, profile, protocol, corpus=corpus, instructions=instructions)
-        runs[model] = ensure_run(settings, collection, Path(runs_dir))
-    return Explorer(data, collection, runs, labels, measure)
+        run = None if every_query else stored_run(settings, collection, Path(runs_dir))
+        if run is None and not every_query:
+            run = ensure_run(replace(settings, queries=seed_queries), collection, Path(runs_dir))
+            seed_only.append(model)
+        runs[model] = run if run is not None else ensure_run(settings, collection, Path(runs_dir))
+    return Explorer(data, collection, runs, labels, measure, tuple(seed_only))
 
 
 @dataclass(frozen=True)
@@ -149,9 +164,11 @@ def check(PROFILE: str, PROTOCOL: str, SEED: str, MODELS: str = "", K=DEFAULT_K,
 
 
 def load_checked(parameters: Parameters) -> Explorer:
-    """`load` with checked parameters; the seed is checked against the data."""
+    """`load` with checked parameters; the seed is checked against the data. The static page (not
+    `interactive`) runs only the seed's queries of a model without a stored run over every query."""
     return load(parameters.models, parameters.profile, parameters.protocol, parameters.runs_dir,
-                parameters.corpus, parameters.measure, parameters.seed, parameters.instructions)
+                parameters.corpus, parameters.measure, parameters.seed, parameters.instructions,
+                every_query=interactive())
 
 
 # --- views -------------------------------------------------------------------------------------
@@ -215,10 +232,11 @@ def movement(explorer: Explorer, model: str, qid: str) -> pd.DataFrame:
 
 def query_scores(explorer: Explorer, seed: str) -> pd.DataFrame:
     """Per model and annotated facet: the seed's relevance measure and p-MRR, the facet's collection
-    value and the collection's overall value (the tables' aggregation), x100."""
+    value and the collection's overall value (the tables' aggregation), x100; the collection
+    values of a model run on the seed's queries only (`Explorer.seed_only`) are NaN."""
     rows = []
     for model in explorer.runs:
-        table, summary = explorer.tables[model], explorer.summaries[model]
+        table, summary = explorer.tables[model], explorer.summaries.get(model)  # None: seed only
         for facet in explorer.facets(seed):
             qid = f"{seed}_{facet}"
             row = {"model": explorer.label(model), "facet": facet}
@@ -226,8 +244,8 @@ def query_scores(explorer: Explorer, seed: str) -> pd.DataFrame:
                 if name not in table.columns:
                     continue
                 row[f"{name} (query)"] = 100 * table.loc[qid, name]
-                row[f"{name} (facet)"] = 100 * summary[name].get(facet, math.nan)
-                row[f"{name} (all)"] = 100 * summary[name]["all"]
+                row[f"{name} (facet)"] = math.nan if summary is None else 100 * summary[name].get(facet, math.nan)
+                row[f"{name} (all)"] = math.nan if summary is None else 100 * summary[name]["all"]
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -342,7 +360,12 @@ def render(explorer: Explorer, seed: str, models=None, k: int = DEFAULT_K) -> st
     unknown = [m for m in models if m not in explorer.runs]
     if unknown:
         raise KitError(f"model {unknown[0]} has no run here; choose among {', '.join(explorer.runs)}")
-    parts = [CSS, seed_view(explorer, seed), "<h4>Per-query values beside the collection's (x100)</h4>",
+    missing = [explorer.label(m) for m in models if m in explorer.seed_only]
+    note = ("" if not missing else
+            f"<p><b>collection figures: run <code>make relevance</code> first.</b> {html.escape(', '.join(missing))}: "
+            "no stored run over every query, so this page ran the seed's queries only; their facet and all "
+            "columns are left empty (after <code>make relevance</code>, this page reuses its runs).</p>")
+    parts = [CSS, seed_view(explorer, seed), "<h4>Per-query values beside the collection's (x100)</h4>", note,
              table_html(query_scores(explorer, seed).query("model in @labels", local_dict={
                  "labels": [explorer.label(m) for m in models]}), f"scores-{seed}")]
     for facet in explorer.facets(seed):

@@ -38,7 +38,7 @@ from evalkit.models import adhoc, registry
 from evalkit.models.base import Scorer
 from evalkit.retrieval import DTYPES, Corpus, documents_of, rank_corpus
 from evalkit.runs import Run, ranked
-from evalkit.runstore import load_verified, run_folder, write_run
+from evalkit.runstore import is_verified, load_verified, run_folder, write_run
 
 PROTOCOLS = ("pool", "released", "pooled", "full")
 POOL_PROTOCOLS = ("pool", "released")  # each query's given candidates, no first stage
@@ -327,6 +327,30 @@ def ensure_stored(settings: RunSettings, collection: Collection, runs_dir: Path)
             raise KitError(f"{folder}: the run just written does not read back verified; "
                            "another writer may have replaced it: run again")
     return folder, run
+
+
+def _reuse_key(settings: RunSettings, collection: Collection, runs_dir: Path) -> tuple[Path, dict | None]:
+    """(the run's folder, the sidecar key a stored run must match to be reused), the key None for a
+    model whose user code nothing pins (its runs are never reused)."""
+    check_settings(settings, collection)
+    key = sidecar_key(settings, collection)
+    return run_folder(runs_dir, settings, collection.name), key if key["model_identity"] is not None else None
+
+
+def stored_run(settings: RunSettings, collection: Collection, runs_dir: Path) -> Run | None:
+    """The stored complete, verified, matching run of `settings` (as `ensure_stored` reuses it),
+    else None; nothing is computed."""
+    folder, key = _reuse_key(settings, collection, runs_dir)
+    return None if key is None else load_verified(folder, key)
+
+
+def ensure_folder(settings: RunSettings, collection: Collection, runs_dir: Path) -> Path:
+    """The folder of `settings`' run, as `ensure_stored` gives it, for a caller that needs the
+    folder only (`evalkit run`): a stored run verified by its sidecar and sha256s is not parsed."""
+    folder, key = _reuse_key(settings, collection, runs_dir)
+    if key is not None and is_verified(folder, key):
+        return folder
+    return ensure_stored(settings, collection, runs_dir)[0]
 
 
 def ensure_run(settings: RunSettings, collection: Collection, runs_dir: Path) -> Run:

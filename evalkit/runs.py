@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import numbers
 import os
+import re
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -71,15 +72,55 @@ def read_trec(path: Path) -> Run:
         raise KitError(f"{path}: run file not found; check --runs") from None
 
 
+# One line as the kit writes it (`write_trec`): six fields, one space between them. `^` and `$`
+# (multiline) sit at newlines, and neither `\S` nor the space matches any line break, so a match
+# is always one whole line: a file is in this shape when every line is one match.
+_PLAIN_LINE = re.compile(r"^(\S+) \S+ (\S+) \S+ (\S+) \S+$", re.MULTILINE)
+
+
 def parse_trec(data: bytes, path: Path) -> Run:
-    """The run held by a TREC file's bytes (`path` names it in errors)."""
-    run: Run = {}
+    """The run held by a TREC file's bytes (`path` names it in errors).
+
+    A file in the kit's own shape (every line six single-space-separated fields, no blank
+    lines) is read in one regular-expression pass, about twice as fast as line by line; any
+    other file, and any file with a fault (a non-numeric or non-finite score, a candidate
+    listed twice), goes through the general reader, which accepts any whitespace and blank
+    lines and names the faulty line. Both give the same run for every file the first accepts."""
     try:
-        lines = data.decode("utf-8").splitlines()
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise KitError(f"{path}: not a UTF-8 text file ({exc.reason}); "
                        "write 'qid Q0 doc rank score tag' lines") from None
-    for number, line in enumerate(lines, start=1):
+    run = _parse_plain(text)
+    return run if run is not None else _parse_lines(text, path)
+
+
+def _parse_plain(text: str) -> Run | None:
+    """The run of a file in the kit's own shape whose every score is finite and every
+    candidate listed once; None for any other file (the general reader decides)."""
+    found = _PLAIN_LINE.findall(text)
+    if len(found) != text.count("\n") + (not text.endswith("\n")) or not found:
+        return None  # some line is blank or not six single-space-separated fields
+    run: Run = {}
+    try:
+        for qid, doc, score in found:
+            docs = run.get(qid)
+            if docs is None:
+                docs = run[qid] = {}
+            docs[doc] = float(score)
+    except ValueError:
+        return None
+    if sum(map(len, run.values())) != len(found) or not all(
+            math.isfinite(s) for docs in run.values() for s in docs.values()):
+        return None
+    return run
+
+
+def _parse_lines(text: str, path: Path) -> Run:
+    """The general reader: any whitespace between fields, blank lines skipped, every fault
+    named by its line."""
+    run: Run = {}
+    for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         fields = line.split()

@@ -233,8 +233,11 @@ def read_sidecar(folder: Path) -> dict | None:
     return sidecar if isinstance(sidecar, dict) else None
 
 
-def load_verified(folder: Path, expected: dict) -> Run | None:
-    """The stored run when it is complete and matches `expected` (every key equal), else None.
+def _verified_bytes(folder: Path, expected: dict) -> tuple[Path, dict, dict[str, bytes]] | None:
+    """(the folder read, its sidecar's file list, each listed file's bytes) when the sidecar
+    parses, matches `expected` (every key equal) and every listed file has its recorded sha256;
+    else None. Each file is read once and verified on the bytes read, so a folder swapped by
+    another writer meanwhile gives a mismatch (None), never a mix of two runs or an error.
 
     A folder missing because its writer was killed between the fallback's two renames is read
     from where the previous run was set aside."""
@@ -247,8 +250,6 @@ def load_verified(folder: Path, expected: dict) -> Run | None:
     files = sidecar.get("files")
     if not isinstance(files, dict) or RANKING not in files:
         return None
-    # Each file is read once and verified on the bytes read, so a folder swapped by another
-    # writer meanwhile gives a mismatch (None), never a mix of two runs or an error.
     try:
         contents = {name: (Path(folder) / name).read_bytes() for name in files}
     except OSError:
@@ -256,6 +257,25 @@ def load_verified(folder: Path, expected: dict) -> Run | None:
     for name, recorded in files.items():
         if not isinstance(recorded, dict) or hashlib.sha256(contents[name]).hexdigest() != recorded.get("sha256"):
             return None
+    return folder, files, contents
+
+
+def is_verified(folder: Path, expected: dict) -> bool:
+    """Whether the run's files are as its sidecar records them, without parsing the ranking: the
+    sidecar matches `expected` and every file has its recorded sha256. The sha256 was taken of
+    the file the kit wrote from a checked run, so the match pins the content; for a caller
+    that needs the folder only (`evalkit run`)."""
+    return _verified_bytes(folder, expected) is not None
+
+
+def load_verified(folder: Path, expected: dict) -> Run | None:
+    """The stored run when it is complete and matches `expected` (every key equal), else None:
+    verified by sha256 on the bytes read (`is_verified`), then parsed once, and held to its
+    recorded query count."""
+    found = _verified_bytes(folder, expected)
+    if found is None:
+        return None
+    folder, files, contents = found
     try:
         run = parse_trec(contents[RANKING], Path(folder) / RANKING)
     except KitError:

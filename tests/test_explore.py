@@ -135,3 +135,37 @@ def test_the_explore_page_takes_your_instruction_file(tmp_path, monkeypatch):
     given = {"SEED": "929877", "MODELS": "bm25", "K": "10", "PROFILE": "offline", "PROTOCOL": "pool"}
     named = launch.explore_stem({**given, "INSTRUCTIONS": str(path)})
     assert named.startswith("explore-929877-bm25-k10-instructions-") and named != launch.explore_stem(given)
+
+
+def test_one_seeds_page_reuses_stored_full_runs_and_marks_collection_values_it_lacks(
+        tmp_path, monkeypatch, collection):
+    """The static page (`every_query=False`) runs only the seed's queries of a model without a stored
+    run over every query, leaves its collection columns empty and says `make relevance`; once the
+    full run is stored it is reused, collection values included. The seed's per-query values are
+    the full run's either way."""
+    from evalkit.runner import RunSettings, ensure_run
+
+    monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "cache"))
+    runs_dir = tmp_path / "runs"
+    cold = explore.load(["bm25"], runs_dir=runs_dir, seed=SEED, every_query=False)
+    assert cold.seed_only == ("bm25",) and set(cold.runs["bm25"]) == {f"{SEED}_background", f"{SEED}_method"}
+    assert [p.parent.name for p in runs_dir.rglob("run.trec")] == [next(runs_dir.rglob("run.trec")).parent.name]
+    assert "@subset-" in next(runs_dir.rglob("run.trec")).parent.name  # the full run was not made
+    scores = explore.query_scores(cold, SEED)
+    assert scores.filter(like="(facet)").isna().all().all() and scores.filter(like="(all)").isna().all().all()
+    assert not scores.filter(like="(query)").isna().any().any()
+    page = explore.render(cold, SEED)
+    assert "collection figures: run <code>make relevance</code> first" in page
+
+    full = ensure_run(RunSettings("bm25", collection.name), collection, runs_dir)  # what make relevance stores
+    warm = explore.load(["bm25"], runs_dir=runs_dir, seed=SEED, every_query=False)
+    assert warm.seed_only == () and warm.runs["bm25"] == full
+    summary = summarize(collection, per_query(collection, full, ["nDCG_csfcube@20"]))
+    warm_scores = explore.query_scores(warm, SEED)
+    assert list(warm_scores["nDCG_csfcube@20 (all)"]) == [100 * summary["nDCG_csfcube@20"]["all"]] * 2
+    assert list(warm_scores["p-MRR (facet)"]) == [100 * summary[PMRR][f] for f in ("background", "method")]
+    assert list(warm_scores["nDCG_csfcube@20 (query)"]) == list(scores["nDCG_csfcube@20 (query)"])
+    assert list(warm_scores["p-MRR (query)"]) == list(scores["p-MRR (query)"])
+    assert "make relevance" not in explore.render(warm, SEED)
+    with pytest.raises(KitError, match="needs the seed"):
+        explore.load(["bm25"], runs_dir=runs_dir, every_query=False)

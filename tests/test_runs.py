@@ -90,6 +90,46 @@ def test_trec_round_trip_is_exact(tmp_path):
     assert first[:4] == ["111_background", "Q0", "1115", "1"] and first[5] == "mine"  # 1115 holds 1e300
 
 
+def test_kit_written_trec_files_take_the_one_pass_reader_and_read_as_the_general_one(tmp_path):
+    # the one-pass reader (`_parse_plain`) must accept every file the kit writes (else reused runs
+    # are read line by line, twice as slow) and give exactly the general reader's run, in order
+    rng = random.Random(7)
+    run = {f"q{i}\u00e9": {f"d{rng.randrange(10**6)}/x": rng.choice([rng.uniform(-1e9, 1e9), 0.0, -0.0, 1e-320, 3])
+                           for _ in range(rng.randint(1, 40))} for i in range(60)}
+    runs.write_trec(tmp_path / "kit.trec", run, "tag")
+    text = (tmp_path / "kit.trec").read_text(encoding="utf-8")
+    plain = runs._parse_plain(text)
+    general = runs._parse_lines(text, tmp_path / "kit.trec")
+    assert plain is not None and plain == general == run
+    assert [list(d) for d in plain.values()] == [list(d) for d in general.values()]  # same order
+    assert runs._parse_plain(text.rstrip("\n")) == run  # no final newline
+
+
+@pytest.mark.parametrize("text", [
+    "q Q0 a 1 0.5 t\n\nq Q0 b 2 0.4 t\n",  # a blank line
+    "q\tQ0\ta\t1\t0.5\tt\n",  # tabs
+    "q  Q0 a 1 0.5 t\n",  # two spaces
+    "q Q0 a 1 0.5 t\r\nq Q0 b 2 0.4 t\r\n",  # CRLF
+    "q Q0 a 1 0.5 t\x0bq Q0 b 2 0.4 t\n",  # a line break other than a newline
+    " q Q0 a 1 0.5 t\n",  # leading space
+])
+def test_other_trec_layouts_go_to_the_general_reader(tmp_path, text):
+    assert runs._parse_plain(text) is None
+    assert runs.parse_trec(text.encode(), tmp_path / "x.trec") == runs._parse_lines(text, tmp_path / "x.trec")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("q Q0 a 1 0.5 t\nq Q0 a 2 0.4 t\n", "x.trec: duplicate candidate a for query q"),
+    ("q Q0 a 1 0.5 t\nq Q0 b 2 -inf t\n", "x.trec: line 2 has an infinite score"),
+    ("q Q0 a 1 0.5 t\nq Q0 b 2 NaN t\n", "x.trec: line 2 has a NaN score"),
+    ("q Q0 a 1 0.5 t\nq Q0 b 2 0x1 t\n", "x.trec:2: non-numeric score '0x1'"),
+])
+def test_faults_in_kit_shaped_files_are_named_by_line(tmp_path, text, message):
+    assert runs._parse_plain(text) is None
+    with pytest.raises(KitError, match=message):
+        runs.parse_trec(text.encode(), tmp_path / "x.trec")
+
+
 def test_trec_writes_numpy_scores_as_plain_numbers(tmp_path):
     # numpy 2 reprs are "np.float64(0.5)": written as such, the file could not be read back
     run = {"1_method": {"a": np.float64(0.5), "b": np.float32(0.25)}}

@@ -8,9 +8,9 @@ import stat
 import pytest
 
 from evalkit import runner, runstore
-from evalkit.runner import RunSettings, ensure_run, execute, sidecar_key
+from evalkit.runner import RunSettings, ensure_folder, ensure_run, execute, sidecar_key
 from evalkit.runs import read_trec
-from evalkit.runstore import RANKING, SIDECAR, load_verified, run_folder, write_run
+from evalkit.runstore import RANKING, SIDECAR, is_verified, load_verified, run_folder, write_run
 
 QIDS = ("929877_background", "929877_method")
 
@@ -199,6 +199,30 @@ def test_ensure_run_reuses_a_verified_run_and_recomputes_after_a_registry_change
     sidecar = json.loads((folder / SIDECAR).read_text())
     assert sidecar["model_entry"]["settings"]["k1"] == 0.9 and sidecar["model_settings"]["k1"] == 0.9
     assert ensure_run(settings, collection, runs_dir) == changed and len(executions) == 2
+
+
+def test_ensure_folder_reuses_a_verified_run_unparsed_and_remakes_one_whose_files_differ(
+        collection, settings, tmp_path, monkeypatch, executions):
+    # `evalkit run` needs the folder only: a stored run whose sha256s match is not parsed; one
+    # whose ranking no longer matches its sidecar is refused and made again, as by ensure_run
+    runs_dir = tmp_path / "runs"
+    folder = ensure_folder(settings, collection, runs_dir)
+    text = (folder / RANKING).read_text()
+    assert len(executions) == 1 and is_verified(folder, sidecar_key(settings, collection))
+
+    parsed = []
+    real = runstore.parse_trec
+    monkeypatch.setattr(runstore, "parse_trec", lambda *args: (parsed.append(args[1]), real(*args))[1])
+    assert ensure_folder(settings, collection, runs_dir) == folder
+    assert len(executions) == 1 and parsed == []  # reused, not parsed
+    first, rest = text.split("\n", 1)
+    fields = first.split()
+    fields[4] = repr(float(fields[4]) + 1.0)  # one score edited: a valid file, not the one recorded
+    (folder / RANKING).write_text(" ".join(fields) + "\n" + rest)
+    assert not is_verified(folder, sidecar_key(settings, collection))
+    assert ensure_folder(settings, collection, runs_dir) == folder
+    assert len(executions) == 2 and (folder / RANKING).read_text() == text
+    assert parsed == [folder / RANKING]  # the new run read back verified, once
 
 
 def test_smoke_runs_get_another_folder_than_full_runs(collection, tmp_path):

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-import ot
 
 from evalkit.collection import Document, Query
 from evalkit.embeddings import Encoder
@@ -195,6 +194,8 @@ class MultiVector:
             return float((query @ doc.T).max(axis=1).mean())
         if self.matching == "max":
             return float((query @ doc.T).max())
+        import ot  # lazy: POT pulls in torch and scikit-learn (seconds of start-up); only OT matching needs it
+
         cost = ot.dist(query.astype(np.float64), doc.astype(np.float64), metric="euclidean")
         weights_q = np.full(len(query), 1.0 / len(query))
         weights_d = np.full(len(doc), 1.0 / len(doc))

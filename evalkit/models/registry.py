@@ -30,7 +30,6 @@ from evalkit.collection import Collection
 from evalkit.errors import KitError
 from evalkit.models import adhoc
 from evalkit.models.base import Scorer
-from evalkit.models.bm25 import BM25
 from evalkit.models.dense import BiEncoder, MultiVector
 from evalkit.packages import extract_split_zip, package_file
 
@@ -141,6 +140,8 @@ def _build_multivector(settings: dict, profile: str, collection: Collection) -> 
 
 
 def _build_bm25(settings: dict, profile: str, collection: Collection) -> Scorer:
+    from evalkit.models.bm25 import BM25  # lazy: bm25s loads numba and scipy (start-up cost), needed only to rank
+
     unknown = sorted(set(settings) - set(inspect.signature(BM25).parameters))
     if unknown:
         raise KitError(f"BM25 has no setting {unknown[0]!r}; its settings are "
