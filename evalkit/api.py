@@ -88,15 +88,29 @@ def register_model(model, name: str | None = None, *, revision: str | None = Non
                    empty_instruction_template: str = "{query}", label: str | None = None,
                    role: str | None = None) -> str:
     """Make a Python model object rankable by name in this process (the study notebooks' MODELS,
-    `evaluate`); returns the name. Its identity is `revision`, else the kit's fingerprint."""
-    from evalkit.models import adhoc, registry
-    from evalkit.models.identity import identity_of
-    from evalkit.models.objects import as_scorer
+    `evaluate`); returns the name. Its identity is the kit's fingerprint of everything it
+    reaches, with `revision` beside it; `revision` alone where the fingerprint cannot be known
+    (`evalkit.models.identity`)."""
+    return _register(model, name, revision, profile, query_template, doc_template, empty_instruction_template,
+                     label, role)[0]
 
-    identity = identity_of(model, revision)
+
+def _register(model, name, revision, profile, query_template, doc_template, empty_instruction_template, label,
+              role) -> tuple[str, str | None]:
+    """(name, note): `register_model`, and why the kit could not fingerprint the model (or None)."""
+    from evalkit.models import adhoc, registry
+    from evalkit.models.identity import identity_and_reason
+    from evalkit.models.dense import TEMPLATE_FIELDS, check_template
+    from evalkit.models.objects import as_scorer, prepare_object
+
+    for argument, template in (("query_template", query_template), ("doc_template", doc_template),
+                               ("empty_instruction_template", empty_instruction_template)):
+        check_template(f"{argument}=", template, TEMPLATE_FIELDS[argument])
+    prepare_object(model)
+    identity, why = identity_and_reason(model, revision)
     name = _model_name(model, name, identity)
     if name in registry.model_names(profile):
-        raise KitError(f"name {name!r} is a model of the registry (profile {profile}); give your model another name")
+        raise KitError(f"name={name!r} is a model of the registry (profile {profile}); give your model another name")
     templates = {"query_template": query_template, "doc_template": doc_template,
                  "empty_instruction_template": empty_instruction_template}
     if hasattr(model, "encode") and not hasattr(model, "score"):
@@ -105,10 +119,10 @@ def register_model(model, name: str | None = None, *, revision: str | None = Non
         reads = bool(getattr(model, "reads_instruction", True))
     role = role or (ROLES_READING if reads else "agnostic")
     if role not in registry.ROLES:
-        raise KitError(f"role {role!r}: choose one of {', '.join(registry.ROLES)}")
+        raise KitError(f"role={role!r}: choose one of {', '.join(registry.ROLES)}")
     as_scorer(model, name, identity, templates)  # refuses an object the kit cannot rank, before any work
     adhoc.register(name, model, identity, label or name, role, templates)
-    return name
+    return name, None if why is None else f"{name}: {why}"
 
 
 def _queries(collection: Collection, seeds: Sequence[str] | None, queries: Sequence[str] | None):
@@ -185,11 +199,10 @@ def evaluate(model, dataset: str = "csfcube", *, name: str | None = None, revisi
             raise KitError("name and revision apply to a model object; a model named by a string is a registry "
                            "entry or an st: spec (write st:LOCATION;revision=REV)")
         registry.spec(model, profile)  # a registry name or st: spec: one-line error when unknown
-        model_name = model
+        model_name, unseen = model, None
     else:
-        model_name = register_model(model, name, revision=revision, profile=profile, query_template=query_template,
-                                    doc_template=doc_template, empty_instruction_template=empty_instruction_template,
-                                    label=label, role=role)
+        model_name, unseen = _register(model, name, revision, profile, query_template, doc_template,
+                                       empty_instruction_template, label, role)
     collection = load_dataset(dataset)
     if instructions is not None:
         instructions = str(Path(instructions).expanduser())
@@ -240,6 +253,9 @@ def evaluate(model, dataset: str = "csfcube", *, name: str | None = None, revisi
                                                                                                       profile))}
     if instructions is not None:
         settings["instructions"] = instructions_identity(instructions)
-    if adhoc.registered(model_name) is not None and settings["model_identity"] is None:
-        notes.append(f"{model_name}: no revision and no fingerprint, so its runs are never reused; give revision=")
+    if unseen is not None:
+        notes.append(unseen)
+    elif settings["model_identity"] is None:
+        notes.append(f"{model_name}: nothing pins this model's files (a hub id without a revision), so its runs are "
+                     "made again every time and never reused; give a revision")
     return Evaluation(model_name, collection.name, per_query_table, measures_table, tests, folders, notes, settings)

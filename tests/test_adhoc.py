@@ -105,7 +105,7 @@ def test_a_registry_folder_and_a_user_family_are_keyed_by_their_content(collecti
     monkeypatch.setitem(registry.FAMILIES, "custom", words)
     settings = RunSettings("custom", profile="mine", queries=QUERIES)
     key = sidecar_key(settings, collection)
-    assert key["model_identity"]["family_code"]["qualname"].endswith("words")
+    assert key["model_identity"]["family_code"]["object"].endswith("words")
     monkeypatch.setitem(registry.FAMILIES, "custom", titles)
     assert sidecar_key(settings, collection)["model_identity"] != key["model_identity"]
 
