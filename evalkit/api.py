@@ -40,10 +40,13 @@ ROLES_READING = "instructed"
 @dataclass
 class Evaluation:
     """What `evaluate` returns. `per_query`: one row per variant and query (stratum, fold, each
-    measure); `table`: one row per variant and measure, a column per stratum and ``all`` (the
-    CLI's table, fractions); `tests`: with a reference, one row per variant, measure, stratum
-    and run (`evalkit.compare.COLUMNS`); `runs`: each variant's run-store folder; `notes`:
-    where the fold aggregate is undefined on the evaluated queries."""
+    measure; fractions); `table`: one row per variant and measure, a column per stratum and
+    ``all`` (the CLI's table; fractions, printed x100); `tests`: with a reference, one row per
+    variant, measure, stratum and run (`evalkit.compare.COLUMNS`: ``aggregate`` the fold
+    aggregate, ``delta`` the mean per-query difference its ``t`` and ``p`` test); `runs`: each
+    variant's run-store folder; `notes`: where the fold aggregate is undefined on the evaluated
+    queries, a test has no p-value, or the kit cannot key the model's runs.
+    `compare_table()` gives the runs x measures table (`evalkit.compare_table`)."""
 
     name: str
     dataset: str
@@ -53,14 +56,61 @@ class Evaluation:
     runs: dict[str, Path]
     notes: list[str] = field(default_factory=list)
     settings: dict = field(default_factory=dict)
+    compared: dict = field(default_factory=dict, repr=False)  # variant -> {run: per-query table}, reference first
+    collection: Collection | None = field(default=None, repr=False)
 
     def __str__(self) -> str:
-        parts = [f"{self.name} on {self.dataset}", self.table.to_string(float_format=lambda v: f"{v:.4f}",
-                                                                         na_rep="-")]
+        from evalkit.evaluation import SCALE
+
+        two = lambda v: f"{v:.2f}"  # noqa: E731
+        parts = [f"{self.name} on {self.dataset}, values x{SCALE}",
+                 (SCALE * self.table).to_string(float_format=two, na_rep="-")]
         if self.tests is not None:
-            parts += ["paired two-sided t-tests against the reference:",
-                      self.tests.to_string(index=False, float_format=lambda v: f"{v:.4f}", na_rep="-")]
+            shown = self.tests.assign(aggregate=SCALE * self.tests["aggregate"], delta=SCALE * self.tests["delta"])
+            parts += [f"paired two-sided t-tests against the reference (x{SCALE}: aggregate = the table's value, "
+                      "delta = the mean per-query difference that t tests):",
+                      shown.to_string(index=False, formatters={"aggregate": two, "delta": two, "t": two,
+                                                               "p": lambda v: f"{v:#.3g}",
+                                                               "p_holm": lambda v: f"{v:#.3g}"}, na_rep="-")]
         return "\n".join(parts + [f"note: {n}" for n in self.notes])
+
+    def compare_table(self, *others: Evaluation, variant: str | None = None, measures: Sequence[str] | None = None,
+                      test: str = "t", alpha: float = 0.05, permutations: int | None = None, seed: int | None = None,
+                      format: str | None = None):
+        """The runs x measures table (`evalkit.compare_table.ComparisonTable`; ``format=`` text,
+        markdown or latex gives its text) of the reference, this model and `others` (more
+        `evaluate` results on the same dataset and queries), on `variant` (default: the first)."""
+        from evalkit.compare_table import compare_table
+        from evalkit.stats import PERMUTATION_SEED, PERMUTATIONS
+
+        variants = list(self.runs)
+        variant = variant or variants[0]
+        if variant not in self.runs:
+            raise KitError(f"variant={variant!r}: this result has {', '.join(variants)}")
+        tables = dict(self.compared.get(variant) or {self.name: self.per_query.loc[variant]})
+        for other in others:
+            if not isinstance(other, Evaluation):
+                raise KitError(f"compare_table takes other evaluate results; got a {type(other).__name__}")
+            if other.dataset != self.dataset or variant not in other.runs:
+                raise KitError(f"{other.name}: evaluated on {other.dataset} {', '.join(other.runs)}; compare "
+                               f"results of {self.dataset} variant {variant}")
+            if other.name in tables:
+                raise KitError(f"{other.name} is in the table already; give each run once")
+            tables[other.name] = other.per_query.loc[variant]
+        if len(tables) < 2:
+            raise KitError("compare_table needs two runs: evaluate with reference= or pass other results")
+        names = list(measures or self.settings["measures"])
+        names = [m for m in names if not m.startswith("robustness@")]
+        unknown = next((m for m in names if m not in self.settings["measures"]), None)
+        if unknown is not None:
+            raise KitError(f"measures= {unknown!r} was not evaluated; choose from "
+                           f"{', '.join(self.settings['measures'])}")
+        if test != "fisher" and (permutations is not None or seed is not None):
+            raise KitError("permutations= and seed= set Fisher's randomization test; add test=\"fisher\"")
+        table = compare_table(self.collection, tables, names, self.settings["aggregate"], test, alpha,
+                              PERMUTATIONS if permutations is None else permutations,
+                              PERMUTATION_SEED if seed is None else seed)
+        return table if format is None else table.format(format)
 
 
 def _slug(text: str) -> str:
@@ -76,7 +126,7 @@ def _model_name(model, name: str | None, identity: dict | None) -> str:
         from evalkit.models.adhoc import is_st
 
         if is_st(name):
-            raise KitError(f"name {name!r}: st: names a sentence-transformers location; give the object another name")
+            raise KitError(f"name={name!r}: st: names a sentence-transformers location; give the object another name")
         return check_run_name(name)
     base = getattr(model, "__name__", None) or type(model).__name__
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:8] if identity else "anon"
@@ -99,8 +149,8 @@ def _register(model, name, revision, profile, query_template, doc_template, empt
               role) -> tuple[str, str | None]:
     """(name, note): `register_model`, and why the kit could not fingerprint the model (or None)."""
     from evalkit.models import adhoc, registry
-    from evalkit.models.identity import identity_and_reason
     from evalkit.models.dense import TEMPLATE_FIELDS, check_template
+    from evalkit.models.identity import identity_and_reason
     from evalkit.models.objects import as_scorer, prepare_object
 
     for argument, template in (("query_template", query_template), ("doc_template", doc_template),
@@ -127,15 +177,19 @@ def _register(model, name, revision, profile, query_template, doc_template, empt
 
 def _queries(collection: Collection, seeds: Sequence[str] | None, queries: Sequence[str] | None):
     if seeds is not None and queries is not None:
-        raise KitError("give seeds or queries, not both")
+        raise KitError("give seeds= or queries=, not both")
+    for argument, given in (("seeds=", seeds), ("queries=", queries)):
+        if given is not None and (isinstance(given, (str, bytes)) or not isinstance(given, Sequence | set)):
+            raise KitError(f"{argument}{given!r:.60} is a {type(given).__name__}; give a list of ids, "
+                           f"e.g. {argument}[\"929877\"]")
     if seeds is not None:
         from evalkit.cli import _seed_queries
 
-        return _seed_queries(tuple(str(s) for s in seeds), collection)
+        return _seed_queries(tuple(str(s) for s in seeds), collection, "seeds=")
     if queries is not None:
         unknown = next((q for q in queries if q not in collection.queries), None)
         if unknown is not None:
-            raise KitError(f"queries: {collection.name} has no query {unknown}; give ids of its queries")
+            raise KitError(f"queries= {collection.name} has no query {unknown}; give ids of its queries")
         return tuple(queries)
     return None
 
@@ -150,7 +204,7 @@ def _reference_tables(reference, settings_of, collection: Collection, variants: 
     if isinstance(reference, Evaluation):
         missing = next((v for v in variants if v not in reference.runs), None)
         if missing is not None:
-            raise KitError(f"reference {reference.name} has no run of variant {missing}; evaluate it on that variant")
+            raise KitError(f"reference= {reference.name} has no run of variant {missing}; evaluate it on that variant")
         return reference.name, {v: reference.per_query.loc[v] for v in variants}
     text = str(reference)
     settings = settings_of(BASE)
@@ -164,7 +218,7 @@ def _reference_tables(reference, settings_of, collection: Collection, variants: 
         return text, tables
     path = Path(text).expanduser()
     if not path.exists():
-        raise KitError(f"reference {text!r} is neither a model of profile {settings.profile} nor a run file or folder; "
+        raise KitError(f"reference={text!r} is neither a model of profile {settings.profile} nor a run file or folder; "
                        "name a model (evalkit models) or give a run")
     from evalkit.cli import load_any_run
 
@@ -189,14 +243,14 @@ def evaluate(model, dataset: str = "csfcube", *, name: str | None = None, revisi
     from evalkit.compare import compare
     from evalkit.datasets import load_dataset
     from evalkit.evaluation import AGGREGATIONS, fold_notes, per_query
-    from evalkit.models import adhoc, registry
+    from evalkit.models import registry
     from evalkit.runner import RunSettings, ensure_run, instructions_identity, run_folder
 
     if aggregate not in AGGREGATIONS:
-        raise KitError(f"aggregate {aggregate!r}: choose one of {', '.join(AGGREGATIONS)}")
+        raise KitError(f"aggregate={aggregate!r}: choose one of {', '.join(AGGREGATIONS)}")
     if isinstance(model, str):
         if name is not None or revision is not None:
-            raise KitError("name and revision apply to a model object; a model named by a string is a registry "
+            raise KitError("name= and revision= apply to a model object; a model named by a string is a registry "
                            "entry or an st: spec (write st:LOCATION;revision=REV)")
         registry.spec(model, profile)  # a registry name or st: spec: one-line error when unknown
         model_name, unseen = model, None
@@ -212,8 +266,13 @@ def evaluate(model, dataset: str = "csfcube", *, name: str | None = None, revisi
     variants = [variants] if isinstance(variants, str) else list(variants or chosen_variants)
     if measures is not None:
         if discount is not None or k is not None:
-            raise KitError("discount and k shape only the default measures; with measures name the measure itself")
+            raise KitError("discount= and k= shape only the default measures; with measures= name the measure itself")
+        if isinstance(measures, str):
+            raise KitError(f"measures={measures!r} is a string; give a list, e.g. measures=[\"nDCG@10\", \"AP\"]")
         names = list(measures)
+        repeated = next((m for m in names if names.count(m) > 1), None)
+        if repeated is not None:
+            raise KitError(f"measures= lists {repeated} twice; list each measure once")
     else:
         names = cli.default_measures(collection, discount, k)
     cli._check_measures(names, collection)
@@ -231,6 +290,9 @@ def evaluate(model, dataset: str = "csfcube", *, name: str | None = None, revisi
         folders[variant] = run_folder(runs_dir, settings, collection.name)
         tables[variant] = per_query(collection, run, cli._computed(names))
     used = "mean" if not collection.folds else aggregate
+    twins: dict[str, str] = {}
+    if measures is None:
+        names, twins = cli.shown_once(names, tables.values())
     rows = []
     for variant, table in tables.items():
         summary = cli.summary_of(collection, table, names, aggregate, {})
@@ -238,19 +300,25 @@ def evaluate(model, dataset: str = "csfcube", *, name: str | None = None, revisi
     measures_table = pd.DataFrame(rows).set_index(["variant", "measure"])
     per_query_table = pd.concat(tables, names=["variant", "qid"])
     notes = sorted({n for t in tables.values() for n in fold_notes(collection, t, used)})
-    tests = None
+    tests, pairs = None, {}
     if reference is not None:
         label_of, references = _reference_tables(reference, settings_of, collection, variants, runs_dir,
                                                  cli._computed(names))
         if label_of == model_name:
-            raise KitError(f"reference {label_of} is the model evaluated; name another model or run")
+            raise KitError(f"reference={label_of!r} is the model evaluated; name another model or run")
         compared = [m for m in names if not m.startswith("robustness@")]
-        tests = pd.concat([compare(collection, {label_of: references[v], model_name: tables[v]}, compared, used)
-                           .assign(variant=v) for v in variants], ignore_index=True)
+        pairs = {v: {label_of: references[v], model_name: tables[v]} for v in variants}
+        tests = pd.concat([compare(collection, pairs[v], compared, used).assign(variant=v) for v in variants],
+                          ignore_index=True)
         tests = tests[["variant", *[c for c in tests.columns if c != "variant"]]]
+        blank = tests[(tests["note"] != "") & (tests["note"] != "reference")]
+        notes += [f"tests: {count} row(s) without a p-value: {why}" for why, count in
+                  blank["note"].str.split(";").str[0].value_counts().sort_index().items()]
     settings = {"dataset": dataset, "profile": profile, "protocol": protocol, "variants": variants,
                 "measures": names, "aggregate": used, "model_identity": registry.identity(registry.spec(model_name,
                                                                                                       profile))}
+    if twins:
+        settings["same_as"] = twins  # {measure: the measure shown for it}: equal on every query here
     if instructions is not None:
         settings["instructions"] = instructions_identity(instructions)
     if unseen is not None:
@@ -258,4 +326,5 @@ def evaluate(model, dataset: str = "csfcube", *, name: str | None = None, revisi
     elif settings["model_identity"] is None:
         notes.append(f"{model_name}: nothing pins this model's files (a hub id without a revision), so its runs are "
                      "made again every time and never reused; give a revision")
-    return Evaluation(model_name, collection.name, per_query_table, measures_table, tests, folders, notes, settings)
+    return Evaluation(model_name, collection.name, per_query_table, measures_table, tests, folders, notes, settings,
+                      pairs, collection)

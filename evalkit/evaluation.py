@@ -21,6 +21,7 @@ from evalkit.errors import KitError
 from evalkit.runs import Run
 
 PMRR = "p-MRR"
+SCALE = 100  # every printed table shows measures x100 (the README's metric conventions); data stays fractions
 RELEASED = "released"  # the protocol that ranks and judges a collection as released, nothing excluded
 ROBUSTNESS = "robustness@"
 AGGREGATIONS = ("folds", "mean")

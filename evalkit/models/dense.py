@@ -12,7 +12,6 @@ from evalkit.embeddings import Encoder
 from evalkit.errors import KitError
 from evalkit.runs import ranked
 
-
 TEMPLATE_FIELDS = {"query_template": ("instruction", "query"), "empty_instruction_template": ("query",),
                    "doc_template": ("text", "title", "abstract")}
 
