@@ -90,13 +90,13 @@ class ComparisonTable:
         shown = self._frame(lambda m: f"$^{{{m}}}$")
         columns = list(self.values.columns)
         lines = [f"% {latex_escape(self.caption)}", f"\\begin{{tabular}}{{ll{'r' * len(columns)}}}", r"\toprule",
-                 " & ".join(["run", "", *map(latex_escape, columns)]) + r" \\"]
+                 " & ".join(["", "run", *map(latex_escape, columns)]) + r" \\"]
         for stratum in dict.fromkeys(shown["stratum"]):
             lines += [r"\midrule", f"\\multicolumn{{{len(columns) + 2}}}{{l}}{{\\emph{{{latex_escape(stratum)}}}}}"
                       r" \\"]
             for row in shown[shown["stratum"] == stratum].itertuples(index=False):
-                run, letter, *cells = row[1:]
-                lines.append(" & ".join([latex_escape(run), letter, *cells]) + r" \\")
+                letter, run, *cells = row[1:]
+                lines.append(" & ".join([letter, latex_escape(run), *cells]) + r" \\")
         lines += [r"\bottomrule", r"\end{tabular}", ""]
         return "\n".join(lines)
 
