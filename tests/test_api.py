@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from fixtures_datasets import write_beir
-from scipy import stats as scistats
 from tiny_models import build_sentence_transformer
 
 from evalkit import api, cli
