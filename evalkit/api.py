@@ -242,7 +242,7 @@ def evaluate(model, dataset: str = "csfcube", *, name: str | None = None, revisi
     from evalkit import cli
     from evalkit.compare import compare
     from evalkit.datasets import load_dataset
-    from evalkit.evaluation import AGGREGATIONS, fold_notes, per_query
+    from evalkit.evaluation import AGGREGATIONS, fold_notes, per_query, shown_once
     from evalkit.models import registry
     from evalkit.runner import RunSettings, ensure_run, instructions_identity, run_folder
 
@@ -292,7 +292,7 @@ def evaluate(model, dataset: str = "csfcube", *, name: str | None = None, revisi
     used = "mean" if not collection.folds else aggregate
     twins: dict[str, str] = {}
     if measures is None:
-        names, twins = cli.shown_once(names, tables.values())
+        names, twins = shown_once(names, tables.values())
     rows = []
     for variant, table in tables.items():
         summary = cli.summary_of(collection, table, names, aggregate, {})

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from evalkit.datasets import DATASET_HELP, load_dataset
 from evalkit.errors import KitError, report
-from evalkit.evaluation import AGGREGATIONS, PMRR, SCALE
+from evalkit.evaluation import AGGREGATIONS, PMRR, SCALE, shown_once
 
 CSFCUBE = "csfcube"
 DISCOUNTS = ("csfcube", "trec")
@@ -156,26 +156,6 @@ def default_measures(collection, discount: str | None = None, k: int | None = No
     ndcg = f"nDCG_csfcube@{k}" if (discount or DEFAULT_DISCOUNT) == "csfcube" else f"nDCG@{k}"
     table = [ndcg, "AP", "RR", f"P@{k}", f"R@{k}", PMRR]
     return table + [m for m in own if m not in table]
-
-
-# Measures that are one number under two names on some runs: (shown, dropped when equal to it).
-# AP (trec_eval's, judged documents the run omits count as missed) and the release's MAP_csfcube
-# (over the run's ranked list only) agree whenever a run ranks every judged candidate (the pool
-# protocols' kit runs); they differ on pooled and full runs (README, metric conventions).
-SAME_WHEN_EQUAL = (("AP", "MAP_csfcube"),)
-
-
-def shown_once(names: Sequence[str], tables) -> tuple[list[str], dict[str, str]]:
-    """The default table's measures with a `SAME_WHEN_EQUAL` twin dropped where its per-query
-    values equal the other's on every run (`tables`: per-query tables), and {twin: shown as}
-    (the settings line and JSON say it: ``same_as=MAP_csfcube:AP``)."""
-    names, merged = list(names), {}
-    for kept, twin in SAME_WHEN_EQUAL:
-        if kept in names and twin in names and all(
-                table[kept].fillna(-1.0).equals(table[twin].fillna(-1.0)) for table in tables):
-            names.remove(twin)
-            merged[twin] = kept
-    return names, merged
 
 
 def _check_measures(names: Sequence[str], collection) -> None:

@@ -108,6 +108,9 @@ class ComparisonTable:
     def __str__(self) -> str:
         return self.text()
 
+    def _repr_markdown_(self) -> str:  # a notebook shows the Markdown table
+        return self.markdown()
+
 
 def compare_table(collection: Collection, tables: Mapping[str, pd.DataFrame], measures: Sequence[str],
                   aggregate_by: str = "folds", test: str = "t", alpha: float = ALPHA,
