@@ -82,7 +82,7 @@ class ComparisonTable:
         shown = self._frame(lambda m: "".join(SUPERSCRIPT[c] for c in m)).map(lambda v: str(v).replace("|", "\\|"))
         align = ["left", "left", "left", *["right"] * len(self.values.columns)]
         body = shown.to_markdown(index=False, disable_numparse=True, colalign=align)
-        return "\n".join([body, "", self.caption, *[f"Note: {n}" for n in self.notes]]) + "\n"
+        return "\n".join([body, "", self.caption, "", *[f"- Note: {n}" for n in self.notes]]) + "\n"
 
     def latex(self) -> str:
         from evalkit.study.printed import latex_escape  # the kit's one LaTeX escape

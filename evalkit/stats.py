@@ -59,7 +59,8 @@ def paired_test(a: pd.Series, b: pd.Series, test: str = "t", groups: Mapping[str
         raise KitError(f"test={test!r}: choose one of {', '.join(TESTS)}")
     diff = unit_differences(a, b, groups).to_numpy(dtype=float)
     n = len(diff)
-    unit = "queries" if groups is None else "seeds (a seed's queries are one unit)"
+    unit = ("query" if n == 1 else "queries") if groups is None else \
+        ("seed" if n == 1 else "seeds") + " (a seed's queries are one unit)"
     if n == 0:
         return PairedTest(math.nan, math.nan, math.nan, 0, "no query scored by both runs")
     delta = float(diff.mean())
