@@ -63,10 +63,16 @@ class Evaluation:
         from evalkit.evaluation import SCALE
 
         two = lambda v: f"{v:.2f}"  # noqa: E731
+        twins = set(self.settings.get("same_as", {}))  # printed once, under the measure they equal
+        table = self.table[~self.table.index.get_level_values("measure").isin(twins)]
         parts = [f"{self.name} on {self.dataset}, values x{SCALE}",
-                 (SCALE * self.table).to_string(float_format=two, na_rep="-")]
+                 (SCALE * table).to_string(float_format=two, na_rep="-")]
+        if twins:
+            parts.append(f"same_as: {', '.join(f'{t}={k}' for t, k in self.settings['same_as'].items())} "
+                         "(equal on every query here)")
         if self.tests is not None:
-            shown = self.tests.assign(aggregate=SCALE * self.tests["aggregate"], delta=SCALE * self.tests["delta"])
+            shown = self.tests[~self.tests["measure"].isin(twins)]
+            shown = shown.assign(aggregate=SCALE * shown["aggregate"], delta=SCALE * shown["delta"])
             parts += [f"paired two-sided t-tests against the reference (x{SCALE}: aggregate = the table's value, "
                       "delta = the mean per-query difference that t tests):",
                       shown.to_string(index=False, formatters={"aggregate": two, "delta": two, "t": two,
@@ -99,8 +105,9 @@ class Evaluation:
             tables[other.name] = other.per_query.loc[variant]
         if len(tables) < 2:
             raise KitError("compare_table needs two runs: evaluate with reference= or pass other results")
-        names = list(measures or self.settings["measures"])
-        names = [m for m in names if not m.startswith("robustness@")]
+        twins = set(self.settings.get("same_as", {})) if measures is None else set()
+        names = [m for m in (measures or self.settings["measures"])
+                 if not m.startswith("robustness@") and m not in twins]
         unknown = next((m for m in names if m not in self.settings["measures"]), None)
         if unknown is not None:
             raise KitError(f"measures= {unknown!r} was not evaluated; choose from "
@@ -290,9 +297,7 @@ def evaluate(model, dataset: str = "csfcube", *, name: str | None = None, revisi
         folders[variant] = run_folder(runs_dir, settings, collection.name)
         tables[variant] = per_query(collection, run, cli._computed(names))
     used = "mean" if not collection.folds else aggregate
-    twins: dict[str, str] = {}
-    if measures is None:
-        names, twins = shown_once(names, tables.values())
+    twins = shown_once(names, tables.values())[1] if measures is None else {}
     rows = []
     for variant, table in tables.items():
         summary = cli.summary_of(collection, table, names, aggregate, {})

@@ -355,7 +355,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
                        "compare runs of one protocol, or give --protocol")
     collection = protocol_collection(collection, protocols[paths[0]])
     twins = {}
-    if not args.measures:
+    if not args.measures and not args.json and args.format != "rows":  # printed: one name per number
         names, twins = shown_once(names, tables.values())
     settings = {**_settings(args, collection, names), "protocol": protocols[paths[0]]}
     if twins:

@@ -368,9 +368,9 @@ def sensitivity_caption(study, table: pd.DataFrame) -> str:
     """The sensitivity figure's caption, with the relevance axis' range as drawn."""
     low, high = sensitivity_limits(table, study.measure)
     return caption(study, f"{study.measure} (left) and p-MRR (right), x100 over all queries, per instruction "
-                          "variant (Paraphrases: the mean of three), one marker per model (no line joins the variants); error bars: bootstrap 95% "
-                          "intervals of the per-query mean. The left axis runs from "
-                          f"{low:.0f} to {high:.0f}, not from 0; the right axis includes 0.")
+                          "variant (Paraphrases: the mean of three), one marker per model (no line joins the "
+                          "variants); error bars: bootstrap 95% intervals of the per-query mean. The left axis "
+                          f"runs from {low:.0f} to {high:.0f}, not from 0; the right axis includes 0.")
 
 
 class Figure:

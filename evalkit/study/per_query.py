@@ -153,6 +153,7 @@ def caption(study, table: pd.DataFrame, metrics, reference: str) -> str:
     bands = ", ".join(f"{m} <= {FAIL_AT.get(m, FAIL_AT_RELEVANCE):.0f}" for m in metrics)
     failing = "; ".join(f"{m}: {', '.join(failures(table, m)) or 'none'}" for m in metrics)
     return figures.caption(study, f"Per-query values (x100) of every model, one row per query (seed_facet), "
-                                 f"one panel per measure ({panels}). The reference {reference} is drawn as diamonds (no line joins the queries); "
+                                 f"one panel per measure ({panels}). The reference {reference} is drawn as diamonds "
+                                 "(no line joins the queries); "
                                  f"Human open circles; grey bands: queries where every kit model is at or "
                                  f"below the failure threshold ({bands}). Failing queries: {failing}.")
