@@ -251,10 +251,23 @@ def evaluate(model, dataset: str = "csfcube", *, name: str | None = None, revisi
     from evalkit.datasets import load_dataset
     from evalkit.evaluation import AGGREGATIONS, fold_notes, per_query, shown_once
     from evalkit.models import registry
-    from evalkit.runner import RunSettings, ensure_run, instructions_identity, run_folder
+    from evalkit.runner import PROTOCOLS, RunSettings, ensure_run, instructions_identity, run_folder
 
     if aggregate not in AGGREGATIONS:
         raise KitError(f"aggregate={aggregate!r}: choose one of {', '.join(AGGREGATIONS)}")
+    if protocol not in PROTOCOLS:
+        raise KitError(f"protocol={protocol!r}: choose one of {', '.join(PROTOCOLS)}")
+    if profile not in registry.profiles():
+        raise KitError(f"profile={profile!r}: choose one of {', '.join(registry.profiles())}")
+    if discount is not None and discount not in ("csfcube", "trec"):
+        raise KitError(f"discount={discount!r}: choose csfcube or trec")
+    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+        raise KitError(f"k={k!r}: give a positive integer cut-off")
+    if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 1):
+        raise KitError(f"depth={depth!r}: give a positive integer")
+    if instructions is not None and not Path(instructions).expanduser().is_file():
+        raise KitError(f"instructions={str(instructions)!r}: no such file; give a YAML file shaped as "
+                       "evalkit/config/instructions.yaml")
     if isinstance(model, str):
         if name is not None or revision is not None:
             raise KitError("name= and revision= apply to a model object; a model named by a string is a registry "
@@ -271,6 +284,11 @@ def evaluate(model, dataset: str = "csfcube", *, name: str | None = None, revisi
     else:
         chosen_variants = (BASE,)
     variants = [variants] if isinstance(variants, str) else list(variants or chosen_variants)
+    known = chosen_variants if instructions is not None else collection.variants
+    unknown = next((v for v in variants if v not in known), None)
+    if unknown is not None:
+        raise KitError(f"variants= {unknown!r}: {collection.name} has the variants {', '.join(known)}"
+                       + ("" if instructions is not None else " (give instructions= for your own)"))
     if measures is not None:
         if discount is not None or k is not None:
             raise KitError("discount= and k= shape only the default measures; with measures= name the measure itself")

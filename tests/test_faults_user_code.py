@@ -100,6 +100,12 @@ def test_an_encoder_returning_odd_values_is_one_line(tmp_path, make, fragment):
     ({"name": "bm25"}, "name='bm25' is a model of the registry"),
     ({"role": "boss"}, "role='boss'"),
     ({"reference": "no-such-model"}, "reference='no-such-model' is neither"),
+    ({"protocol": "poool"}, "protocol='poool'"),
+    ({"profile": "nope"}, "profile='nope'"),
+    ({"variants": ["terse"]}, "variants= 'terse': csfcube has the variants base"),
+    ({"discount": "log"}, "discount='log'"),
+    ({"k": 0}, "k=0"),
+    ({"instructions": "missing.yaml"}, "instructions='missing.yaml': no such file"),
 ])
 def test_api_errors_name_the_argument_as_the_api_spells_it(tmp_path, kwargs, fragment):
     def words(query, documents):
