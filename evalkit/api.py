@@ -14,10 +14,12 @@ measures and statistics (the same path as ``evalkit run`` and ``evalkit evaluate
 and returns an `Evaluation`: per-query values, the default measures table ``evalkit
 evaluate`` prints (per stratum and all), and, with ``reference=`` (a registry model, an
 ``st:`` spec, a run file or run-store folder, or another `Evaluation`), paired two-sided
-t-tests against it (`evalkit.compare`). Runs are stored in the verified run store with their
-sidecars (`evalkit.runner.ensure_run`), keyed by the model's identity: ``revision=`` when
-given, else the fingerprint the kit derives (`evalkit.models.identity`); a model with
-neither is run again every time, never reused.
+tests against it (`evalkit.compare`: ``delta`` the mean per-query difference, ``aggregate``
+the fold aggregate) and `Evaluation.compare_table`. Runs are stored in the verified run
+store with their sidecars (`evalkit.runner.ensure_run`), keyed by the model's identity: the
+kit's fingerprint of everything the object reaches, with ``revision=`` beside it, or
+``revision=`` alone where the walk cannot read a value; with neither, the run is made again
+every time and ``result.notes`` says why (`evalkit.models.identity`).
 """
 
 from __future__ import annotations

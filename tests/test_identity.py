@@ -302,6 +302,17 @@ def test_five_more_changes(tmp_path, executed, before, after):
     check_change(tmp_path, executed, before, after)
 
 
+def test_a_kit_scorer_holding_a_c_object_is_made_again_and_said(tmp_path, executed):
+    """A kit BM25 object holds a PyStemmer stemmer, a C object that neither shows attributes nor
+    pickles: the kit cannot know it, so it runs again and the note names the value."""
+    from evalkit.models.bm25 import BM25
+
+    first = api.evaluate(BM25(k1=1.2), name="mine", queries=QUERY, runs_dir=tmp_path / "runs")
+    api.evaluate(BM25(k1=1.2), name="mine", queries=QUERY, runs_dir=tmp_path / "runs")
+    assert len(executed) == 2 and first.settings["model_identity"] is None
+    assert any("._stemmer: a Stemmer.Stemmer" in n for n in first.notes), first.notes
+
+
 def test_a_helper_in_another_user_module(tmp_path, monkeypatch, executed):
     """The scorer imports its helper from another module of the user's, which is edited."""
     monkeypatch.syspath_prepend(str(tmp_path))

@@ -16,18 +16,20 @@ walked from the object (`fingerprint`):
   (``max_seq_length``), tokenizers and configs are all in it;
 - a class of user code: its qualified name, its bases and every attribute of its body
   (methods walked as functions); a class, function or module of an installed library
-  (site-packages, the standard library): its name and the installed distribution's version;
+  (site-packages, the standard library) or of the kit itself (whose scoring code keys every run,
+  `evalkit.runner.SCORING_CODE`): its name and version; an instance of one is walked as any;
 - a module of user code: every name it defines, walked;
 - values: numbers, strings, bytes, containers of them, numpy arrays and torch tensors by
   their bytes, dtype and shape; an object of C code without attributes by its pickle.
 
 What the walk cannot open (an open file, a lock, a socket, a generator, a C object that does
-not pickle) makes the fingerprint **unknown**; so does what no walk can see (a file read or
-a server called at run time, randomness). `identity_of` then keys the run by ``revision=``
-alone when one is given (the user's statement that the model is that revision, as mteb keys
-models by name and revision), else by nothing: such a run is made again every time and
-``result.notes`` says why. With a known fingerprint, a given revision is recorded beside it:
-it never hides a change the walk sees.
+not pickle) makes the fingerprint **unknown**. `identity_and_reason` then keys the run by
+``revision=`` alone when one is given (the user's statement that the model is that revision,
+as mteb keys models by name and revision), else by nothing: such a run is made again every
+time, and ``result.notes`` names the value and says which. With a known fingerprint, a given
+revision is recorded beside it: it never hides a change the walk sees. What no walk can see
+(a file read or a server called at run time) is the user's to pin: change ``revision=``
+when it changes.
 """
 
 from __future__ import annotations
@@ -81,6 +83,8 @@ def is_library_module(module) -> bool:
         return True
     name = module.__name__
     if name in sys.builtin_module_names or name.split(".")[0] in sys.stdlib_module_names:
+        return True
+    if name == "evalkit" or name.startswith("evalkit."):  # the kit: its scoring code keys every run already
         return True
     file = getattr(module, "__file__", None)
     if not file:  # __main__ of a notebook, a namespace package or a module built in memory: user code
