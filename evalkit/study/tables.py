@@ -86,6 +86,9 @@ def human_recipes(study: Study) -> dict[str, str]:
     return recipes
 
 
+UNTESTED = "no test (under 5 paired queries, or no variance)"
+
+
 def not_significant(table: pd.DataFrame, reference: pd.DataFrame, measure: str, alpha: float = ALPHA) -> str:
     """The columns (facets, then ``all``) where a paired t-test of `table` against `reference`
     over that column's queries finds no significant difference (p >= alpha), ";"-separated."""
@@ -127,7 +130,8 @@ def relevance_table(study: Study, collection: Collection, data: CSFCube) -> pd.D
     per-query mean, and the paired t-test against the reference model over the aggregate's
     queries (raw p and Holm-adjusted over the models). `same_as_reference` is "reference"
     for the reference itself, "yes" when p >= 0.05 (no significant difference, the paper's
-    mark), else "no". Then Human and the paper's published rows."""
+    mark), `UNTESTED` when there is no p-value (fewer than 5 paired queries, no variance:
+    `evalkit.stats.paired_test`), else "no". Then Human and the paper's published rows."""
     measure = study.measure
     made, reasons = study_rows.outcomes(study, collection)
     tables = {m: per_query(collection, run, [measure]) for m, run in made.items()}
@@ -142,7 +146,7 @@ def relevance_table(study: Study, collection: Collection, data: CSFCube) -> pd.D
             continue
         table, p = tables[model], pvalues.get(model, math.nan)
         compared = "reference" if model == study.reference else f"reference {study.reference} not run" \
-            if reference is None else "yes" if p >= ALPHA else "no"
+            if reference is None else UNTESTED if math.isnan(p) else "yes" if p >= ALPHA else "no"
         out.append({**_label(study.profile, model), "measure": measure,
                     **_scaled(summarize(collection, table)[measure]), **_interval(table[measure]),
                     "p_vs_reference": p, "p_holm": adjusted.get(model, math.nan), "same_as_reference": compared,
