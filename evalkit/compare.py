@@ -102,9 +102,16 @@ def compare(collection: Collection, tables: Mapping[str, pd.DataFrame], measures
                              "t": math.nan if result is None or test != "t" else result.statistic,
                              "p": math.nan if result is None else result.pvalue,
                              "p_holm": adjusted.get(name, math.nan),
-                             "n": len(_values(reference, measure, stratum)) if result is None else result.n,
+                             "n": _units(collection, reference, measure, stratum) if result is None else result.n,
                              "note": "reference" if result is None else (result.note or "")})
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _units(collection: Collection, table: pd.DataFrame, measure: str, stratum: str) -> int:
+    """The reference's own units (queries; seeds for p-MRR) of a stratum."""
+    values = _values(table, measure, stratum)
+    groups = units_of(collection, measure)
+    return len(values) if groups is None else len({groups.get(q, q) for q in values.index})
 
 
 def _values(table: pd.DataFrame, measure: str, stratum: str) -> pd.Series:
