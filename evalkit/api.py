@@ -14,10 +14,12 @@ measures and statistics (the same path as ``evalkit run`` and ``evalkit evaluate
 and returns an `Evaluation`: per-query values, the default measures table ``evalkit
 evaluate`` prints (per stratum and all), and, with ``reference=`` (a registry model, an
 ``st:`` spec, a run file or run-store folder, or another `Evaluation`), paired two-sided
-t-tests against it (`evalkit.compare`). Runs are stored in the verified run store with their
-sidecars (`evalkit.runner.ensure_run`), keyed by the model's identity: ``revision=`` when
-given, else the fingerprint the kit derives (`evalkit.models.identity`); a model with
-neither is run again every time, never reused.
+tests against it (`evalkit.compare`: ``delta`` the mean per-query difference, ``aggregate``
+the fold aggregate) and `Evaluation.compare_table`. Runs are stored in the verified run
+store with their sidecars (`evalkit.runner.ensure_run`), keyed by the model's identity: the
+kit's fingerprint of everything the object reaches, with ``revision=`` beside it, or
+``revision=`` alone where the walk cannot read a value; with neither, the run is made again
+every time and ``result.notes`` says why (`evalkit.models.identity`).
 """
 
 from __future__ import annotations
@@ -40,10 +42,13 @@ ROLES_READING = "instructed"
 @dataclass
 class Evaluation:
     """What `evaluate` returns. `per_query`: one row per variant and query (stratum, fold, each
-    measure); `table`: one row per variant and measure, a column per stratum and ``all`` (the
-    CLI's table, fractions); `tests`: with a reference, one row per variant, measure, stratum
-    and run (`evalkit.compare.COLUMNS`); `runs`: each variant's run-store folder; `notes`:
-    where the fold aggregate is undefined on the evaluated queries."""
+    measure; fractions); `table`: one row per variant and measure, a column per stratum and
+    ``all`` (the CLI's table; fractions, printed x100); `tests`: with a reference, one row per
+    variant, measure, stratum and run (`evalkit.compare.COLUMNS`: ``aggregate`` the fold
+    aggregate, ``delta`` the mean per-query difference its ``t`` and ``p`` test); `runs`: each
+    variant's run-store folder; `notes`: where the fold aggregate is undefined on the evaluated
+    queries, a test has no p-value, or the kit cannot key the model's runs.
+    `compare_table()` gives the runs x measures table (`evalkit.compare_table`)."""
 
     name: str
     dataset: str
@@ -53,13 +58,28 @@ class Evaluation:
     runs: dict[str, Path]
     notes: list[str] = field(default_factory=list)
     settings: dict = field(default_factory=dict)
+    compared: dict = field(default_factory=dict, repr=False)  # variant -> {run: per-query table}, reference first
+    collection: Collection | None = field(default=None, repr=False)
 
     def __str__(self) -> str:
-        parts = [f"{self.name} on {self.dataset}", self.table.to_string(float_format=lambda v: f"{v:.4f}",
-                                                                         na_rep="-")]
+        from evalkit.evaluation import SCALE
+
+        two = lambda v: f"{v:.2f}"  # noqa: E731
+        twins = set(self.settings.get("same_as", {}))  # printed once, under the measure they equal
+        table = self.table[~self.table.index.get_level_values("measure").isin(twins)]
+        parts = [f"{self.name} on {self.dataset}, values x{SCALE}",
+                 (SCALE * table).to_string(float_format=two, na_rep="-")]
+        if twins:
+            parts.append(f"same_as: {', '.join(f'{t}={k}' for t, k in self.settings['same_as'].items())} "
+                         "(equal on every query here)")
         if self.tests is not None:
-            parts += ["paired two-sided t-tests against the reference:",
-                      self.tests.to_string(index=False, float_format=lambda v: f"{v:.4f}", na_rep="-")]
+            shown = self.tests[~self.tests["measure"].isin(twins)]
+            shown = shown.assign(aggregate=SCALE * shown["aggregate"], delta=SCALE * shown["delta"])
+            parts += [f"paired two-sided t-tests against the reference (x{SCALE}: aggregate = the table's value, "
+                      "delta = the mean per-query difference that t tests):",
+                      shown.to_string(index=False, formatters={"aggregate": two, "delta": two, "t": two,
+                                                               "p": lambda v: f"{v:#.3g}",
+                                                               "p_holm": lambda v: f"{v:#.3g}"}, na_rep="-")]
         return "\n".join(parts + [f"note: {n}" for n in self.notes])
 
     def to_ranx(self, variant: str = BASE):
@@ -68,6 +88,45 @@ class Evaluation:
         from evalkit.integrations import ranx  # lazy: ranx (and numba) is a heavy optional library
 
         return ranx.from_evaluation(self, variant)
+
+    def compare_table(self, *others: Evaluation, variant: str | None = None, measures: Sequence[str] | None = None,
+                      test: str = "t", alpha: float = 0.05, permutations: int | None = None, seed: int | None = None,
+                      format: str | None = None):
+        """The runs x measures table (`evalkit.compare_table.ComparisonTable`; ``format=`` text,
+        markdown or latex gives its text) of the reference, this model and `others` (more
+        `evaluate` results on the same dataset and queries), on `variant` (default: the first)."""
+        from evalkit.compare_table import compare_table
+        from evalkit.stats import PERMUTATION_SEED, PERMUTATIONS
+
+        variants = list(self.runs)
+        variant = variant or variants[0]
+        if variant not in self.runs:
+            raise KitError(f"variant={variant!r}: this result has {', '.join(variants)}")
+        tables = dict(self.compared.get(variant) or {self.name: self.per_query.loc[variant]})
+        for other in others:
+            if not isinstance(other, Evaluation):
+                raise KitError(f"compare_table takes other evaluate results; got a {type(other).__name__}")
+            if other.dataset != self.dataset or variant not in other.runs:
+                raise KitError(f"{other.name}: evaluated on {other.dataset} {', '.join(other.runs)}; compare "
+                               f"results of {self.dataset} variant {variant}")
+            if other.name in tables:
+                raise KitError(f"{other.name} is in the table already; give each run once")
+            tables[other.name] = other.per_query.loc[variant]
+        if len(tables) < 2:
+            raise KitError("compare_table needs two runs: evaluate with reference= or pass other results")
+        twins = set(self.settings.get("same_as", {})) if measures is None else set()
+        names = [m for m in (measures or self.settings["measures"])
+                 if not m.startswith("robustness@") and m not in twins]
+        unknown = next((m for m in names if m not in self.settings["measures"]), None)
+        if unknown is not None:
+            raise KitError(f"measures= {unknown!r} was not evaluated; choose from "
+                           f"{', '.join(self.settings['measures'])}")
+        if test != "fisher" and (permutations is not None or seed is not None):
+            raise KitError("permutations= and seed= set Fisher's randomization test; add test=\"fisher\"")
+        table = compare_table(self.collection, tables, names, self.settings["aggregate"], test, alpha,
+                              PERMUTATIONS if permutations is None else permutations,
+                              PERMUTATION_SEED if seed is None else seed)
+        return table if format is None else table.format(format)
 
 
 def _slug(text: str) -> str:
@@ -83,7 +142,7 @@ def _model_name(model, name: str | None, identity: dict | None) -> str:
         from evalkit.models.adhoc import is_st
 
         if is_st(name):
-            raise KitError(f"name {name!r}: st: names a sentence-transformers location; give the object another name")
+            raise KitError(f"name={name!r}: st: names a sentence-transformers location; give the object another name")
         return check_run_name(name)
     base = getattr(model, "__name__", None) or type(model).__name__
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:8] if identity else "anon"
@@ -95,15 +154,29 @@ def register_model(model, name: str | None = None, *, revision: str | None = Non
                    empty_instruction_template: str = "{query}", label: str | None = None,
                    role: str | None = None) -> str:
     """Make a Python model object rankable by name in this process (the study notebooks' MODELS,
-    `evaluate`); returns the name. Its identity is `revision`, else the kit's fingerprint."""
-    from evalkit.models import adhoc, registry
-    from evalkit.models.identity import identity_of
-    from evalkit.models.objects import as_scorer
+    `evaluate`); returns the name. Its identity is the kit's fingerprint of everything it
+    reaches, with `revision` beside it; `revision` alone where the fingerprint cannot be known
+    (`evalkit.models.identity`)."""
+    return _register(model, name, revision, profile, query_template, doc_template, empty_instruction_template,
+                     label, role)[0]
 
-    identity = identity_of(model, revision)
+
+def _register(model, name, revision, profile, query_template, doc_template, empty_instruction_template, label,
+              role) -> tuple[str, str | None]:
+    """(name, note): `register_model`, and why the kit could not fingerprint the model (or None)."""
+    from evalkit.models import adhoc, registry
+    from evalkit.models.dense import TEMPLATE_FIELDS, check_template
+    from evalkit.models.identity import identity_and_reason
+    from evalkit.models.objects import as_scorer, prepare_object
+
+    for argument, template in (("query_template", query_template), ("doc_template", doc_template),
+                               ("empty_instruction_template", empty_instruction_template)):
+        check_template(f"{argument}=", template, TEMPLATE_FIELDS[argument])
+    prepare_object(model)
+    identity, why = identity_and_reason(model, revision)
     name = _model_name(model, name, identity)
     if name in registry.model_names(profile):
-        raise KitError(f"name {name!r} is a model of the registry (profile {profile}); give your model another name")
+        raise KitError(f"name={name!r} is a model of the registry (profile {profile}); give your model another name")
     templates = {"query_template": query_template, "doc_template": doc_template,
                  "empty_instruction_template": empty_instruction_template}
     if hasattr(model, "encode") and not hasattr(model, "score"):
@@ -112,23 +185,27 @@ def register_model(model, name: str | None = None, *, revision: str | None = Non
         reads = bool(getattr(model, "reads_instruction", True))
     role = role or (ROLES_READING if reads else "agnostic")
     if role not in registry.ROLES:
-        raise KitError(f"role {role!r}: choose one of {', '.join(registry.ROLES)}")
+        raise KitError(f"role={role!r}: choose one of {', '.join(registry.ROLES)}")
     as_scorer(model, name, identity, templates)  # refuses an object the kit cannot rank, before any work
     adhoc.register(name, model, identity, label or name, role, templates)
-    return name
+    return name, None if why is None else f"{name}: {why}"
 
 
 def _queries(collection: Collection, seeds: Sequence[str] | None, queries: Sequence[str] | None):
     if seeds is not None and queries is not None:
-        raise KitError("give seeds or queries, not both")
+        raise KitError("give seeds= or queries=, not both")
+    for argument, given in (("seeds=", seeds), ("queries=", queries)):
+        if given is not None and (isinstance(given, (str, bytes)) or not isinstance(given, Sequence | set)):
+            raise KitError(f"{argument}{given!r:.60} is a {type(given).__name__}; give a list of ids, "
+                           f"e.g. {argument}[\"929877\"]")
     if seeds is not None:
         from evalkit.cli import _seed_queries
 
-        return _seed_queries(tuple(str(s) for s in seeds), collection)
+        return _seed_queries(tuple(str(s) for s in seeds), collection, "seeds=")
     if queries is not None:
         unknown = next((q for q in queries if q not in collection.queries), None)
         if unknown is not None:
-            raise KitError(f"queries: {collection.name} has no query {unknown}; give ids of its queries")
+            raise KitError(f"queries= {collection.name} has no query {unknown}; give ids of its queries")
         return tuple(queries)
     return None
 
@@ -143,7 +220,7 @@ def _reference_tables(reference, settings_of, collection: Collection, variants: 
     if isinstance(reference, Evaluation):
         missing = next((v for v in variants if v not in reference.runs), None)
         if missing is not None:
-            raise KitError(f"reference {reference.name} has no run of variant {missing}; evaluate it on that variant")
+            raise KitError(f"reference= {reference.name} has no run of variant {missing}; evaluate it on that variant")
         return reference.name, {v: reference.per_query.loc[v] for v in variants}
     text = str(reference)
     settings = settings_of(BASE)
@@ -157,7 +234,7 @@ def _reference_tables(reference, settings_of, collection: Collection, variants: 
         return text, tables
     path = Path(text).expanduser()
     if not path.exists():
-        raise KitError(f"reference {text!r} is neither a model of profile {settings.profile} nor a run file or folder; "
+        raise KitError(f"reference={text!r} is neither a model of profile {settings.profile} nor a run file or folder; "
                        "name a model (evalkit models) or give a run")
     from evalkit.cli import load_any_run
 
@@ -181,22 +258,34 @@ def evaluate(model, dataset: str = "csfcube", *, name: str | None = None, revisi
     from evalkit import cli
     from evalkit.compare import compare
     from evalkit.datasets import load_dataset
-    from evalkit.evaluation import AGGREGATIONS, fold_notes, per_query
-    from evalkit.models import adhoc, registry
-    from evalkit.runner import RunSettings, ensure_run, instructions_identity, run_folder
+    from evalkit.evaluation import AGGREGATIONS, fold_notes, per_query, shown_once
+    from evalkit.models import registry
+    from evalkit.runner import PROTOCOLS, RunSettings, ensure_run, instructions_identity, run_folder
 
     if aggregate not in AGGREGATIONS:
-        raise KitError(f"aggregate {aggregate!r}: choose one of {', '.join(AGGREGATIONS)}")
+        raise KitError(f"aggregate={aggregate!r}: choose one of {', '.join(AGGREGATIONS)}")
+    if protocol not in PROTOCOLS:
+        raise KitError(f"protocol={protocol!r}: choose one of {', '.join(PROTOCOLS)}")
+    if profile not in registry.profiles():
+        raise KitError(f"profile={profile!r}: choose one of {', '.join(registry.profiles())}")
+    if discount is not None and discount not in ("csfcube", "trec"):
+        raise KitError(f"discount={discount!r}: choose csfcube or trec")
+    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+        raise KitError(f"k={k!r}: give a positive integer cut-off")
+    if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 1):
+        raise KitError(f"depth={depth!r}: give a positive integer")
+    if instructions is not None and not Path(instructions).expanduser().is_file():
+        raise KitError(f"instructions={str(instructions)!r}: no such file; give a YAML file shaped as "
+                       "evalkit/config/instructions.yaml")
     if isinstance(model, str):
         if name is not None or revision is not None:
-            raise KitError("name and revision apply to a model object; a model named by a string is a registry "
+            raise KitError("name= and revision= apply to a model object; a model named by a string is a registry "
                            "entry or an st: spec (write st:LOCATION;revision=REV)")
         registry.spec(model, profile)  # a registry name or st: spec: one-line error when unknown
-        model_name = model
+        model_name, unseen = model, None
     else:
-        model_name = register_model(model, name, revision=revision, profile=profile, query_template=query_template,
-                                    doc_template=doc_template, empty_instruction_template=empty_instruction_template,
-                                    label=label, role=role)
+        model_name, unseen = _register(model, name, revision, profile, query_template, doc_template,
+                                       empty_instruction_template, label, role)
     collection = load_dataset(dataset)
     if instructions is not None:
         instructions = str(Path(instructions).expanduser())
@@ -204,10 +293,20 @@ def evaluate(model, dataset: str = "csfcube", *, name: str | None = None, revisi
     else:
         chosen_variants = (BASE,)
     variants = [variants] if isinstance(variants, str) else list(variants or chosen_variants)
+    known = chosen_variants if instructions is not None else collection.variants
+    unknown = next((v for v in variants if v not in known), None)
+    if unknown is not None:
+        raise KitError(f"variants= {unknown!r}: {collection.name} has the variants {', '.join(known)}"
+                       + ("" if instructions is not None else " (give instructions= for your own)"))
     if measures is not None:
         if discount is not None or k is not None:
-            raise KitError("discount and k shape only the default measures; with measures name the measure itself")
+            raise KitError("discount= and k= shape only the default measures; with measures= name the measure itself")
+        if isinstance(measures, str):
+            raise KitError(f"measures={measures!r} is a string; give a list, e.g. measures=[\"nDCG@10\", \"AP\"]")
         names = list(measures)
+        repeated = next((m for m in names if names.count(m) > 1), None)
+        if repeated is not None:
+            raise KitError(f"measures= lists {repeated} twice; list each measure once")
     else:
         names = cli.default_measures(collection, discount, k)
     cli._check_measures(names, collection)
@@ -225,6 +324,7 @@ def evaluate(model, dataset: str = "csfcube", *, name: str | None = None, revisi
         folders[variant] = run_folder(runs_dir, settings, collection.name)
         tables[variant] = per_query(collection, run, cli._computed(names))
     used = "mean" if not collection.folds else aggregate
+    twins = shown_once(names, tables.values())[1] if measures is None else {}
     rows = []
     for variant, table in tables.items():
         summary = cli.summary_of(collection, table, names, aggregate, {})
@@ -232,21 +332,31 @@ def evaluate(model, dataset: str = "csfcube", *, name: str | None = None, revisi
     measures_table = pd.DataFrame(rows).set_index(["variant", "measure"])
     per_query_table = pd.concat(tables, names=["variant", "qid"])
     notes = sorted({n for t in tables.values() for n in fold_notes(collection, t, used)})
-    tests = None
+    tests, pairs = None, {}
     if reference is not None:
         label_of, references = _reference_tables(reference, settings_of, collection, variants, runs_dir,
                                                  cli._computed(names))
         if label_of == model_name:
-            raise KitError(f"reference {label_of} is the model evaluated; name another model or run")
+            raise KitError(f"reference={label_of!r} is the model evaluated; name another model or run")
         compared = [m for m in names if not m.startswith("robustness@")]
-        tests = pd.concat([compare(collection, {label_of: references[v], model_name: tables[v]}, compared, used)
-                           .assign(variant=v) for v in variants], ignore_index=True)
+        pairs = {v: {label_of: references[v], model_name: tables[v]} for v in variants}
+        tests = pd.concat([compare(collection, pairs[v], compared, used).assign(variant=v) for v in variants],
+                          ignore_index=True)
         tests = tests[["variant", *[c for c in tests.columns if c != "variant"]]]
+        blank = tests[(tests["note"] != "") & (tests["note"] != "reference")]
+        notes += [f"tests: {count} row(s) without a p-value: {why}" for why, count in
+                  blank["note"].str.split(";").str[0].value_counts().sort_index().items()]
     settings = {"dataset": dataset, "profile": profile, "protocol": protocol, "variants": variants,
                 "measures": names, "aggregate": used, "model_identity": registry.identity(registry.spec(model_name,
                                                                                                       profile))}
+    if twins:
+        settings["same_as"] = twins  # {measure: the measure shown for it}: equal on every query here
     if instructions is not None:
         settings["instructions"] = instructions_identity(instructions)
-    if adhoc.registered(model_name) is not None and settings["model_identity"] is None:
-        notes.append(f"{model_name}: no revision and no fingerprint, so its runs are never reused; give revision=")
-    return Evaluation(model_name, collection.name, per_query_table, measures_table, tests, folders, notes, settings)
+    if unseen is not None:
+        notes.append(unseen)
+    elif settings["model_identity"] is None:
+        notes.append(f"{model_name}: nothing pins this model's files (a hub id without a revision), so its runs are "
+                     "made again every time and never reused; give a revision")
+    return Evaluation(model_name, collection.name, per_query_table, measures_table, tests, folders, notes, settings,
+                      pairs, collection)

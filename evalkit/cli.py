@@ -19,7 +19,7 @@ from pathlib import Path
 
 from evalkit.datasets import DATASET_HELP, load_dataset
 from evalkit.errors import KitError, report
-from evalkit.evaluation import AGGREGATIONS, PMRR
+from evalkit.evaluation import AGGREGATIONS, PMRR, SCALE, shown_once
 from evalkit.measures import PMRR_TIES
 
 CSFCUBE = "csfcube"
@@ -232,8 +232,8 @@ def _print_summary(summary: dict, as_json: bool, title: str) -> None:
     import pandas as pd
 
     values = {k: v for k, v in summary.items() if k not in ("queries", "settings", "notes")}
-    print(title)
-    print(pd.DataFrame(values).T.to_string(float_format=lambda v: f"{v:.4f}", na_rep="-"))
+    print(f"{title}, values x{SCALE}")
+    print((SCALE * pd.DataFrame(values).T).to_string(float_format=lambda v: f"{v:.2f}", na_rep="-"))
     settings = ", ".join(f"{k}={','.join(v) if isinstance(v, list) else v}" for k, v in summary["settings"].items())
     counts = ", ".join(f"{k}={v}" for k, v in summary["queries"].items())
     print(f"queries: {counts}; {settings}")
@@ -357,7 +357,12 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         raise KitError(f"the runs were made under different protocols ({', '.join(sorted(set(protocols.values())))}); "
                        "compare runs of one protocol, or give --protocol")
     collection = protocol_collection(collection, protocols[paths[0]])
+    twins = {}
+    if not args.measures and not args.json and args.format != "rows":  # printed: one name per number
+        names, twins = shown_once(names, tables.values())
     settings = {**_settings(args, collection, names), "protocol": protocols[paths[0]]}
+    if twins:
+        settings["same_as"] = ",".join(f"{twin}:{kept}" for twin, kept in twins.items())
     if len(paths) == 1:
         table = tables[paths[0]]
         summary = summary_of(collection, table, names, args.aggregate, settings)
@@ -367,17 +372,40 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
                        _title(args.name or str(paths[0]), collection, args.aggregate))
         return
     from evalkit.compare import compare
+    from evalkit.compare_table import compare_table
 
     labels = _run_labels(paths)
     named = {labels[p]: table for p, table in tables.items()}
     compared = [n for n in names if not _ROBUSTNESS.fullmatch(n)]
-    result = compare(collection, named, compared, settings["aggregate"])
+    from evalkit.stats import PERMUTATIONS
+
+    test = {"test": args.test, "permutations": args.permutations or PERMUTATIONS, "seed": _seed_of(args)}
+    result = compare(collection, named, compared, settings["aggregate"], **test)
     notes = sorted({f"{label}: {note}" for label, table in named.items()
                     for note in fold_notes(collection, table, settings["aggregate"])})
     if args.per_query:
         _write_per_query(_concat_runs(named), args.per_query)
-    _print_comparison(result, notes, settings, args.json,
-                      _title(f"{len(named)} runs against {labels[paths[0]]}", collection, args.aggregate))
+    title = _title(f"{len(named)} runs against {labels[paths[0]]}", collection, args.aggregate)
+    if args.json or args.format == "rows":
+        _print_comparison(result, notes, {**settings, **_test_settings(test)}, args.json, title, test)
+        return
+    table = compare_table(collection, named, compared, settings["aggregate"], **test)
+    table.notes += notes
+    print(table.format(args.format), end="" if args.format != "text" else "\n")
+
+
+def _seed_of(args: argparse.Namespace) -> int:
+    from evalkit.stats import PERMUTATION_SEED
+
+    if args.test != "fisher" and (args.permutations is not None or args.seed is not None):
+        raise KitError("--permutations and --seed set Fisher's randomization test; add --test fisher")
+    if args.permutations is not None and not 100 <= args.permutations <= 10_000_000:
+        raise KitError(f"--permutations {args.permutations}: give between 100 and 10,000,000")
+    return PERMUTATION_SEED if args.seed is None else args.seed
+
+
+def _test_settings(test: dict) -> dict:
+    return test if test["test"] == "fisher" else {"test": "t"}
 
 
 def _concat_runs(tables: dict) -> object:
@@ -387,17 +415,32 @@ def _concat_runs(tables: dict) -> object:
     return pd.concat([t.assign(run=name)[["run", *t.columns]] for name, t in tables.items()])
 
 
-def _print_comparison(result, notes: list[str], settings: dict, as_json: bool, title: str) -> None:
+def _print_comparison(result, notes: list[str], settings: dict, as_json: bool, title: str, test: dict) -> None:
+    """The comparison's rows: JSON (fractions, as every JSON of the kit), or a text listing x100."""
     if as_json:
         rows = [_null_nan(r) for r in result.to_dict(orient="records")]
         print(json.dumps({"reference": result["run"].iloc[0], "rows": rows, "notes": notes, "settings": settings},
                          allow_nan=False))
         return
-    print(f"{title}: paired two-sided t-tests over per-query values, Holm-adjusted over the runs")
-    shown = result.assign(n=result["n"].astype(int))
-    print(shown.to_string(index=False, float_format=lambda v: f"{v:.4f}", na_rep="-"))
+    name = ("paired two-sided t-tests" if test["test"] == "t" else
+            f"Fisher's randomization tests ({test['permutations']:,} permutations, seed {test['seed']})")
+    print(f"{title}: {name} of the per-query differences, Holm-adjusted over the runs; values x{SCALE}: "
+          "aggregate = the measures table's value (the fold aggregate), delta = the mean per-query difference "
+          "from the first run (what t and p test)")
+    shown = result.assign(n=result["n"].astype(int), aggregate=SCALE * result["aggregate"],
+                          delta=SCALE * result["delta"])
+    print(shown.to_string(index=False, formatters={"aggregate": _two, "delta": _two, "t": _two,
+                                                   "p": _pvalue, "p_holm": _pvalue}, na_rep="-"))
     for note in notes:
         print(f"note: {note}")
+
+
+def _two(value) -> str:
+    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.2f}"
+
+
+def _pvalue(value) -> str:
+    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:#.3g}"
 
 
 # --- human ------------------------------------------------------------------------------------------
@@ -435,17 +478,21 @@ def cmd_human(args: argparse.Namespace) -> None:
 # --- run --------------------------------------------------------------------------------------------
 
 
-def _seed_queries(seeds: tuple[str, ...], collection) -> tuple[str, ...]:
-    """The query ids of some seed papers (CSFCube: each seed's annotated facets), in collection order."""
+def _seed_queries(seeds: tuple[str, ...], collection, option: str = "--seeds") -> tuple[str, ...]:
+    """The query ids of some seed papers (CSFCube: each seed's annotated facets), in collection order;
+    errors name `option` (the API: ``seeds=``)."""
     by_seed: dict[str, list[str]] = {}
     for qid, query in collection.queries.items():
         if query.seed is not None:
             by_seed.setdefault(query.seed.doc_id, []).append(qid)
     if not by_seed:
-        raise KitError(f"--seeds names seed papers; {collection.name} has none: use --queries")
+        raise KitError(f"{option} names seed papers; {collection.name} has none: use "
+                       f"{'queries=' if option.endswith('=') else '--queries'}")
     unknown = next((s for s in seeds if s not in by_seed), None)
     if unknown is not None:
-        raise KitError(f"--seeds: {collection.name} has no seed paper {unknown}; give seed ids of its queries")
+        raise KitError(f"{option} {collection.name} has no seed paper {unknown}; give seed ids of its queries"
+                       if option.endswith("=") else
+                       f"{option}: {collection.name} has no seed paper {unknown}; give seed ids of its queries")
     return tuple(qid for seed in seeds for qid in by_seed[seed])
 
 
@@ -743,6 +790,17 @@ def build_parser() -> ArgumentParser:
                           help="pool: documents must come from each query's candidates, its excluded document "
                                "(csfcube: the seed) neither ranked nor judged (default, or the run folder's "
                                "recorded protocol); released: the candidates as released, the seed ranked and judged")
+    evaluate.add_argument("--format", choices=("text", "markdown", "latex", "rows"), default="text",
+                          help="several --runs: the runs x measures table as text (default), markdown or latex "
+                               "(x100, superscripts marking the runs each is significantly better than, Holm); "
+                               "rows: one row per measure, stratum and run against the first (delta, t, p)")
+    evaluate.add_argument("--test", choices=("t", "fisher"), default="t",
+                          help="several --runs: paired two-sided t-test (default, the paper's) or Fisher's "
+                               "randomization test")
+    evaluate.add_argument("--permutations", type=int, default=None, metavar="N",
+                          help="Fisher's randomization test: random permutations (default 10000)")
+    evaluate.add_argument("--seed", type=int, default=None, metavar="N",
+                          help="Fisher's randomization test: random seed (default 42)")
     _add_measure_options(evaluate)
     evaluate.add_argument("--pmrr-ties", choices=PMRR_TIES, default="kit",
                           help="p-MRR's order of tied scores: kit (document id ascending, the kit's rule, the "
@@ -809,14 +867,29 @@ def build_parser() -> ArgumentParser:
     return parser
 
 
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's own flush at exit meets no closed pipe."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # stdout replaced (tests) or already closed
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         status = args.func(args)
+        sys.stdout.flush()  # a reader that closed the pipe is found here, inside the handlers
     except KitError as exc:
         return report(exc)
-    except BrokenPipeError:  # output piped into e.g. `head`
-        sys.stderr.close()
+    except BrokenPipeError:  # output piped into e.g. `head`, which has read enough: end quietly, as Unix tools do
+        _quiet_stdout()
+        return 0
+    except KeyboardInterrupt:  # Ctrl-C: one line, the shell's status for SIGINT
+        print("evalkit: interrupted", file=sys.stderr)
+        return 130
     except OSError as exc:  # e.g. a disk that fills or a folder that vanishes while writing
         where = f"{exc.filename}: " if exc.filename else ""
         return report(f"{where}{exc.strerror or exc}")

@@ -21,6 +21,7 @@ from evalkit.errors import KitError
 from evalkit.runs import Run
 
 PMRR = "p-MRR"
+SCALE = 100  # every printed table shows measures x100 (the README's metric conventions); data stays fractions
 RELEASED = "released"  # the protocol that ranks and judges a collection as released, nothing excluded
 ROBUSTNESS = "robustness@"
 AGGREGATIONS = ("folds", "mean")
@@ -110,3 +111,23 @@ def fold_notes(collection: Collection, table: pd.DataFrame, aggregate_by: str = 
                          f"aggregate is undefined; the value is the mean over {', '.join(sorted(present))} only "
                          "(--aggregate mean for the plain mean)")
     return notes
+
+
+# Measures that are one number under two names on some runs: (shown, dropped when equal to it).
+# AP (trec_eval's, judged documents the run omits count as missed) and the release's MAP_csfcube
+# (over the run's ranked list only) agree whenever a run ranks every judged candidate (the pool
+# protocols' kit runs); they differ on pooled and full runs (README, metric conventions).
+SAME_WHEN_EQUAL = (("AP", "MAP_csfcube"),)
+
+
+def shown_once(names: Sequence[str], tables) -> tuple[list[str], dict[str, str]]:
+    """The default table's measures with a `SAME_WHEN_EQUAL` twin dropped where its per-query
+    values equal the other's on every run (`tables`: per-query tables), and {twin: shown as}
+    (the settings line and JSON say it: ``same_as=MAP_csfcube:AP``)."""
+    names, merged = list(names), {}
+    for kept, twin in SAME_WHEN_EQUAL:
+        if kept in names and twin in names and all(
+                table[kept].fillna(-1.0).equals(table[twin].fillna(-1.0)) for table in tables):
+            names.remove(twin)
+            merged[twin] = kept
+    return names, merged

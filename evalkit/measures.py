@@ -196,6 +196,9 @@ def parse_measure(name: str, relevance_level: int) -> ir_measures.Measure:
 
 def check_cutoff(name: str, digits: str) -> int:
     """The cut-off written in a measure name: a positive integer of at most `MAX_K` (as ``--k``)."""
+    if digits.startswith("0") and digits.strip("0"):
+        raise KitError(f"measure {name!r}: write the cut-off without leading zeros ({digits.lstrip('0')}), so that "
+                       "one measure has one name")
     k = int(digits) if len(digits) <= len(str(MAX_K)) else MAX_K + 1
     if k < 1:
         raise KitError(f"measure {name!r}: cut-off k={k} must be a positive integer")

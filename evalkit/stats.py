@@ -1,4 +1,16 @@
-"""Significance and uncertainty over per-query values."""
+"""Significance and uncertainty over per-query values.
+
+The kit's paired tests (`paired_test`) compare two runs over the units both score: queries,
+or, for a measure whose per-query values are not independent (p-MRR: a seed's two facets are
+one pair of instructions, scored both ways), groups of queries (`groups`: each query's unit),
+each unit's value the mean of its queries'. ``delta`` is the mean of the per-unit differences
+(a minus b), the very quantity the test tests, so its sign is the sign of ``t``. No p-value
+on fewer than `MIN_PAIRED` units, and none when the differences do not vary (a t statistic
+of 0/0 or x/0): then NaN and a note saying why. Tests: ``t`` (the paired two-sided t-test,
+the paper's) and ``fisher`` (Fisher's paired randomization test: the mean difference against
+`permutations` random sign flips of the per-unit differences, seeded, p the share at least
+as extreme, as ranx computes it).
+"""
 
 from __future__ import annotations
 
@@ -12,24 +24,59 @@ from scipy import stats
 
 from evalkit.errors import KitError
 
+MIN_PAIRED = 5  # fewer paired units than this: no p-value
+TESTS = ("t", "fisher")
+PERMUTATIONS = 10_000  # Fisher's randomization test: random sign flips
+PERMUTATION_SEED = 42
+
 
 @dataclass(frozen=True)
-class TTest:
+class PairedTest:
+    """`paired_test`'s answer: delta (mean per-unit difference), statistic (t, or for Fisher's
+    test the mean difference itself), p, n (paired units), note (why p is blank, else None)."""
+
+    delta: float
     statistic: float
     pvalue: float
     n: int
+    note: str | None = None
 
 
-def paired_ttest(a: pd.Series, b: pd.Series) -> TTest:
-    """Two-sided paired t-test over the queries both series hold (scipy.stats.ttest_rel)."""
+def unit_differences(a: pd.Series, b: pd.Series, groups: Mapping[str, str] | None = None) -> pd.Series:
+    """a - b over the queries both hold, one value per unit: a query, or with `groups`
+    (query -> unit) the mean over the unit's queries both hold."""
     both = _held_by_both(a, b)
-    if len(both) < 2:
-        raise KitError("paired t-test needs at least two queries scored by both models")
-    a_values, b_values = both.iloc[:, 0].to_numpy(), both.iloc[:, 1].to_numpy()
-    if np.array_equal(a_values, b_values):
-        return TTest(0.0, 1.0, len(both))  # identical rankings: no difference, scipy would give NaN
-    result = stats.ttest_rel(a_values, b_values)
-    return TTest(float(result.statistic), float(result.pvalue), len(both))
+    diff = both.iloc[:, 0] - both.iloc[:, 1]
+    if groups is None:
+        return diff
+    return diff.groupby([groups.get(q, q) for q in diff.index], sort=True).mean()
+
+
+def paired_test(a: pd.Series, b: pd.Series, test: str = "t", groups: Mapping[str, str] | None = None,
+                permutations: int = PERMUTATIONS, seed: int = PERMUTATION_SEED) -> PairedTest:
+    """The paired test of a against b (see the module docstring)."""
+    if test not in TESTS:
+        raise KitError(f"test={test!r}: choose one of {', '.join(TESTS)}")
+    diff = unit_differences(a, b, groups).to_numpy(dtype=float)
+    n = len(diff)
+    unit = ("query" if n == 1 else "queries") if groups is None else \
+        ("seed" if n == 1 else "seeds") + " (a seed's queries are one unit)"
+    if n == 0:
+        return PairedTest(math.nan, math.nan, math.nan, 0, "no query scored by both runs")
+    delta = float(diff.mean())
+    if n < MIN_PAIRED:
+        return PairedTest(delta, math.nan, math.nan, n, f"no test on {n} paired {unit}; it needs {MIN_PAIRED}")
+    if np.all(diff == diff[0]):
+        return PairedTest(delta, math.nan, math.nan, n, f"no test: every paired difference is {diff[0]:+.4g}, so "
+                          "they have no variance")
+    if test == "t":
+        result = stats.ttest_1samp(diff, 0.0)
+        return PairedTest(delta, float(result.statistic), float(result.pvalue), n)
+    rng = np.random.default_rng(seed)
+    signs = rng.choice(np.array([-1.0, 1.0]), size=(permutations, n))
+    permuted = np.abs((signs * diff).mean(axis=1))
+    extreme = permuted >= abs(delta) * (1 - 1e-12)
+    return PairedTest(delta, delta, float(extreme.mean()), n)
 
 
 def bootstrap_ci(
@@ -48,10 +95,10 @@ def bootstrap_ci(
     return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
-def pvalue_or_nan(a: pd.Series, b: pd.Series) -> float:
-    """`paired_ttest`'s p-value, NaN where it is undefined (fewer than two queries hold both:
-    a study table over a one-query smoke run shows a blank, not an error)."""
-    return paired_ttest(a, b).pvalue if len(_held_by_both(a, b)) >= 2 else float("nan")
+def pvalue_or_nan(a: pd.Series, b: pd.Series, groups: Mapping[str, str] | None = None) -> float:
+    """`paired_test`'s t-test p-value: NaN on fewer than `MIN_PAIRED` paired units or differences
+    without variance (a study table over a smoke run shows a blank, not an error)."""
+    return paired_test(a, b, "t", groups).pvalue
 
 
 def _held_by_both(a: pd.Series, b: pd.Series) -> pd.DataFrame:

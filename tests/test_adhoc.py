@@ -105,7 +105,7 @@ def test_a_registry_folder_and_a_user_family_are_keyed_by_their_content(collecti
     monkeypatch.setitem(registry.FAMILIES, "custom", words)
     settings = RunSettings("custom", profile="mine", queries=QUERIES)
     key = sidecar_key(settings, collection)
-    assert key["model_identity"]["family_code"]["qualname"].endswith("words")
+    assert key["model_identity"]["family_code"]["object"].endswith("words")
     monkeypatch.setitem(registry.FAMILIES, "custom", titles)
     assert sidecar_key(settings, collection)["model_identity"] != key["model_identity"]
 
@@ -196,7 +196,11 @@ def test_the_sensitivity_table_runs_the_files_variants_and_names_it(tmp_path):
     study = params.check("sensitivity", PROFILE="offline", PROTOCOL="pool", MODELS=name, SEEDS=SEED,
                          DISCOUNT="csfcube", RUNS_DIR=str(tmp_path / "runs"), INSTRUCTIONS=str(path))
     table = tables.sensitivity_table(study, load_dataset("csfcube"))
-    assert list(table.variant) == ["Base", "terse"] and set(table.instructions) == {"my.yaml"}
+    assert list(table.variant) == ["base", "terse"] and set(table.instructions) == {"my.yaml"}
+    beside = tables.sensitivity_beside_paper(table, study.measure)
+    assert list(beside.variant) == ["base", "terse"]  # no empty rows of variants the file does not have
+    paper = [c for c in beside.columns if "(paper)" in c]
+    assert beside.loc[0, paper].notna().all() and beside.loc[1, paper].isna().all()  # Table 3's Base beside base
     assert "instructions my.yaml (sha256" in study.describe()
 
 
@@ -226,10 +230,10 @@ def test_the_sensitivity_notebook_takes_an_st_model_and_an_instruction_file(tiny
 
     path = readme_instructions(tmp_path)
     given = {"PROFILE": "offline", "PROTOCOL": "pool", "SEEDS": SEED, "MODELS": f"st:{tiny};query={{instruction}} "
-             "{query}", "OUTPUT_DIR": str(tmp_path / "build"), "FIGURES_DIR": str(tmp_path / "figures"),
+             "{query};label=Tiny ST", "OUTPUT_DIR": str(tmp_path / "build"), "FIGURES_DIR": str(tmp_path / "figures"),
              "RUNS_DIR": str(tmp_path / "runs"), "INSTRUCTIONS": str(path)}
     papermill.execute_notebook(str(ROOT / "notebooks" / "sensitivity.ipynb"), str(tmp_path / "out.ipynb"),
                                progress_bar=False, parameters=given, cwd=str(ROOT))
     table = pd.read_csv(next((tmp_path / "build" / "tables").glob("sensitivity-offline-pool-smoke-*.csv")))
-    assert list(table.variant) == ["Base", "terse"] and set(table.instructions) == {"my.yaml"}
-    assert set(table.label) == {"st:tiny-st"} and table.instructions_sha256.str.len().eq(64).all()
+    assert list(table.variant) == ["base", "terse"] and set(table.instructions) == {"my.yaml"}
+    assert set(table.label) == {"Tiny ST"} and table.instructions_sha256.str.len().eq(64).all()

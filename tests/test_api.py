@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from fixtures_datasets import write_beir
-from scipy import stats as scistats
 from tiny_models import build_sentence_transformer
 
 from evalkit import api, cli
@@ -87,22 +86,26 @@ def test_sentence_transformer_gives_the_clis_table_and_tests_against_a_registry_
     folder = result.runs["base"]
     sidecar = json.loads((folder / SIDECAR).read_text())
     assert sidecar["run"] == "tiny" and sidecar["family"] == "python" and sidecar["role"] == "instructed"
-    assert len(sidecar["model_identity"]["model"]["weights_sha256"]) == 64
+    assert len(sidecar["model_identity"]["model"]["fingerprint_sha256"]) == 64
     printed = cli_json(capsys, folder)  # the same default measures table as `evalkit evaluate`
     for measure, row in result.table.loc["base"].iterrows():
         assert {k: v for k, v in row.items()} == pytest.approx(
             {k: (np.nan if v is None else v) for k, v in printed[measure].items()}, nan_ok=True)
     assert list(result.table.loc["base"].index) == ["nDCG_csfcube@20", "AP", "RR", "P@20", "R@20", "p-MRR",
                                                     "MAP_csfcube", "nDCG_csfcube%20"]
-    # the paired test over the queries of the aggregate, by hand with scipy
+    assert result.settings["same_as"] == {"MAP_csfcube": "AP"}  # one number, printed once (pool: all ranked)
+    assert "MAP_csfcube " not in str(result) and "same_as: MAP_csfcube=AP" in str(result)
+    assert "MAP_csfcube" not in result.compare_table().values.columns
+    # delta is the mean of the per-query differences; four paired queries give no p-value, and say why
     bm25 = api.evaluate("bm25", seeds=SEEDS, runs_dir=tmp_path / "runs")
     mine, ref = result.per_query.loc["base"], bm25.per_query.loc["base"]
     row = result.tests.query("measure == 'nDCG_csfcube@20' and stratum == 'all' and run == 'tiny'").iloc[0]
-    expected = scistats.ttest_rel(mine["nDCG_csfcube@20"], ref.loc[mine.index, "nDCG_csfcube@20"])
-    assert row.p == pytest.approx(expected.pvalue) and row.t == pytest.approx(expected.statistic)
-    assert row.p_holm == pytest.approx(row.p) and row.n == 4
-    assert row.delta == pytest.approx(result.table.loc[("base", "nDCG_csfcube@20"), "all"]
-                                      - bm25.table.loc[("base", "nDCG_csfcube@20"), "all"])
+    assert row.delta == pytest.approx((mine["nDCG_csfcube@20"] - ref.loc[mine.index, "nDCG_csfcube@20"]).mean())
+    assert np.isnan(row.p) and np.isnan(row.t) and row.n == 4 and row.note == "no test on 4 paired queries; it needs 5"
+    assert any("without a p-value: no test on" in n for n in result.notes)
+    pmrr = result.tests.query("measure == 'p-MRR' and stratum == 'all' and run == 'tiny'").iloc[0]
+    assert pmrr.n == 2 and "seeds" in pmrr.note  # a seed's two facets are one unit
+    assert "x100" in str(result) and f"{100 * row.delta:.2f}" in str(result)
 
 
 def test_every_encoder_interface_gives_the_same_numbers(tiny, tmp_path):
@@ -136,43 +139,63 @@ def test_a_changed_scorer_under_the_same_name_gives_new_numbers(tmp_path):
     assert changed.runs["base"] == first.runs["base"]  # the same folder, made again
 
 
-class Counted:
-    """A callable scorer object; counts its calls in a class attribute (not its state)."""
+@pytest.fixture
+def executed(monkeypatch):
+    """The run names the runner made (not answered from the store) in this test."""
+    from evalkit import runner
 
-    calls: list = []
+    made: list[str] = []
+    execute = runner.execute
+
+    def counting(settings, collection, runs_dir):
+        made.append(settings.run_name)
+        return execute(settings, collection, runs_dir)
+
+    monkeypatch.setattr(runner, "execute", counting)
+    return made
+
+
+class Weighted:
+    """A callable scorer object whose state (its weight) decides its scores."""
 
     def __init__(self, weight: float):
         self.weight = weight
 
     def __call__(self, query, documents):
-        Counted.calls.append(query.qid)
         return [self.weight * s for s in overlap(query, documents)]
 
 
-def test_a_stored_run_is_reused_when_the_identity_matches(tmp_path):
-    api.evaluate(Counted(1.0), name="counted", seeds=ONE, runs_dir=tmp_path)
-    made = len(Counted.calls)
-    api.evaluate(Counted(1.0), name="counted", seeds=ONE, runs_dir=tmp_path)
-    assert len(Counted.calls) == made  # same class source, same state: reused
-    api.evaluate(Counted(2.0), name="counted", seeds=ONE, runs_dir=tmp_path)
-    assert len(Counted.calls) == made + 2  # other state: made again
-    api.evaluate(Counted(2.0), name="counted", revision="v1", seeds=ONE, runs_dir=tmp_path)
-    api.evaluate(Counted(3.0), name="counted", revision="v1", seeds=ONE, runs_dir=tmp_path)
-    assert len(Counted.calls) == made + 4  # a revision pins it, whatever the state
+def test_a_stored_run_is_reused_when_the_identity_matches(tmp_path, executed):
+    api.evaluate(Weighted(1.0), name="weighted", seeds=ONE, runs_dir=tmp_path)
+    api.evaluate(Weighted(1.0), name="weighted", seeds=ONE, runs_dir=tmp_path)
+    assert len(executed) == 1  # same class, same state: reused
+    api.evaluate(Weighted(-1.0), name="weighted", seeds=ONE, runs_dir=tmp_path)
+    assert len(executed) == 2  # other state: made again
+    api.evaluate(Weighted(-1.0), name="weighted", revision="v1", seeds=ONE, runs_dir=tmp_path)
+    api.evaluate(Weighted(-1.0), name="weighted", revision="v1", seeds=ONE, runs_dir=tmp_path)
+    assert len(executed) == 3  # a revision is recorded beside the fingerprint: one new run, then reused
+    api.evaluate(Weighted(2.0), name="weighted", revision="v1", seeds=ONE, runs_dir=tmp_path)
+    assert len(executed) == 4  # the revision never hides a change the fingerprint sees
 
 
-def test_a_model_without_identity_is_never_reused(tmp_path):
-    handle = object()  # closure state the kit cannot fingerprint
-    calls = []
+def test_a_model_without_identity_is_never_reused(tmp_path, executed):
+    import threading
+
+    handle = threading.Lock()  # closure state the kit cannot read
 
     def opaque(query, documents):
-        calls.append(handle)
-        return overlap(query, documents)
+        with handle:
+            return overlap(query, documents)
 
     first = api.evaluate(opaque, name="opaque", seeds=ONE, runs_dir=tmp_path)
     api.evaluate(opaque, name="opaque", seeds=ONE, runs_dir=tmp_path)
-    assert len(calls) == 4  # two queries, twice
-    assert first.settings["model_identity"] is None and any("never reused" in n for n in first.notes)
+    assert len(executed) == 2
+    assert first.settings["model_identity"] is None
+    assert any("closure handle" in n and "made again every time" in n for n in first.notes), first.notes
+    pinned = api.evaluate(opaque, name="opaque", revision="r1", seeds=ONE, runs_dir=tmp_path)
+    api.evaluate(opaque, name="opaque", revision="r1", seeds=ONE, runs_dir=tmp_path)
+    assert len(executed) == 3  # revision= alone keys it, and the note says so
+    assert any("keyed by revision='r1' alone" in n for n in pinned.notes), pinned.notes
 
 
 def test_reference_as_another_evaluation_or_a_run_folder(tmp_path):

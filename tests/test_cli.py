@@ -99,10 +99,12 @@ def test_evaluate_released_protocol_judges_the_seed(cached_data, capsys, sample_
 def test_evaluate_prints_the_official_table(cached_data, capsys, sample_dir):
     assert cli.main(_evaluate(sample_dir)) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == "specter on csfcube (test folds)"
+    assert lines[0] == "specter on csfcube (test folds), values x100"
     assert lines[1].split() == PARTS
     ndcg_row = next(line for line in lines if line.startswith("nDCG_csfcube@20"))
-    assert ndcg_row.split()[1:] == ["0.6624", "0.3765", "0.5643", "0.5314"]
+    assert ndcg_row.split()[1:] == ["66.24", "37.65", "56.43", "53.14"]  # the official script's, x100
+    assert not any(line.startswith("MAP_csfcube") for line in lines)  # equal to AP here: printed once
+    assert "same_as=MAP_csfcube:AP" in lines[-1]
 
 
 def test_evaluate_trec_discount_differs(cached_data, capsys, sample_dir):
@@ -162,7 +164,7 @@ def test_json_writes_null_for_nan(cached_data, capsys, sample_dir, tmp_path):
     assert summary["queries"] == {"background": 16, "method": 0, "result": 0, "all": 16}
     assert cli.main(_evaluate(tmp_path)) == 0  # the table shows NaN as "-"
     ap_row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("AP "))
-    assert ap_row.split() == ["AP", "0.4395", "-", "-", "0.4395"]  # the excluded seed is not judged
+    assert ap_row.split() == ["AP", "43.95", "-", "-", "43.95"]  # the excluded seed is not judged
 
 
 def test_human_json_has_the_same_shape(capsys):

@@ -83,3 +83,29 @@ def test_a_report_of_several_protocols_names_each_sections_protocol(tmp_path):
     page = report.html_report(notebooks, tmp_path / "r.html").read_text()
     assert ">Ranking relevance (pool protocol)</a>" in page and ">Ranking relevance (pooled protocol)</a>" in page
     assert "pool, pooled protocols)</title>" in page
+
+
+def test_html_and_scripts_from_notebook_cells_are_shown_as_text_never_run(tmp_path):
+    """A user's notebook output or markdown holding <script>, an event handler, a javascript:
+    link or an iframe: escaped or dropped; the kit's own tables and styles keep their markup."""
+    path = executed(tmp_path / "relevance-offline-pool.ipynb")
+    notebook = nbformat.read(str(path), as_version=4)
+    notebook.cells.append(nbformat.v4.new_markdown_cell(
+        'Hello <script>alert("md")</script> <a href="javascript:alert(1)">x</a> <b onclick="alert(2)">bold</b>'))
+    cell = nbformat.v4.new_code_cell("display(HTML(user_text))")
+    cell.outputs = [nbformat.v4.new_output("display_data", data={
+        "text/html": '<div><script>alert("out")</script><iframe src="https://evil.example"></iframe>'
+                     '<img src="x" onerror="alert(3)"><style>@import url(https://evil.example/x.css);</style>'
+                     '<table><tr><td title="a&quot;b">1</td></tr></table>',
+        "text/plain": "x"}),
+        nbformat.v4.new_output("display_data", data={"image/svg+xml": "<svg><script>alert(4)</script></svg>"})]
+    notebook.cells.append(cell)
+    nbformat.write(notebook, str(path))
+    page = report.html_report([path], tmp_path / "r.html").read_text()
+    body = page.split("<body>", 1)[1]
+    assert "<script" not in body and "<iframe" not in body and "onclick" not in body and "onerror" not in body
+    assert "javascript:" not in body and "@import" not in body and remote_references(page) == []
+    assert "&lt;script&gt;alert(&quot;md&quot;)&lt;/script&gt;" in body or "&lt;script&gt;alert(" in body
+    assert "<b>bold</b>" in body and '<td title="a&quot;b">1</td>' in body
+    assert 'class="evalkit"' in body and "<style>" in body  # the kit's own table and its style
+    assert "data:image/svg+xml;base64," in body

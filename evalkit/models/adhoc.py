@@ -4,13 +4,14 @@ objects registered by the API (`evalkit.api`), each with the identity that keys 
 An ``st:`` spec names a sentence-transformers model by hub id or local folder, with optional
 ``;key=value`` parts::
 
-    st:LOCATION[;query=TEMPLATE][;doc=TEMPLATE][;empty=TEMPLATE][;revision=REV][;role=ROLE]
+    st:LOCATION[;query=TEMPLATE][;doc=TEMPLATE][;empty=TEMPLATE][;revision=REV][;role=ROLE][;label=LABEL]
 
 ``query`` is the query template (fields ``{instruction}``, ``{query}``; default ``{query}``),
 ``doc`` the document template (``{text}`` = title + " " + abstract, ``{title}``,
 ``{abstract}``; default ``{text}``), ``empty`` the template for a blank instruction (``{query}``
 only), ``revision`` a hub revision, ``role`` a registry role (default: ``instructed`` when the
-query template reads ``{instruction}``, else ``agnostic``). It builds the registry's ``dense``
+query template reads ``{instruction}``, else ``agnostic``), ``label`` the name tables, figures
+and the report show (default ``st:`` and the folder's or hub id's last part). It builds the registry's ``dense``
 family. Its identity: a local folder's file sha256 (weights included), else the revision
 given; a hub id without a revision has none, so its runs are never reused.
 
@@ -28,7 +29,7 @@ from evalkit.errors import KitError
 
 PREFIX = "st:"
 KEYS = {"query": "query_template", "doc": "doc_template", "empty": "empty_instruction_template",
-        "revision": "revision", "role": "role"}
+        "revision": "revision", "role": "role", "label": "label"}
 PYTHON_FAMILY = "python"
 
 # name -> (model object, identity, label, role, templates): Python models registered in this process
@@ -41,11 +42,11 @@ def is_st(name: str) -> bool:
 
 def st_spec(location: str, query_template: str | None = None, doc_template: str | None = None,
             empty_instruction_template: str | None = None, revision: str | None = None,
-            role: str | None = None) -> str:
+            role: str | None = None, label: str | None = None) -> str:
     """The ``st:`` spec string of a location and options (the CLI's --query-template etc.)."""
     parts = [f"{PREFIX}{location}"]
     for key, value in (("query", query_template), ("doc", doc_template), ("empty", empty_instruction_template),
-                       ("revision", revision), ("role", role)):
+                       ("revision", revision), ("role", role), ("label", label)):
         if value is not None:
             if ";" in value:
                 raise KitError(f"{key} {value!r} contains ';', which separates the parts of an st: model; "
@@ -74,6 +75,9 @@ def st_settings(name: str) -> tuple[dict, str, str, dict | None]:
 
     location, settings = parse_st(name)
     role = settings.pop("role", None)
+    label = settings.pop("label", None)
+    if label is not None and not label.strip():
+        raise KitError(f"model {name!r}: label= is empty; give the name tables should show, or leave it out")
     query = settings.get("query_template", "{query}")
     role = role or ("instructed" if "{instruction}" in query else "agnostic")
     folder = Path(location).expanduser()
@@ -84,7 +88,8 @@ def st_settings(name: str) -> tuple[dict, str, str, dict | None]:
         raise KitError(f"model {name!r}: folder {location} not found; give a sentence-transformers folder or a hub id")
     else:
         identity = {"hub_id": location, "revision": settings["revision"]} if settings.get("revision") else None
-    return {"model": location, **settings}, f"{PREFIX}{Path(location).name or location}", role, identity
+    return ({"model": location, **settings}, label.strip() if label else f"{PREFIX}{Path(location).name or location}",
+            role, identity)
 
 
 def run_name_of(name: str) -> str:

@@ -11,6 +11,27 @@ from evalkit.embeddings import Encoder
 from evalkit.errors import KitError
 from evalkit.runs import ranked
 
+TEMPLATE_FIELDS = {"query_template": ("instruction", "query"), "empty_instruction_template": ("query",),
+                   "doc_template": ("text", "title", "abstract")}
+
+
+def check_template(argument: str, template, fields: Sequence[str]) -> None:
+    """One line when `template` is not a string, is malformed or names a field other than `fields`
+    (`argument` is the setting as the caller spells it: ``query_template=``, ``--query-template``)."""
+    import string
+
+    if not isinstance(template, str):
+        raise KitError(f"{argument} {template!r} is a {type(template).__name__}, not a template string")
+    try:
+        named = [field for _, field, _, _ in string.Formatter().parse(template) if field is not None]
+    except ValueError as exc:
+        raise KitError(f"{argument} {template!r} is not a template ({exc}); write fields as "
+                       f"{', '.join('{' + f + '}' for f in fields)} and braces as {{{{ }}}}") from None
+    unknown = next((f for f in named if f not in fields), None)
+    if unknown is not None:
+        raise KitError(f"{argument} {template!r} names field {{{unknown}}}, which does not exist; its fields are "
+                       f"{', '.join('{' + f + '}' for f in fields)}")
+
 
 class BiEncoder:
     """One query vector against one vector per candidate (title + abstract); cosine by default.
@@ -30,9 +51,13 @@ class BiEncoder:
     """
 
     metric = "cosine"  # "cosine": dot of normalised vectors; "l2": negative Euclidean distance
+    doc_fields = TEMPLATE_FIELDS["doc_template"]  # the fields document_string fills
 
     def __init__(self, encoder: Encoder | None, query_template: str = "{query}", doc_template: str = "{text}",
                  empty_instruction_template: str = "{query}", first_stage=None, depth: int | None = None):
+        for name, template in (("query_template", query_template), ("doc_template", doc_template),
+                               ("empty_instruction_template", empty_instruction_template)):
+            check_template(name, template, self.doc_fields if name == "doc_template" else TEMPLATE_FIELDS[name])
         for name, template, fields in (("query_template", query_template, ("{query}",)),
                                        ("empty_instruction_template", empty_instruction_template, ("{query}",)),
                                        ("doc_template", doc_template, ("{text}", "{abstract}"))):
@@ -89,8 +114,10 @@ class BiEncoder:
 
     # -- shared ---------------------------------------------------------------------------
     def can_search(self, excluding: bool) -> bool:
-        """A corpus is searched in an index unless this model reranks a first stage."""
-        return self.first_stage is None
+        """A corpus is searched in an index unless this model reranks a first stage, or its encoder
+        has no fingerprint to key an index by (a user's object the kit cannot identify: every
+        document is then scored per query, its vectors kept for this run only)."""
+        return self.first_stage is None and self.document_side().get("fingerprint") is not None
 
     def corpus_index(self, corpus, dtype: str = "float32"):
         """The `evalkit.retrieval.VectorIndex` of `corpus` under this model (built once, on disk)."""

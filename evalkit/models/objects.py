@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import numbers
 from collections.abc import Sequence
 
 import numpy as np
@@ -45,20 +46,73 @@ def is_mteb_encoder(obj) -> bool:
     return all(name in parameters for name in MTEB_KEYWORDS)
 
 
+def prepare_object(model) -> None:
+    """A torch module is put in eval mode before it is fingerprinted and encodes (as
+    sentence-transformers' and mteb's encode do): dropout off, and one identity for the object
+    whether or not it has encoded yet."""
+    eval_mode = getattr(model, "eval", None)
+    if callable(eval_mode) and type(model).__module__ != "builtins":
+        try:
+            import torch
+        except ImportError:  # pragma: no cover - torch is a core dependency
+            return
+        if isinstance(model, torch.nn.Module):
+            model.eval()
+
+
+def as_vectors(out, n: int, where: str) -> np.ndarray:
+    """A user encoder's output as an (n, dim) float32 array, or one KitError line saying what it
+    gave: a torch tensor, a numpy array or a list of equal-length lists of real numbers."""
+    if hasattr(out, "detach"):
+        out = out.detach().cpu().numpy()
+    if isinstance(out, dict) or not isinstance(out, (np.ndarray, list, tuple)):
+        raise KitError(f"{where}: encode gave a {type(out).__name__}; return one vector per text (an array of "
+                       f"shape (texts, dim), a tensor or a list of lists of numbers)")
+    if isinstance(out, (list, tuple)):
+        lengths = {len(v) if isinstance(v, (list, tuple, np.ndarray)) or hasattr(v, "shape") else None for v in out}
+        if len(lengths) > 1 or None in lengths:
+            raise KitError(f"{where}: encode gave vectors of different lengths ({sorted(lengths, key=str)[:4]}); "
+                           "every vector must have the same dimension")
+        try:
+            out = np.array([v.detach().cpu().numpy() if hasattr(v, "detach") else v for v in out])
+        except (TypeError, ValueError) as exc:
+            raise KitError(f"{where}: encode gave vectors numpy cannot read ({exc}); return real numbers") from None
+    kind = out.dtype.kind
+    if kind == "c":
+        raise KitError(f"{where}: encode gave complex vectors ({out.dtype}); the kit ranks by cosine of real "
+                       "vectors and does not drop imaginary parts: return real vectors")
+    if kind not in "fiub":
+        raise KitError(f"{where}: encode gave an array of {out.dtype} values, not numbers; return real vectors")
+    with np.errstate(over="ignore", invalid="ignore"):
+        vectors = out.astype(np.float32)
+    if vectors.ndim != 2 or len(vectors) != n:
+        raise KitError(f"{where}: encode gave an array of shape {vectors.shape} for {n} texts; it must return one "
+                       "vector per text")
+    norms = np.linalg.norm(vectors.astype(np.float64), axis=1, keepdims=True)
+    if not np.isfinite(vectors).all() or (norms == 0).any():
+        raise KitError(f"{where}: encode gave a zero or non-finite vector (or one beyond float32); check the model")
+    return (vectors / norms).astype(np.float32)
+
+
 class ObjectEncoder:
     """A user's encoder behind the `Encoder` interface `BiEncoder` reads (``encode(texts, kind)``,
-    ``location``, ``revision``), with vectors cached under `identity` (None: memory only)."""
+    ``location``, ``revision``, ``fingerprint``), with vectors cached under its identity's
+    `evalkit.models.identity.vectors_identity` (None: memory only, no corpus index; the
+    fingerprint is then None)."""
 
     def __init__(self, model, name: str, identity: dict | None, batch_size: int = 32):
         from evalkit.embeddings import CachedVectors
+        from evalkit.models.identity import vectors_identity
 
         self.model = model
         self.location = name
         self.revision = None
         self.batch_size = batch_size
         self.mteb = is_mteb_encoder(model)
-        self.vectors = None if identity is None else CachedVectors({"user_model": name, "identity": identity,
-                                                                     "interface": "mteb" if self.mteb else "plain"})
+        keyed = vectors_identity(identity)
+        self.vectors = None if keyed is None else CachedVectors({"user_model": name, "identity": keyed,
+                                                                  "interface": "mteb" if self.mteb else "plain"})
+        self.fingerprint = None if self.vectors is None else self.vectors.fingerprint
         self._memory: dict[tuple[str, str], np.ndarray] = {}
 
     def _call(self, texts: list[str], kind: str) -> np.ndarray:
@@ -76,14 +130,7 @@ class ObjectEncoder:
                                     prompt_type=prompt)
         else:
             out = self.model.encode(texts)
-        vectors = np.asarray(out.detach().cpu().numpy() if hasattr(out, "detach") else out, dtype=np.float32)
-        if vectors.ndim != 2 or len(vectors) != len(texts):
-            raise KitError(f"model {self.location}: encode gave an array of shape {vectors.shape} for {len(texts)} "
-                           "texts; it must return one vector per text")
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        if not np.isfinite(vectors).all() or (norms == 0).any():
-            raise KitError(f"model {self.location}: encode gave a zero or non-finite vector; check the model")
-        return vectors / norms
+        return as_vectors(out, len(texts), f"model {self.location}")
 
     def encode(self, texts: Sequence[str], desc: str = "texts") -> np.ndarray:
         kind = QUERY if desc == "queries" else DOCUMENT
@@ -95,6 +142,25 @@ class ObjectEncoder:
         if todo:
             self._memory.update({(kind, t): v for t, v in zip(todo, self._call(todo, kind))})
         return np.stack([self._memory[(kind, t)] for t in texts]) if texts else np.zeros((0, 0), np.float32)
+
+
+def as_score(value, where: str) -> float:
+    """One score from a user's scorer as a finite float, or one KitError line: a bool, a string,
+    a complex number, None or anything else that is not a real number is refused, not cast."""
+    if isinstance(value, np.ndarray) and value.shape == ():
+        value = value.item()
+    if hasattr(value, "detach") and getattr(value, "numel", lambda: 0)() == 1:
+        value = value.detach().cpu().item()
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, np.integer, np.floating)):
+        raise KitError(f"{where} is {value!r:.60}, a {type(value).__name__}; scores are real numbers")
+    try:
+        score = float(value)
+    except OverflowError:
+        raise KitError(f"{where} is an integer of {len(str(abs(int(value))))} digits, beyond a float; scores must "
+                       "be finite floats") from None
+    if not math.isfinite(score):
+        raise KitError(f"{where} is {score}, a non-finite score; scores must be finite")
+    return score
 
 
 class CallableScorer:
@@ -112,28 +178,27 @@ class CallableScorer:
     def score(self, query: Query, candidates: Sequence[Document]) -> dict[str, float]:
         out = self.function(query, list(candidates))
         ids = [d.doc_id for d in candidates]
+        where = f"model {self.name}: score() for query {query.qid}"
+        if hasattr(out, "detach"):
+            out = out.detach().cpu().numpy()
         if isinstance(out, dict):
             missing = next((d for d in ids if d not in out), None)
             if missing is not None:
-                raise KitError(f"model {self.name}: score() gave no score for document {missing} of query "
-                               f"{query.qid}; score every document it is given")
+                raise KitError(f"{where} gave no score for document {missing}; score every document it is given")
             values = [out[d] for d in ids]
+        elif isinstance(out, np.ndarray):
+            values = list(out.reshape(-1)) if out.ndim <= 1 or out.size == out.shape[0] else None
+            if values is None:
+                raise KitError(f"{where} gave an array of shape {out.shape}; return one score per document")
+        elif isinstance(out, (list, tuple)):
+            values = list(out)
         else:
-            values = list(np.asarray(out, dtype=float).reshape(-1)) if out is not None else []
-            if len(values) != len(ids):
-                raise KitError(f"model {self.name}: score() gave {len(values)} scores for {len(ids)} documents of "
-                               f"query {query.qid}; return one score per document or a {{doc_id: score}} dict")
-        scores = {}
-        for doc, value in zip(ids, values):
-            try:
-                scores[doc] = float(value)
-            except (TypeError, ValueError):
-                raise KitError(f"model {self.name}: score() gave {value!r} for document {doc}; scores are numbers"
-                               ) from None
-            if not math.isfinite(scores[doc]):
-                raise KitError(f"model {self.name}: score() gave a non-finite score for document {doc} of query "
-                               f"{query.qid}; scores must be finite")
-        return scores
+            raise KitError(f"{where} gave a {type(out).__name__}; return a list with one score per document (in "
+                           "order) or a {doc_id: score} dict")
+        if len(values) != len(ids):
+            raise KitError(f"{where} gave {len(values)} scores for {len(ids)} documents; return one score per "
+                           "document or a {doc_id: score} dict")
+        return {doc: as_score(value, f"{where}, document {doc},") for doc, value in zip(ids, values)}
 
     def describe(self) -> dict:
         return {"family": "python", "interface": "score(query, documents)", "model": self.name}

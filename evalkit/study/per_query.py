@@ -100,8 +100,9 @@ def failures(table: pd.DataFrame, metric: str, at: float | None = None) -> list[
 
 def plot(table: pd.DataFrame, metrics, reference: str, at: dict | None = None) -> plt.Figure:
     """One panel per metric, side by side: the queries down the side in `order` (best at the top,
-    horizontal labels of `MIN_FONT` pt), every model's per-query value (x100) across: the reference a
-    line with large dots, the other kit models dots, Human open circles; grey bands mark the queries
+    horizontal labels of `MIN_FONT` pt), every model's per-query value (x100) across: the reference
+    large diamonds (queries are categories: no line joins them), the other kit models dots, Human
+    open circles; grey bands mark the queries
     where every kit model fails (`failures`). One legend under the panels, its markers as drawn."""
     metrics = [metrics] if isinstance(metrics, str) else list(metrics)
     reference = reference if reference in set(table.model) else table.model.iloc[0]
@@ -120,7 +121,7 @@ def plot(table: pd.DataFrame, metrics, reference: str, at: dict | None = None) -
             label = group.label.iloc[0] if len(group) else model
             colour = colour_of(label)
             if model == reference:
-                ax.plot(group[metric], group.y, "-o", color=colour, linewidth=1.6, markersize=5, zorder=4,
+                ax.plot(group[metric], group.y, "D", color=colour, markersize=5, zorder=4,
                         label=f"{label} (reference)")
             elif model == HUMAN:
                 ax.plot(group[metric], group.y, "o", markerfacecolor="none", markeredgecolor=colour, markersize=5,
@@ -152,6 +153,7 @@ def caption(study, table: pd.DataFrame, metrics, reference: str) -> str:
     bands = ", ".join(f"{m} <= {FAIL_AT.get(m, FAIL_AT_RELEVANCE):.0f}" for m in metrics)
     failing = "; ".join(f"{m}: {', '.join(failures(table, m)) or 'none'}" for m in metrics)
     return figures.caption(study, f"Per-query values (x100) of every model, one row per query (seed_facet), "
-                                 f"one panel per measure ({panels}). The reference {reference} is the line; "
+                                 f"one panel per measure ({panels}). The reference {reference} is drawn as diamonds "
+                                 "(no line joins the queries); "
                                  f"Human open circles; grey bands: queries where every kit model is at or "
                                  f"below the failure threshold ({bands}). Failing queries: {failing}.")

@@ -4,8 +4,9 @@ into the kit's rows and the paper's published rows, each block cut into parts na
 read at 1,200 px.
 
 CSV files keep full precision (`evalkit.study.figures.save_table`); printed: values (the tables
-are already x100) at two decimals, p-values to three significant figures, blanks for missing
-values, no index column, LaTeX-escaped text in `.tex` files (a booktabs tabular).
+are already x100) at two decimals, p-values to three significant figures, sha256 columns as
+their first 12 hex digits, blanks for missing values, no index column, LaTeX-escaped text in
+`.tex` files (a booktabs tabular).
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ def cell(value, column: str) -> str:
     not x100)."""
     if missing(value):
         return ""
+    if str(column).endswith("sha256") and isinstance(value, str) and len(value) == 64:
+        return value[:12]  # a checksum as printed: 12 hex digits (the CSV keeps all 64)
     if isinstance(value, bool):
         return str(value)
     if isinstance(value, numbers.Integral):

@@ -15,6 +15,7 @@ reference itself), on the kit's rows and the paper's alike (`evalkit/config/publ
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -85,6 +86,9 @@ def human_recipes(study: Study) -> dict[str, str]:
     return recipes
 
 
+UNTESTED = "no test (under 5 paired queries, or no variance)"
+
+
 def not_significant(table: pd.DataFrame, reference: pd.DataFrame, measure: str, alpha: float = ALPHA) -> str:
     """The columns (facets, then ``all``) where a paired t-test of `table` against `reference`
     over that column's queries finds no significant difference (p >= alpha), ";"-separated."""
@@ -126,7 +130,8 @@ def relevance_table(study: Study, collection: Collection, data: CSFCube) -> pd.D
     per-query mean, and the paired t-test against the reference model over the aggregate's
     queries (raw p and Holm-adjusted over the models). `same_as_reference` is "reference"
     for the reference itself, "yes" when p >= 0.05 (no significant difference, the paper's
-    mark), else "no". Then Human and the paper's published rows."""
+    mark), `UNTESTED` when there is no p-value (fewer than 5 paired queries, no variance:
+    `evalkit.stats.paired_test`), else "no". Then Human and the paper's published rows."""
     measure = study.measure
     made, reasons = study_rows.outcomes(study, collection)
     tables = {m: per_query(collection, run, [measure]) for m, run in made.items()}
@@ -141,7 +146,7 @@ def relevance_table(study: Study, collection: Collection, data: CSFCube) -> pd.D
             continue
         table, p = tables[model], pvalues.get(model, math.nan)
         compared = "reference" if model == study.reference else f"reference {study.reference} not run" \
-            if reference is None else "yes" if p >= ALPHA else "no"
+            if reference is None else UNTESTED if math.isnan(p) else "yes" if p >= ALPHA else "no"
         out.append({**_label(study.profile, model), "measure": measure,
                     **_scaled(summarize(collection, table)[measure]), **_interval(table[measure]),
                     "p_vs_reference": p, "p_holm": adjusted.get(model, math.nan), "same_as_reference": compared,
@@ -195,11 +200,37 @@ def official_section(study: Study, collection: Collection):
     from evalkit.study import figures, printed
 
     if not study.official:
-        return "The release's official measures (MAP_csfcube, nDCG_csfcube%20) beside the published CSFCube " \
-               "record: run with OFFICIAL=yes."
+        from IPython.display import Markdown  # the notebook's display of a sentence (not a quoted string)
+
+        return Markdown("*The release's official measures (MAP_csfcube, nDCG_csfcube%20) beside the published "
+                        "CSFCube record: run with `OFFICIAL=yes`.*")
     table = official_table(study, collection)
     figures.save_table(table, study.name("relevance-official"), study.tables_dir)
     return printed.show(table, published=RECORD_TITLE)
+
+
+def comparison_table(study: Study, collection: Collection, measures: Sequence[str] | None = None):
+    """The study models' runs x measures table (`evalkit.compare_table`: x100, marks for the runs
+    each is significantly better than, paired t-test, Holm), saved as ``comparison-TAG`` .md
+    and .tex beside the other tables; the reference model first."""
+    from evalkit.cli import default_measures  # the CLI's default table (the API reads it there too)
+    from evalkit.compare_table import compare_table
+    from evalkit.evaluation import shown_once
+    from evalkit.runs import write_atomic
+
+    made, _ = study_rows.outcomes(study, collection)
+    order = sorted(made, key=lambda m: m != study.reference)
+    names = list(measures or default_measures(collection))
+    if measures is None and study.measure and study.measure not in names:
+        names[0] = study.measure  # the study's relevance measure (its DISCOUNT) first
+    tables = {registry.spec(m, study.profile).label: per_query(collection, made[m], names) for m in order}
+    if measures is None:
+        names = shown_once(names, tables.values())[0]
+    table = compare_table(collection, tables, names)
+    folder = Path(study.tables_dir)
+    write_atomic(folder / f"{study.name('comparison')}.md", table.markdown())
+    write_atomic(folder / f"{study.name('comparison')}.tex", table.latex())
+    return table
 
 
 def instruction_following_table(study: Study, collection: Collection, data: CSFCube) -> pd.DataFrame:
@@ -249,11 +280,11 @@ def sensitivity_groups(instructions: str | None = None) -> dict[str, list[str]]:
     variants = variants_of(Path(instructions))
     paraphrases = [v for v in variants if v.startswith("paraphrase-")]
     groups: dict[str, list[str]] = {}
-    for variant in variants:
+    for variant in variants:  # named as in the file, all alike (not "Base" beside a raw "terse")
         if variant in paraphrases:
-            groups.setdefault(f"Paraphrases (mean of {len(paraphrases)})", paraphrases)
+            groups.setdefault(f"paraphrases (mean of {len(paraphrases)})", paraphrases)
         else:
-            groups[GROUP_LABELS.get(variant, variant)] = [variant]
+            groups[variant] = [variant]
     return groups
 
 
@@ -347,13 +378,16 @@ def sensitivity_beside_paper(sensitivity: pd.DataFrame, measure: str) -> pd.Data
     """The kit's sensitivity table (`sensitivity_table`) beside Table 3: one row per variant group,
     each kit model's aggregated measure and p-MRR, then the paper's GritLM-7B (aggregated), x100."""
     paper = published_sensitivity().set_index("variant")
-    groups = list(dict.fromkeys([*sensitivity["variant"], *SENSITIVITY_GROUPS]))
+    kit_groups = list(dict.fromkeys(sensitivity["variant"]))
+    own = set(kit_groups) <= set(SENSITIVITY_GROUPS)  # the kit's instructions: Table 3's groups, all of them
+    groups = list(dict.fromkeys([*kit_groups, *SENSITIVITY_GROUPS])) if own else kit_groups
     out = pd.DataFrame(index=pd.Index(groups, name="variant"))
     for label, rows in sensitivity.groupby("label", sort=False):
         rows = rows.set_index("variant")
         out[f"{label} {measure}"] = rows[measure]
         out[f"{label} {PMRR}"] = rows[PMRR]
+    as_paper = {g: g if own else GROUP_LABELS.get(g) for g in groups}  # a user's "base" is Table 3's Base
     for label, rows in paper.groupby("label", sort=False):
-        out[f"{label} NDCG@20"] = rows["NDCG@20"]
-        out[f"{label} {PMRR}"] = rows[PMRR]
+        out[f"{label} NDCG@20"] = [rows["NDCG@20"].get(as_paper[g], math.nan) for g in groups]
+        out[f"{label} {PMRR}"] = [rows[PMRR].get(as_paper[g], math.nan) for g in groups]
     return out.reset_index()
