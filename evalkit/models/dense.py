@@ -10,6 +10,7 @@ import ot
 from evalkit.collection import Document, Query
 from evalkit.embeddings import Encoder
 from evalkit.errors import KitError
+from evalkit.retrieval import search_device
 from evalkit.runs import ranked
 
 
@@ -104,6 +105,7 @@ class BiEncoder:
         """Each query's top `k` of `corpus` by `similarity`, as `score` over every document ranks
         them (`evalkit.retrieval`); queries are encoded in one batch."""
         exclude = exclude or {}
+        search_device()  # a device that cannot search is refused before anything is encoded
         index = self.corpus_index(corpus, dtype)
         vectors = self.query_vectors(list(queries)) if queries else np.zeros((0, index.dim), np.float32)
         found = index.search(vectors, k, [exclude.get(q.qid) for q in queries], self.metric, self.similarity)
