@@ -587,6 +587,7 @@ def _corpus(args: argparse.Namespace) -> None:
 
 def cmd_plan(args: argparse.Namespace) -> None:
     from evalkit.datasets import csfcube
+    from evalkit.datasets.csfcube_corpus import check_corpus
     from evalkit.models import registry
     from evalkit.plan import plan, render
 
@@ -596,6 +597,8 @@ def cmd_plan(args: argparse.Namespace) -> None:
         registry.spec(name, args.profile)
     if args.corpus and not Path(args.corpus).is_file():
         raise KitError(f"--corpus {args.corpus}: no such file; give abstracts-preds.zip (figshare 14796339)")
+    if args.corpus:
+        check_corpus(Path(args.corpus))
     collection = csfcube.load_collection()
     seeds = _split_ids(args.seeds or None, "--seeds")
     queries = _seed_queries(seeds, collection) if seeds else None
