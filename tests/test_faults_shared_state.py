@@ -452,3 +452,21 @@ def test_the_fallback_rerun_restores_and_reports_the_folder_it_reads(tmp_path, m
     assert not folder.exists()
     assert load_verified(folder, {"run": "bm25"}) == RUN
     assert folder.is_dir() and not aside.exists()
+
+
+def test_after_a_fallback_kill_the_rerun_prints_a_folder_that_evaluate_reads(tmp_path, capsys):
+    """End to end: `evalkit run`, the set-aside state a kill leaves, the rerun with the same settings
+    (reused, its folder printed), then `evaluate --runs` on the printed folder."""
+    from fixtures_datasets import write_beir
+
+    spec = f"beir:{write_beir(tmp_path / 'scifix')}"
+    argv = ["run", "--dataset", spec, "--model", "bm25", "--runs-dir", str(tmp_path / "runs")]
+    assert cli.main(argv) == 0
+    folder = Path(capsys.readouterr().out.strip())
+    aside = folder.parent / f".{folder.name}.old.abcdefgh"
+    aside.mkdir()
+    os.replace(folder, aside / "run")  # killed between the fallback's two renames
+    assert cli.main(argv) == 0
+    printed = Path(capsys.readouterr().out.strip())
+    assert printed == folder and (printed / "run.trec").is_file()
+    assert cli.main(["evaluate", "--dataset", spec, "--runs", str(printed)]) == 0
