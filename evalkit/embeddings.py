@@ -168,6 +168,11 @@ class Encoder:
                  batch_size: int = 32, normalize: bool = True, cache_dir: Path | None = None,
                  devices: list[str] | None = None, backend: str = "torch", threads: int | None = None,
                  name: str | None = None):
+        for option, value, optional in (("batch_size", batch_size, False), ("max_seq_length", max_seq_length, True),
+                                        ("threads", threads, True)):
+            if not (optional and value is None) and (isinstance(value, bool) or not isinstance(value, int)
+                                                     or value < 1):
+                raise KitError(f"{option}={value!r} must be a positive integer; fix the model settings")
         if backend not in BACKENDS:
             raise KitError(f"backend {backend!r} is not one of {list(BACKENDS)}; fix the model settings")
         if backend == "onnx" and devices:

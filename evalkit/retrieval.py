@@ -46,9 +46,10 @@ from evalkit import progress
 from evalkit.collection import Document, Query
 from evalkit.devices import device_kind, resolve_device
 from evalkit.errors import KitError
+from evalkit.locks import exclusive
 from evalkit.runs import ranked, write_atomic
 
-INDEX_VERSION = 1
+INDEX_VERSION = 2  # 2: per-block checksums in meta.json, verified at open
 DTYPES = ("float32", "float16")
 BATCH = 4096  # documents encoded and committed per step of a build
 SCORE_CELLS = 1 << 24  # query x row scores held at once in a search (64 MB of float32)
@@ -153,11 +154,17 @@ class VectorIndex:
     streaming (resumable), searched by blocked matrix products (module docstring)."""
 
     def __init__(self, folder: Path):
+        """Open a complete index, every file checked against the sizes and checksums its
+        ``meta.json`` records (`verify`): a changed byte is a one-line error, never a ranking."""
         self.folder = Path(folder)
-        meta = json.loads((self.folder / "meta.json").read_text())
+        meta = read_meta(self.folder)
+        if meta is None or not meta.get("complete"):
+            raise KitError(f"{self.folder / 'meta.json'}: the vector index is missing or incomplete; "
+                           "run again to build it")
         self.meta = meta
         self.dim, self.dtype, self.max_norm = meta["dim"], np.dtype(meta["dtype"]), meta["max_norm"]
-        self.ids = (self.folder / "ids.txt").read_text(encoding="utf-8").splitlines()[:meta["rows"]]
+        verify(self.folder, meta)
+        self.ids = (self.folder / "ids.txt").read_text(encoding="utf-8").splitlines()
         self.rows = (np.memmap(self.folder / "vectors.bin", dtype=self.dtype, mode="r", shape=(meta["rows"], self.dim))
                      if meta["rows"] else np.zeros((0, self.dim or 1), dtype=self.dtype))
 
@@ -166,17 +173,24 @@ class VectorIndex:
              dtype: str = "float32", stores: Sequence = ()) -> VectorIndex:
         """The index of `corpus` under `encode` (document vectors of a batch), built or resumed
         when incomplete. `parts` is what makes a document vector (keys the folder); `stores` are
-        the model's vector caches, kept from holding the whole corpus in memory while streaming."""
+        the model's vector caches, kept from holding the whole corpus in memory while streaming.
+
+        One process builds at a time (a lock beside the folder, `evalkit.locks`); another that
+        wants the same index waits and then uses the finished one, so concurrent runs never
+        interleave their rows. Readers open only a folder whose ``meta.json`` says complete,
+        which the build writes last."""
         if dtype not in DTYPES:
             raise KitError(f"index dtype {dtype!r} is not one of {', '.join(DTYPES)}; fix --index-dtype")
         folder = index_folder("dense", {**parts, "corpus": corpus.key, "dtype": dtype})
-        meta_path = folder / "meta.json"
-        meta = json.loads(meta_path.read_text()) if meta_path.is_file() else None
+        meta = read_meta(folder)
         if meta is None or not meta.get("complete"):
-            with ExitStack() as stack:
-                for store in stores:
-                    stack.enter_context(store.transient())
-                _build(folder, corpus, encode, dtype, meta)
+            with exclusive(folder.with_name(folder.name + ".lock"), f"vector index of {corpus.name}"):
+                meta = read_meta(folder)  # another process may have finished it meanwhile
+                if meta is None or not meta.get("complete"):
+                    with ExitStack() as stack:
+                        for store in stores:
+                            stack.enter_context(store.transient())
+                        _build(folder, corpus, encode, dtype, meta)
         index = cls(folder)
         if not index.ids:
             raise KitError(f"{corpus.name}: the corpus holds no documents")
@@ -294,7 +308,22 @@ def torch_hits(device: str, queries: np.ndarray, metric: str, k: int, slack: np.
 def search_device() -> str:
     """Where a search's blocked products run: ``EVALKIT_SEARCH_DEVICE``, else a visible GPU,
     else the CPU. The ranking does not depend on it (the shortlist's scores are rescored)."""
-    return resolve_device(os.environ.get("EVALKIT_SEARCH_DEVICE") or None)
+    named = os.environ.get("EVALKIT_SEARCH_DEVICE") or None
+    device = resolve_device(named)
+    if named is not None and device_kind(device) != "cpu":
+        import torch  # only when a device other than the CPU is named
+
+        try:
+            kind = torch.device(device).type
+        except (RuntimeError, ValueError):
+            kind = None
+        index = device.partition(":")[2]
+        usable = (kind == "cuda" and torch.cuda.is_available() and (not index or index.isdigit()
+                  and int(index) < torch.cuda.device_count())) or (kind == "mps" and torch.backends.mps.is_available())
+        if not usable:
+            raise KitError(f"EVALKIT_SEARCH_DEVICE={named!r} is not a device of this machine; use cpu, cuda or "
+                           f"cuda:N with N below the number of visible GPUs, or unset it")
+    return device
 
 
 @contextmanager
@@ -309,13 +338,93 @@ def full_float32(torch):
         matmul.allow_tf32 = saved
 
 
+def read_meta(folder: Path) -> dict | None:
+    """An index folder's ``meta.json``; None when there is none; a one-line error when it is
+    not what the kit writes (cut, edited, of another shape)."""
+    path = Path(folder) / "meta.json"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise damaged(folder, f"meta.json cannot be read ({exc})") from None
+    try:
+        meta = json.loads(text)
+    except (ValueError, RecursionError):
+        raise damaged(folder, "meta.json is not valid JSON (cut or edited)") from None
+    fields = {"rows": int, "dim": int, "dtype": str, "max_norm": (int, float), "blocks": list, "complete": bool}
+    if not isinstance(meta, dict) or any(not isinstance(meta.get(k), t) or isinstance(meta.get(k), bool) is not
+                                         (t is bool) for k, t in fields.items()) \
+            or meta["rows"] < 0 or meta["dim"] < 0 or meta["dtype"] not in DTYPES \
+            or sum(b[0] for b in meta["blocks"] if _is_block(b)) != meta["rows"] \
+            or not all(_is_block(b) for b in meta["blocks"]):
+        raise damaged(folder, "meta.json does not describe an index of this kit")
+    return meta
+
+
+def _is_block(block) -> bool:
+    return (isinstance(block, list) and len(block) == 2 and isinstance(block[0], int) and block[0] > 0
+            and isinstance(block[1], str) and len(block[1]) == 64)
+
+
+def damaged(folder: Path, problem: str) -> KitError:
+    """The one line for an index folder that is not as its build left it."""
+    return KitError(f"{folder}: the vector index is damaged: {problem}; delete the folder to rebuild it "
+                    "(its vectors come from the embedding cache, nothing is encoded again)")
+
+
+_VERIFIED: set = set()  # (folder, the files' sizes and modification times) checked in this process
+
+
+def verify(folder: Path, meta: dict, rows: int | None = None) -> None:
+    """Check ``vectors.bin`` block by block (sha256 per committed batch) and ``ids.txt`` against
+    `meta`, up to `rows` rows (all by default); once per process while the files are unchanged."""
+    folder = Path(folder)
+    rows = meta["rows"] if rows is None else rows
+    vectors_path, ids_path = folder / "vectors.bin", folder / "ids.txt"
+    try:
+        stats = tuple((p.stat().st_size, p.stat().st_mtime_ns) for p in (vectors_path, ids_path))
+    except OSError as exc:
+        raise damaged(folder, f"{Path(exc.filename or vectors_path).name} is missing") from None
+    token = (str(folder), rows, stats, json.dumps(meta["blocks"]))
+    if token in _VERIFIED:
+        return
+    row_bytes = meta["dim"] * np.dtype(meta["dtype"]).itemsize
+    if stats[0][0] < rows * row_bytes or meta["complete"] and rows == meta["rows"] and stats[0][0] != rows * row_bytes:
+        raise damaged(folder, f"vectors.bin holds {stats[0][0]} bytes where {rows} rows of {meta['dim']} "
+                              f"{meta['dtype']} values take {rows * row_bytes} (truncated or appended to)")
+    raw = ids_path.read_bytes()
+    try:
+        ids = raw.decode("utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise damaged(folder, "ids.txt is not UTF-8 text") from None
+    if len(ids) < rows or meta["complete"] and rows == meta["rows"] and len(ids) != rows:
+        raise damaged(folder, f"ids.txt holds {len(ids)} ids where the index has {rows} rows")
+    if meta["complete"] and hashlib.sha256(raw).hexdigest() != meta.get("ids_sha256"):
+        raise damaged(folder, "ids.txt does not match its checksum")
+    with open(vectors_path, "rb") as fh:
+        done = 0
+        for number, (count, digest) in enumerate(meta["blocks"], 1):
+            if done >= rows:
+                break
+            if hashlib.sha256(fh.read(count * row_bytes)).hexdigest() != digest:
+                raise damaged(folder, f"block {number} of vectors.bin (rows {done}-{done + count - 1}) does not "
+                                      "match its checksum")
+            done += count
+    _VERIFIED.add(token)
+
+
 def _build(folder: Path, corpus: Corpus, encode, dtype: str, meta: dict | None) -> None:
-    """Stream `corpus` into `folder`, resuming after the `meta` rows committed by an earlier run."""
+    """Stream `corpus` into `folder`, resuming after the `meta` rows committed by an earlier run
+    (checked against their checksums first). The caller holds the folder's lock."""
     folder.mkdir(parents=True, exist_ok=True)
     done = meta["rows"] if meta else 0
     dim, max_norm = (meta["dim"], meta["max_norm"]) if meta else (None, 0.0)
+    blocks = list(meta["blocks"]) if meta else []
     itemsize = np.dtype(dtype).itemsize
     vectors_path, ids_path = folder / "vectors.bin", folder / "ids.txt"
+    if done:
+        verify(folder, meta)
     kept = ids_path.read_text(encoding="utf-8").splitlines()[:done] if done else []
     with open(vectors_path, "ab") as fh:  # drop what a kill left after the last commit
         fh.truncate(done * (dim or 0) * itemsize)
@@ -331,14 +440,16 @@ def _build(folder: Path, corpus: Corpus, encode, dtype: str, meta: dict | None) 
                            f"of a {dim}-dimensional index; delete the folder to rebuild it")
         stored = vectors.astype(dtype)
         max_norm = max(max_norm, float(np.linalg.norm(stored.astype(np.float64), axis=1).max()))
+        data = stored.tobytes()
         with open(vectors_path, "ab") as fh:
-            fh.write(stored.tobytes())
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         with open(ids_path, "a", encoding="utf-8") as fh:
             fh.write("".join(f"{d.doc_id}\n" for d in batch))
         rows += len(batch)
-        _write_meta(folder, rows, dim, dtype, max_norm, corpus, complete=False)
+        blocks.append([len(batch), hashlib.sha256(data).hexdigest()])
+        _write_meta(folder, rows, dim, dtype, max_norm, corpus, blocks, complete=False)
         return rows
 
     rows, batch = 0, []
@@ -360,11 +471,16 @@ def _build(folder: Path, corpus: Corpus, encode, dtype: str, meta: dict | None) 
         if batch:
             rows = commit(batch, rows)
             bar.update(len(batch))
-    _write_meta(folder, rows, dim or 0, dtype, max_norm, corpus, complete=True)
+    if rows < done:
+        raise KitError(f"{folder}: the corpus changed under a partial index (it has {rows} documents, the index "
+                       f"{done}); delete the folder")
+    _write_meta(folder, rows, dim or 0, dtype, max_norm, corpus, blocks, complete=True,
+                ids_sha256=hashlib.sha256(ids_path.read_bytes()).hexdigest())
 
 
-def _write_meta(folder: Path, rows: int, dim: int, dtype: str, max_norm: float, corpus: Corpus,
-                complete: bool) -> None:
+def _write_meta(folder: Path, rows: int, dim: int, dtype: str, max_norm: float, corpus: Corpus, blocks: list,
+                complete: bool, ids_sha256: str | None = None) -> None:
     write_atomic(folder / "meta.json", json.dumps({"rows": rows, "dim": dim, "dtype": dtype, "max_norm": max_norm,
                                                    "corpus": corpus.name, "corpus_key": corpus.key,
+                                                   "blocks": blocks, "ids_sha256": ids_sha256,
                                                    "complete": complete, "index_version": INDEX_VERSION}) + "\n")

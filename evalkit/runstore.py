@@ -153,9 +153,12 @@ def _clean_leftovers(folder: Path) -> None:
     if aside is not None and not folder.exists():
         os.replace(aside, folder)
     for path in _leftovers(folder):
-        with _locked(path, blocking=False) as free:
-            if free:
-                shutil.rmtree(path, ignore_errors=True)
+        try:
+            with _locked(path, blocking=False) as free:
+                if free:
+                    shutil.rmtree(path, ignore_errors=True)
+        except FileNotFoundError:  # removed meanwhile by the writer that swapped it out (outside the lock)
+            continue
 
 
 def write_run(folder: Path, run: Run, sidecar: dict, accounting: dict | None = None) -> Path:
@@ -189,25 +192,31 @@ def _check_scores(run: Run) -> None:
 
 def _write_run(folder: Path, run: Run, sidecar: dict, accounting: dict | None) -> Path:
     folder.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(folder.parent):
-        _clean_leftovers(folder)
-    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.new.", dir=folder.parent))
+    with contextlib.ExitStack() as holding:
+        with _locked(folder.parent):  # cleaning and creating under one lock: the new staging folder is
+            _clean_leftovers(folder)  # locked before any other writer's cleaning can see it
+            staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.new.", dir=folder.parent))
+            holding.enter_context(_locked(staging))
+        _write_staged(staging, folder, run, sidecar, accounting)
+    return folder
+
+
+def _write_staged(staging: Path, folder: Path, run: Run, sidecar: dict, accounting: dict | None) -> None:
+    """Fill `staging` (its lock held by the caller) and swap it into place."""
     try:
-        with _locked(staging):  # held while writing, so another writer's cleaning leaves it alone
-            write_trec(staging / RANKING, run, sidecar["run"])
-            files = {RANKING: {"sha256": _sha256(staging / RANKING), "queries": len(run)}}
-            if accounting is not None:
-                (staging / ACCOUNTING).write_text(json.dumps(accounting, indent=1, sort_keys=True) + "\n")
-            text = json.dumps({**sidecar, "files": files}, indent=1, sort_keys=True) + "\n"
-            (staging / SIDECAR).write_text(text)
-            for path in staging.iterdir():
-                path.chmod(0o644)
-            staging.chmod(0o755)
-            with _locked(folder.parent):
-                _swap_into_place(staging, folder)
+        write_trec(staging / RANKING, run, sidecar["run"])
+        files = {RANKING: {"sha256": _sha256(staging / RANKING), "queries": len(run)}}
+        if accounting is not None:
+            (staging / ACCOUNTING).write_text(json.dumps(accounting, indent=1, sort_keys=True) + "\n")
+        text = json.dumps({**sidecar, "files": files}, indent=1, sort_keys=True) + "\n"
+        (staging / SIDECAR).write_text(text)
+        for path in staging.iterdir():
+            path.chmod(0o644)
+        staging.chmod(0o755)
+        with _locked(folder.parent):
+            _swap_into_place(staging, folder)
     finally:
         shutil.rmtree(staging, ignore_errors=True)  # the new staging, or the previous run after the swap
-    return folder
 
 
 def _swap_into_place(staging: Path, folder: Path) -> None:
@@ -239,11 +248,18 @@ def _verified_bytes(folder: Path, expected: dict) -> tuple[Path, dict, dict[str,
     else None. Each file is read once and verified on the bytes read, so a folder swapped by
     another writer meanwhile gives a mismatch (None), never a mix of two runs or an error.
 
-    A folder missing because its writer was killed between the fallback's two renames is read
-    from where the previous run was set aside."""
+    A folder missing because its writer was killed between the fallback's two renames is put
+    back first (under the parent's lock), so the folder a caller reports is the one read; where
+    it cannot be put back (a read-only store), the run is read from where it was set aside."""
     folder = Path(folder)
-    if not folder.exists():
-        folder = _set_aside(folder) or folder
+    if not folder.exists() and _set_aside(folder) is not None:
+        try:
+            with _locked(folder.parent):
+                _clean_leftovers(folder)
+        except OSError:
+            pass
+        if not folder.exists():
+            folder = _set_aside(folder) or folder
     sidecar = read_sidecar(folder)
     if sidecar is None or any(sidecar.get(k) != json.loads(json.dumps(v)) for k, v in expected.items()):
         return None

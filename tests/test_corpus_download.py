@@ -157,3 +157,69 @@ def test_cli_unreachable_api_is_one_line(cache, monkeypatch, capsys):
     assert cli.main(["data", "--corpus"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "cannot read figshare's file list" in err
+
+
+# --- what the metadata may point at, and how much is read --------------------------------------------------
+
+
+class Hostile(Figshare):
+    """Figshare metadata or a file body chosen by the test: `article` replaces the metadata answer,
+    `endless` sends the file and then bytes without end (no Content-Length)."""
+
+    def __init__(self, blob: bytes, article=None, endless=False, url=None):
+        super().__init__(blob)
+        self.article, self.endless, self.url_override = article, endless, url
+
+    def respond_get(self, path, headers):
+        if path == ARTICLE and self.article is not None:
+            return 200, self.article
+        if path == ARTICLE and self.url_override is not None:
+            status, body = super().respond_get(path, headers)[:2]
+            body["files"][1]["download_url"] = self.url_override
+            return status, body
+        if path == "/files/2" and self.endless:
+            def body():
+                yield self.blob
+                while True:
+                    yield b"\0" * (1 << 16)
+            return 200, body()
+        return super().respond_get(path, headers)
+
+
+@pytest.mark.parametrize("url", ["file:///etc/passwd", "http://example.org/files/2", "ftp://127.0.0.1/x"])
+def test_a_download_url_off_the_mirror_is_refused(cache, monkeypatch, capsys, url):
+    with Hostile(release_zip(), url=url) as server:
+        monkeypatch.setenv(csfcube_download.API_ENV, server.root + "/v2")
+        assert cli.main(["data", "--corpus"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "refusing to download" in err and url[:20] in err
+    assert not list(cache.rglob("abstracts-preds.zip*"))
+
+
+def test_the_official_api_accepts_only_https_on_figshares_hosts():
+    pinned = csfcube_download.manifest()["api"]
+    good = "https://ndownloader.figshare.com/files/123"
+    assert csfcube_download.check_download_url(good, pinned, pinned) == good
+    for bad in ("file:///etc/passwd", "http://ndownloader.figshare.com/files/1", "https://evil.example/files/1",
+                "https://user@ndownloader.figshare.com/files/1"):
+        with pytest.raises(KitError, match="refusing to download"):
+            csfcube_download.check_download_url(bad, pinned, pinned)
+
+
+def test_a_body_without_end_stops_at_the_published_size(cache, monkeypatch):
+    blob = release_zip(50)
+    with Hostile(blob, endless=True) as server:
+        monkeypatch.setenv(csfcube_download.API_ENV, server.root + "/v2")
+        path = csfcube_download.download()
+    assert path.read_bytes() == blob
+
+
+@pytest.mark.parametrize("article, fragment", [(b"[1, 2]", "a JSON list, not the article's metadata"),
+                                               ({"files": "x"}, "no list of files"),
+                                               (b'"' + b"x" * (17 << 20) + b'"', "over 16777216 bytes")])
+def test_odd_figshare_metadata_is_one_line(cache, monkeypatch, capsys, article, fragment):
+    with Hostile(release_zip(10), article=article) as server:
+        monkeypatch.setenv(csfcube_download.API_ENV, server.root + "/v2")
+        assert cli.main(["data", "--corpus"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and fragment in err, err

@@ -222,3 +222,35 @@ def test_the_cache_refuses_invalid_probabilities(tmp_path):
         with pytest.raises(KitError, match="refusing to cache"):
             cache.put({key: bad})
     assert cache.get([key]) == {}
+
+
+# --- bounded reads: a body without end, a huge Content-Length ------------------------------------------
+
+
+class Unbounded(Loopback):
+    """`endless`: a 200 answer whose body never ends; else a Content-Length of 6 GB and a short body."""
+
+    def __init__(self, endless: bool):
+        super().__init__()
+        self.endless = endless
+
+    def respond(self, payload, headers):
+        if self.endless:
+            def body():
+                while True:
+                    yield b" " * (1 << 16)
+            return 200, body()
+        return 200, [b"{}"], {"Content-Length": str(6 << 30)}
+
+
+@pytest.mark.parametrize("endless", [True, False], ids=["body-without-end", "6GB-content-length"])
+def test_an_unbounded_answer_is_one_line_not_a_memory_error(tmp_path, endless):
+    import resource
+
+    with Unbounded(endless) as srv:
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        started = time.monotonic()
+        with pytest.raises(KitError, match="bytes") as caught:
+            rerank(settings(srv, tmp_path, timeout_s=30.0, max_retries=0))
+        assert time.monotonic() - started < 20 and "\n" not in str(caught.value) and srv.url in str(caught.value)
+        assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200_000  # kB: far below 6 GB

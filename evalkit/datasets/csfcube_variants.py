@@ -23,6 +23,7 @@ from pathlib import Path
 
 import yaml
 
+from evalkit import configfile
 from evalkit.collection import Query
 from evalkit.datasets.csfcube import FACETS
 from evalkit.errors import KitError
@@ -37,7 +38,7 @@ def load_instructions(path: Path = INSTRUCTIONS_FILE) -> dict[str, dict[str, str
     """{facet: {variant: instruction text}} of an instruction file, its shape checked."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = configfile.read_text(path)
     except (OSError, UnicodeDecodeError) as exc:
         raise KitError(f"{path}: cannot read instructions ({getattr(exc, 'strerror', None) or exc}); "
                        "give a readable YAML file") from None

@@ -1,7 +1,8 @@
 """SQLite store of LLM judgments, so that an interrupted run resumes where it stopped.
 
 A judgment is keyed by model, revision, numerics (a local model's dtype and device kind,
-which change the last digits of its answers), template digest, seed text hash,
+which change the last digits of its answers; for an API, the server and the decoding
+options, `evalkit.llm.openai_api.api_numerics`), template digest, seed text hash,
 instruction text hash, the document ids in prompt order (second empty for pointwise)
 and a hash of the candidate texts as prompted; it stores P(first label). Every `put`
 commits. A cache written before numerics were keyed gains the column; its old rows are
@@ -10,7 +11,8 @@ never matched again (their keys lack it), so they are asked anew.
 Only a finite probability in [0, 1] is stored; a stored row that is not one (written by an
 older kit) counts as missing and is asked again. A file that is not a sound SQLite database,
 or a folder that cannot be written (read-only, disk full), stops the run with one line
-naming the file and the fix.
+naming the file and the fix. Processes share the file (SQLite, WAL): one writes at a time,
+and a process finding it held waits (`evalkit.locks.waiting`), never calling it damaged.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from evalkit.errors import KitError
+from evalkit.locks import BUSY_MS, is_locked, lock_wait_s, waiting
 
 
 def text_hash(text: str) -> str:
@@ -55,27 +58,33 @@ class JudgmentCache:
         self.path = path = Path(path)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self.db = sqlite3.connect(path, check_same_thread=False)
-            self.db.execute("PRAGMA journal_mode=WAL")  # commits survive a killed process without a sync each
-            self.db.execute("PRAGMA synchronous=NORMAL")
-            columns = ", ".join(f"{name} TEXT" for name in Key._fields)
-            self.db.execute(f"CREATE TABLE IF NOT EXISTS judgments (key TEXT PRIMARY KEY, {columns}, p REAL)")
-            present = {row[1] for row in self.db.execute("PRAGMA table_info(judgments)")}
-            for name in Key._fields:
-                if name not in present:
-                    self.db.execute(f"ALTER TABLE judgments ADD COLUMN {name} TEXT")
-            self.db.commit()
-            check = self.db.execute("PRAGMA quick_check").fetchone()[0]
-            if check != "ok":
-                raise sqlite3.DatabaseError(check)
-            self.db.execute("SELECT key, p FROM judgments LIMIT 1").fetchall()
+            self.db = sqlite3.connect(path, check_same_thread=False, timeout=BUSY_MS / 1000)
+            waiting(path, self._prepare, "judgment cache")
         except (sqlite3.Error, OSError) as exc:
             raise self._error(exc) from None
+
+    def _prepare(self) -> None:
+        self.db.execute("PRAGMA journal_mode=WAL")  # commits survive a killed process without a sync each
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        columns = ", ".join(f"{name} TEXT" for name in Key._fields)
+        self.db.execute(f"CREATE TABLE IF NOT EXISTS judgments (key TEXT PRIMARY KEY, {columns}, p REAL)")
+        present = {row[1] for row in self.db.execute("PRAGMA table_info(judgments)")}
+        for name in Key._fields:
+            if name not in present:
+                self.db.execute(f"ALTER TABLE judgments ADD COLUMN {name} TEXT")
+        self.db.commit()
+        check = self.db.execute("PRAGMA quick_check").fetchone()[0]
+        if check != "ok":
+            raise sqlite3.DatabaseError(check)
+        self.db.execute("SELECT key, p FROM judgments LIMIT 1").fetchall()
 
     def _error(self, exc: Exception) -> KitError:
         text = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
         lowered = text.lower()
-        if "readonly" in lowered or "read-only" in lowered or "permission" in lowered or "unable to open" in lowered:
+        if is_locked(exc):
+            fix = (f"another process held it for {lock_wait_s():g} s; wait for that process to finish (or stop "
+                   "it), or raise EVALKIT_LOCK_WAIT_S")
+        elif "readonly" in lowered or "read-only" in lowered or "permission" in lowered or "unable to open" in lowered:
             fix = "make the folder writable or point the model's `cache` setting (or $EVALKIT_CACHE) elsewhere"
         elif "full" in lowered or "no space" in lowered:
             fix = "free disk space or point the model's `cache` setting (or $EVALKIT_CACHE) elsewhere"
@@ -91,8 +100,8 @@ class JudgmentCache:
         try:
             for start in range(0, len(digests), 900):  # SQLite's bound on query parameters
                 part = digests[start:start + 900]
-                rows = self.db.execute(f"SELECT key, p FROM judgments WHERE key IN ({','.join('?' * len(part))})",
-                                       part).fetchall()
+                query = f"SELECT key, p FROM judgments WHERE key IN ({','.join('?' * len(part))})"
+                rows = waiting(self.path, lambda q=query, p=part: self.db.execute(q, p).fetchall(), "judgment cache")
                 found.update({by_digest[digest]: p for digest, p in rows if valid_prob(p)})
         except sqlite3.Error as exc:
             raise self._error(exc) from None
@@ -107,9 +116,12 @@ class JudgmentCache:
         columns = ", ".join(("key", *Key._fields, "p"))
         marks = ",".join("?" * (len(Key._fields) + 2))
         try:
-            with self.db:
-                self.db.executemany(f"INSERT OR REPLACE INTO judgments ({columns}) VALUES ({marks})",
-                                    [(k.digest, *k, float(p)) for k, p in judgments.items()])
+            rows = [(k.digest, *k, float(p)) for k, p in judgments.items()]
+
+            def write():
+                with self.db:
+                    self.db.executemany(f"INSERT OR REPLACE INTO judgments ({columns}) VALUES ({marks})", rows)
+            waiting(self.path, write, "judgment cache")
         except sqlite3.Error as exc:
             raise self._error(exc) from None
 

@@ -16,7 +16,8 @@ not a chat completion, unparsed answers) are retried with exponential backoff
 (``Retry-After`` honoured up to `backoff_max_s`), at most `max_retries` times per
 prompt; then, or at once on any other HTTP error, a KitError names the endpoint and
 the last problem. `timeout_s` bounds each whole request (connecting, headers and
-body), also against a server that trickles its answer.
+body), also against a server that trickles its answer or sends without end; a body is read
+at most `MAX_BODY` bytes (16 MiB; a Content-Length above it is refused before reading).
 
 With a server the kit starts (``serve: vllm``, `evalkit.llm.vllm_server`) the server starts on the
 first request and a request failing after the server exited is an error at once.
@@ -97,6 +98,38 @@ def _text_prob(text: str, labels: tuple[str, str], answer_prefix: str) -> float 
     return None if found is None else float(found.group(1) == names[0])
 
 
+MAX_BODY = 16 << 20  # bytes: a chat completion of a few tokens is a few kB; more is a broken server
+
+
+def _read_bounded(response, deadline: float, url: str) -> bytes:
+    """The response body, read in blocks, at most `MAX_BODY` bytes and until `deadline`: a server
+    announcing or sending more, or sending without end, is a one-line error, not a MemoryError."""
+    length = response.getheader("Content-Length")
+    if length is not None and length.strip().isdigit() and int(length) > MAX_BODY:
+        raise KitError(f"{url}: the server announced a {int(length)}-byte answer (Content-Length), over the kit's "
+                       f"bound of {MAX_BODY} bytes for a chat completion; check base_url points at a chat completions "
+                       "API")
+    parts, size = [], 0
+    while True:
+        if time.monotonic() >= deadline:
+            raise TimeoutError
+        block = response.read1(1 << 16) if hasattr(response, "read1") else response.read(1 << 16)
+        if not block:
+            return b"".join(parts)
+        size += len(block)
+        if size > MAX_BODY:
+            raise KitError(f"{url}: the server sent more than {MAX_BODY} bytes for one chat completion; check base_url "
+                           "points at a chat completions API")
+        parts.append(block)
+
+
+def api_numerics(server: str, options: dict) -> str:
+    """What besides the model, revision and template makes an API judgment (the judgment cache's
+    `numerics` field): the server answering (its base_url, or a kit-started server's command) and
+    the decoding options sent. Two servers never share judgments."""
+    return json.dumps({"server": server, "decoding": options}, sort_keys=True)
+
+
 class OpenAIBackend:
     def __init__(self, base_url: str, model: str, api_key_env: str | None = None, revision: str | None = None,
                  timeout_s: float = 60.0, max_retries: int = 5, backoff_s: float = 1.0, backoff_max_s: float = 30.0,
@@ -109,7 +142,10 @@ class OpenAIBackend:
         self._target = (parts.scheme, parts.hostname, parts.port, path)
         self.model = model
         self.revision = revision or model
-        self.numerics = ""  # the server's business
+        self.options = {"temperature": 0, "max_tokens": max_tokens}
+        if logprobs:
+            self.options |= {"logprobs": True, "top_logprobs": top_logprobs}
+        self.numerics = api_numerics(base_url.rstrip("/"), self.options)  # which server, how it decodes
         self.headers = {"Content-Type": "application/json"}
         if api_key_env:
             key = os.environ.get(api_key_env)
@@ -122,9 +158,6 @@ class OpenAIBackend:
         self.timeout_s, self.max_retries = timeout_s, max_retries
         self.backoff_s, self.backoff_max_s = backoff_s, backoff_max_s
         self.max_in_flight = max_in_flight
-        self.options = {"temperature": 0, "max_tokens": max_tokens}
-        if logprobs:
-            self.options |= {"logprobs": True, "top_logprobs": top_logprobs}
         self.usage = Usage()
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
@@ -159,7 +192,7 @@ class OpenAIBackend:
                 raise TimeoutError
             conn.request("POST", path, body=payload, headers=self.headers)
             response = conn.getresponse()
-            raw = response.read()
+            raw = _read_bounded(response, deadline, self.url)
         except (OSError, http.client.HTTPException) as exc:
             if time.monotonic() >= deadline:
                 raise _Transient(f"no answer within timeout_s={self.timeout_s:g} s", None) from None

@@ -41,6 +41,7 @@ from evalkit.errors import KitError
 from evalkit.llm.backend import Backend
 from evalkit.llm.cache import JudgmentCache
 from evalkit.llm.judge import Judge
+from evalkit.llm.openai_api import api_numerics
 from evalkit.llm.prp import STEPS, all_pairs, heapsort_top, sliding_window
 from evalkit.llm.schedule import run_tasks
 from evalkit.llm.templates import load_template
@@ -58,6 +59,7 @@ def _openai():
     from evalkit.llm.openai_api import OpenAIBackend
 
     return OpenAIBackend
+
 
 
 BACKENDS = {"transformers": _transformers, "openai": _openai}
@@ -163,6 +165,7 @@ class LLMReranker:
         backend = backend or build_backend(kind, s)
         if self.server is not None:
             backend.server = self.server
+            backend.numerics = api_numerics(self.server.identity, backend.options)  # not its port
         self.judge = Judge(backend, template, cache, disagreement, chunk)
 
     def rerank(self, instruction: str, seed_text: str, candidates: Sequence[tuple[str, str]],

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import yaml
 
+from evalkit import configfile
 from evalkit.errors import KitError
 
 TEMPLATES_FILE = Path(__file__).resolve().parents[1] / "config" / "llm_templates.yaml"
@@ -53,8 +54,8 @@ def _check(name: str, path: Path, t: Template) -> None:
 def load_template(name: str, budgets: dict[str, int] | None = None, path: Path = TEMPLATES_FILE) -> Template:
     """Template `name`, with `budgets` overriding some of its token budgets."""
     try:
-        table = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
+        table = yaml.safe_load(configfile.read_text(Path(path)))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise KitError(f"{path}: cannot read LLM templates ({exc}); restore the file") from None
     if not isinstance(table, dict) or name not in table:
         raise KitError(f"{path}: no template {name!r}; choose one of {sorted(table or {})}")

@@ -11,6 +11,10 @@ line naming the log file; the judgments made so far are already in the cache, so
 resumes. The server's output goes to ``$EVALKIT_CACHE/vllm/server-HASH.log``.
 
 Entries whose server the user runs keep ``base_url`` (no ``serve``).
+
+The server dies with the kit: it runs in its own process group (stopped as a whole) and, on
+Linux, with PR_SET_PDEATHSIG, so a kit process killed by SIGKILL, SIGTERM or SIGHUP leaves no
+server behind (tests/test_vllm_server.py kills the parent with each).
 """
 
 from __future__ import annotations
@@ -47,6 +51,26 @@ def visible_gpus() -> int:
     return gpu_count()
 
 
+def die_with_parent(parent: int):
+    """A `preexec_fn` making the started server receive SIGTERM when the kit's process ends, however
+    it ends (SIGKILL, SIGTERM, SIGHUP, a crash): Linux's PR_SET_PDEATHSIG, set in the child before
+    it runs the server, then a check that the parent did not die before it was set. Elsewhere
+    (no prctl) only the `stop` paths apply. The signal follows the thread that started the
+    server: the kit starts it from the thread that reranks, which also stops it."""
+    def arm() -> None:
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            pr_set_pdeathsig = 1
+            libc.prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)
+        except (OSError, AttributeError):  # not Linux
+            return
+        if os.getppid() != parent:  # the parent is already gone
+            os._exit(1)
+    return arm
+
+
 class VLLMServer:
     """One `vllm serve` process on a free local port, started on demand and stopped by `stop`."""
 
@@ -71,6 +95,14 @@ class VLLMServer:
         self._lock = threading.Lock()
 
     @property
+    def identity(self) -> str:
+        """What makes this server's answers, for the judgment cache's key: the command without its
+        port (a free one each start), so a restarted server reuses its judgments."""
+        argv = self.argv()
+        at = argv.index("--port")
+        return " ".join(["vllm"] + argv[1:at] + argv[at + 2:])
+
+    @property
     def base_url(self) -> str:
         return f"http://{HOST}:{self.port}/v1"
 
@@ -93,7 +125,8 @@ class VLLMServer:
         with open(self.log_path, "wb") as log:
             try:
                 self.process = subprocess.Popen(self.argv(), stdout=log, stderr=subprocess.STDOUT,
-                                                stdin=subprocess.DEVNULL, start_new_session=True)
+                                                stdin=subprocess.DEVNULL, start_new_session=True,
+                                                preexec_fn=die_with_parent(os.getpid()))
             except OSError as exc:
                 raise KitError(f"cannot start {self.executable} serve ({exc.strerror or exc}); install vllm "
                                "(pip install vllm) or set vllm_executable") from None
@@ -112,7 +145,7 @@ class VLLMServer:
     def _ready(self) -> bool:
         try:
             with urllib.request.urlopen(f"{self.base_url}/models", timeout=2) as resp:
-                listed = json.loads(resp.read()).get("data") or []
+                listed = json.loads(resp.read(1 << 20)).get("data") or []  # a model list: bounded
         except (OSError, ValueError, AttributeError):
             return False
         return any(isinstance(m, dict) and m.get("id") == self.model for m in listed)

@@ -23,8 +23,10 @@ none, scores every candidate 0: the kit's tie rule then ranks them by document i
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -35,9 +37,14 @@ import Stemmer
 from evalkit import progress
 from evalkit.collection import Document, Query
 from evalkit.errors import KitError
-from evalkit.retrieval import TieRule
+from evalkit.hashing import file_sha256
+from evalkit.locks import exclusive
+from evalkit.retrieval import TieRule, index_folder
+from evalkit.runs import write_atomic
 
 QUERY_BATCH = 256  # queries per call of bm25s' retrieve
+METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")  # bm25s' term-frequency variants
+CHECKSUMS = "checksums.json"  # written last into a finished index: every file's sha256
 
 
 class BM25:
@@ -50,6 +57,22 @@ class BM25:
                     or not math.isfinite(value):
                 raise KitError(f"BM25 setting {name}={value!r} must be a finite number in [{low}, {high}]; "
                                "fix the model's registry entry")
+        if method not in METHODS:
+            raise KitError(f"BM25 setting method={method!r} is not one of {', '.join(METHODS)}; "
+                           "fix the model's registry entry")
+        if stemmer is not None and stemmer not in Stemmer.algorithms():
+            raise KitError(f"BM25 setting stemmer={stemmer!r} is not a Snowball stemmer (PyStemmer knows "
+                           f"{', '.join(Stemmer.algorithms())}) nor null; fix the model's registry entry")
+        if not (stopwords is None or isinstance(stopwords, str)
+                or isinstance(stopwords, list) and all(isinstance(w, str) for w in stopwords)):
+            raise KitError(f"BM25 setting stopwords={stopwords!r} must be a language code, a list of words or "
+                           "null; fix the model's registry entry")
+        try:
+            bm25s.tokenize(["probe"], stopwords=stopwords, show_progress=False)
+        except ValueError:
+            raise KitError(f"BM25 setting stopwords={stopwords!r} is not a language bm25s has stopwords for "
+                           "(en, de, nl, fr, es, pt, it, ru, sv, no, zh, tr, ko, da), a list of words or null; "
+                           "fix the model's registry entry") from None
         self.k1, self.b, self.method, self.stopwords, self.stemmer_name = k1, b, method, stopwords, stemmer
         self._stemmer = Stemmer.Stemmer(stemmer) if stemmer else None
         self._indexed: tuple[tuple[str, ...], bm25s.BM25 | None] | None = None
@@ -91,29 +114,43 @@ class BM25:
 
     def corpus_index(self, corpus) -> tuple[TieRule, bm25s.BM25 | None]:
         """(the tie rule over the ids in index order, the bm25s index) of `corpus`: from memory, the
-        disk, or built."""
-        import json
-
-        from evalkit.retrieval import index_folder
-        from evalkit.runs import write_atomic
-
+        disk (its files checked against their checksums), or built. One process builds at a time
+        (a lock beside the folder); the build goes into a private ``.partial-PID`` sibling, renamed
+        into place once its checksums are written, so a reader sees a complete index or none."""
         if self._corpus is not None and self._corpus[0] == corpus.key:
             return self._corpus[1], self._corpus[2]
         folder = index_folder("bm25", {**self.describe(), "corpus": corpus.key, "bm25s": bm25s.__version__})
-        if (folder / "ids.json").is_file():
-            ids = json.loads((folder / "ids.json").read_text())
-            retriever = bm25s.BM25.load(folder)
-        else:
-            documents = list(corpus.read())
-            ids = [d.doc_id for d in documents]
-            retriever = self._new_index(documents)
-            if retriever is not None:  # a corpus without a term is not worth keeping
-                partial = folder.with_name(folder.name + f".partial-{os.getpid()}")
-                retriever.save(partial, show_progress=False)
-                write_atomic(partial / "ids.json", json.dumps(ids))  # last: a folder with ids.json is complete
-                Path(partial).replace(folder)
+        found = _load(folder)
+        if found is None:
+            with exclusive(folder.with_name(folder.name + ".lock"), f"BM25 index of {corpus.name}"):
+                found = _load(folder) or self._build(folder, corpus)
+        ids, retriever = found
         self._corpus = (corpus.key, TieRule(ids), retriever)
         return self._corpus[1], retriever
+
+    def _build(self, folder: Path, corpus) -> tuple[list[str], bm25s.BM25 | None]:
+        """Index `corpus` and publish it at `folder` (the caller holds its lock)."""
+        documents = list(corpus.read())
+        ids = [d.doc_id for d in documents]
+        retriever = self._new_index(documents)
+        if retriever is None:  # a corpus without a term is not worth keeping
+            return ids, None
+        _remove_dead_partials(folder)
+        partial = folder.with_name(folder.name + f".partial-{os.getpid()}")
+        try:
+            shutil.rmtree(partial, ignore_errors=True)
+            retriever.save(partial, show_progress=False)
+            (partial / "ids.json").write_text(json.dumps(ids), encoding="utf-8")
+            sums = {p.name: file_sha256(p) for p in sorted(partial.iterdir()) if p.is_file()}
+            write_atomic(partial / CHECKSUMS, json.dumps(sums, indent=1, sort_keys=True))  # last: complete
+            os.replace(partial, folder)
+        except OSError as exc:  # a full disk, a read-only cache: nothing half-written is left
+            shutil.rmtree(partial, ignore_errors=True)
+            if folder.is_dir() and (folder / CHECKSUMS).is_file():  # published by another process meanwhile
+                return _load(folder)
+            raise KitError(f"{folder}: cannot write the BM25 index ({exc.strerror or exc}); free disk space or set "
+                           "EVALKIT_CACHE to a writable folder with room") from None
+        return ids, retriever
 
     def search(self, queries: Sequence[Query], corpus, k: int, exclude=None,
                dtype: str | None = None) -> dict[str, dict[str, float]]:
@@ -154,3 +191,52 @@ class BM25:
     def describe(self) -> dict:
         return {"family": "bm25", "k1": self.k1, "b": self.b, "method": self.method, "stopwords": self.stopwords,
                 "stemmer": self.stemmer_name}
+
+
+def _load(folder: Path) -> tuple[list[str], bm25s.BM25] | None:
+    """A published index (ids, retriever), every file checked against ``checksums.json``; None when
+    there is none; a one-line error when a file was changed, cut or removed."""
+    if not folder.exists():
+        return None
+
+    def damaged(problem: str) -> KitError:
+        return KitError(f"{folder}: the BM25 index is damaged: {problem}; delete the folder to rebuild it")
+
+    try:
+        sums = json.loads((folder / CHECKSUMS).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise damaged(f"it has no {CHECKSUMS} (not written by this kit's build)") from None
+    except (OSError, ValueError, RecursionError):
+        raise damaged(f"{CHECKSUMS} cannot be read") from None
+    if not isinstance(sums, dict) or "ids.json" not in sums:
+        raise damaged(f"{CHECKSUMS} lists no ids.json")
+    for name, digest in sums.items():
+        path = folder / str(name)
+        if Path(str(name)).name != name or not path.is_file():
+            raise damaged(f"{name} is missing")
+        if file_sha256(path) != digest:
+            raise damaged(f"{name} does not match its checksum")
+    try:
+        ids = json.loads((folder / "ids.json").read_text(encoding="utf-8"))
+        retriever = bm25s.BM25.load(folder)
+    except (OSError, ValueError, KeyError) as exc:
+        raise damaged(f"bm25s cannot read it ({exc})") from None
+    return ids, retriever
+
+
+def _remove_dead_partials(folder: Path) -> None:
+    """Remove ``.partial-PID`` siblings of `folder` whose writer is no longer running (killed builds)."""
+    for path in folder.parent.glob(folder.name + ".partial-*"):
+        pid = path.name.rpartition("-")[2]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True

@@ -9,6 +9,7 @@ import numpy as np
 from evalkit.collection import Document, Query
 from evalkit.embeddings import Encoder
 from evalkit.errors import KitError
+from evalkit.retrieval import search_device
 from evalkit.runs import ranked
 
 TEMPLATE_FIELDS = {"query_template": ("instruction", "query"), "empty_instruction_template": ("query",),
@@ -63,6 +64,15 @@ class BiEncoder:
                                        ("doc_template", doc_template, ("{text}", "{abstract}"))):
             if not any(field in template for field in fields):
                 raise KitError(f"{name} {template!r} must contain {' or '.join(fields)}; fix the model config")
+        for name, template, fields in (("query_template", query_template, {"instruction": "", "query": ""}),
+                                       ("empty_instruction_template", empty_instruction_template, {"query": ""}),
+                                       ("doc_template", doc_template, {"text": "", "title": "", "abstract": ""})):
+            try:
+                template.format(**fields)
+            except (IndexError, KeyError, ValueError) as exc:
+                raise KitError(f"{name} {template!r} is not a template of the fields {', '.join(fields)} "
+                               f"({type(exc).__name__}: {exc}); write each field as {{name}} and a literal brace "
+                               "as {{ or }}") from None
         if "{instruction}" in empty_instruction_template:
             raise KitError("empty_instruction_template is used when the instruction is blank; "
                            "it must not contain {instruction}")
@@ -130,6 +140,7 @@ class BiEncoder:
         """Each query's top `k` of `corpus` by `similarity`, as `score` over every document ranks
         them (`evalkit.retrieval`); queries are encoded in one batch."""
         exclude = exclude or {}
+        search_device()  # a device that cannot search is refused before anything is encoded
         index = self.corpus_index(corpus, dtype)
         vectors = self.query_vectors(list(queries)) if queries else np.zeros((0, index.dim), np.float32)
         found = index.search(vectors, k, [exclude.get(q.qid) for q in queries], self.metric, self.similarity)

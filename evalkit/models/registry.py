@@ -26,6 +26,7 @@ from pathlib import Path
 
 import yaml
 
+from evalkit import configfile
 from evalkit.collection import Collection
 from evalkit.errors import KitError
 from evalkit.models import adhoc
@@ -213,7 +214,7 @@ def _read_config(path: Path, changed: int | None) -> dict:
     """The registry file, read again whenever its modification time changes (`changed`), and
     checked for its shape before any entry is used."""
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        data = yaml.safe_load(configfile.read_text(Path(path)))
     except UnicodeDecodeError as exc:
         raise KitError(f"{path}: the model registry is not UTF-8 text ({exc.reason}); save it as UTF-8") from None
     except (OSError, yaml.YAMLError) as exc:

@@ -45,6 +45,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from evalkit import configfile
 from evalkit.collection import Collection
 from evalkit.errors import KitError
 from evalkit.evaluation import summarize
@@ -78,9 +79,11 @@ def load_prompts(path: Path | None = None, which: str = "paper") -> list[str]:
     key = PROMPT_SETS[which]
     path = Path(path) if path else GENERIC_PROMPTS
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.safe_load(configfile.read_text(path))
     except FileNotFoundError:
         raise KitError(f"{path}: prompt file not found; check the path") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise KitError(f"{path}: cannot read the prompt file ({getattr(exc, 'strerror', None) or exc})") from None
     except yaml.YAMLError as exc:
         raise KitError(f"{path}: malformed YAML ({exc}); write 'prompts:' and a list of strings") from None
     prompts = data.get(key) if isinstance(data, dict) else None

@@ -7,7 +7,8 @@ notebook declares to papermill as that one string (or, for a notebook default th
 number, that number). The executed notebook is written to a temporary file and renamed to
 ``OUTPUT_DIR/notebooks/NOTEBOOK-TAG.ipynb`` only after the notebook ran and wrote its table,
 so a failed run leaves nothing that looks complete; an error inside the notebook reaches the
-terminal as the kit's one line (a `KitError`'s message), with exit status 2.
+terminal as the kit's one line (a `KitError`'s message), with exit status 2. A SIGTERM or
+SIGHUP (make stopped) removes the temporary notebook and ends in one line, status 128 + signal.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -126,16 +128,32 @@ def run(name: str, given: dict[str, str], root: Path = Path(".")) -> Path:
     return out
 
 
+class Stopped(BaseException):
+    """SIGTERM or SIGHUP (make stopped, the terminal closed): unwinds `run`, whose cleanup removes
+    the temporary notebook, so nothing half-executed is left."""
+
+
+def _stop(signum, frame):
+    raise Stopped(signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
         print("usage: python -m evalkit.study.launch NOTEBOOK (parameters in EVALKIT_PARAM_* variables)",
               file=sys.stderr)
         return 2
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _stop)
     try:
         print(run(argv[0], environment_parameters()))
     except KitError as exc:
         return report(exc)
+    except Stopped as stop:
+        name = signal.Signals(stop.args[0]).name
+        report(f"notebooks/{argv[0]}.ipynb stopped by {name}; its temporary notebook was removed, nothing complete "
+               "was written")
+        return 128 + stop.args[0]
     return 0
 
 
