@@ -43,6 +43,12 @@ DOCS = [
 # alone, then the first query against three candidates scored in one padded batch.
 # Regenerated with `authors_geomloss_scores()` (geomloss 0.2.4, torch 2.13.0+cpu, 2 CPU cores): the
 # committed values before differed from that run by up to 3e-5, and the test failed at 1e-5.
+# The reference's float32 arithmetic itself moves with the CPU's vector unit: the same
+# `authors_geomloss_scores()` run gives values up to 3e-5 apart on an AVX2 and an AVX-512 machine
+# (and 7e-5 on the pool below), and the authors' code moves 9.8e-4 when only a batch's pad
+# width changes. The scores are compared within OT_FLOAT32, above that noise and well below what
+# a wrong setting does (a per-pair diameter moves the pool's scores by more than 1e-3, asserted).
+OT_FLOAT32 = 2e-4
 GOLDEN_SINGLE = [-1.9200762510299683, -4.704960823059082, -6.937315464019775, -3.3136910815301235e-07]
 GOLDEN_BATCH = [-1.9197790622711182, -2.8974294662475586, -7.13922119140625]
 # `authors_pool_scores()` (geomloss 0.2.4, torch 2.13 CPU): the 70-candidate pool of `pool_inputs`
@@ -213,12 +219,12 @@ def test_encoding_errors(tiny_bert, tmp_path):
 
 def test_ot_score_matches_the_authors_geomloss_scoring():
     for (query, doc), expected in zip(ot_inputs(), GOLDEN_SINGLE):
-        assert ot_score(query, doc) == pytest.approx(expected, abs=1e-5)
+        assert ot_score(query, doc) == pytest.approx(expected, abs=OT_FLOAT32)
     query = ot_inputs()[0][0]
     docs = [ot_inputs()[0][1], ot_inputs()[1][1], ot_inputs()[2][1]]
     diameter = batch_diameter(query, docs)
     for doc, expected in zip(docs, GOLDEN_BATCH):
-        assert ot_score(query, doc, diameter=diameter) == pytest.approx(expected, abs=1e-5)
+        assert ot_score(query, doc, diameter=diameter) == pytest.approx(expected, abs=OT_FLOAT32)
 
 
 def test_ot_score_emd_equals_pot_by_hand():
@@ -275,7 +281,7 @@ def test_registry_scorer_scores_the_authors_batches_of_64(monkeypatch, tmp_path)
     pair's own diameter (the former default) moves scores by more than 1e-3."""
     query, pool = pool_inputs()
     batched = _scorer(monkeypatch, tmp_path).pair_scores(query, pool)
-    np.testing.assert_allclose(batched, GOLDEN_POOL, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(batched, GOLDEN_POOL, atol=OT_FLOAT32, rtol=0)
     assert np.argsort(batched).tolist() == np.argsort(GOLDEN_POOL).tolist()
     pair = _scorer(monkeypatch, tmp_path, diameter="pair").pair_scores(query, pool)
     assert np.abs(np.array(pair) - GOLDEN_POOL).max() > 1e-3

@@ -275,9 +275,9 @@ def test_a_strict_study_lists_every_missing_prerequisite_before_loading(monkeypa
 @pytest.mark.parametrize("settings, fragment", [
     ({"batch_size": 0}, "batch_size=0 must be a positive integer"),
     ({"max_seq_length": -1}, "max_seq_length=-1 must be a positive integer"),
-    ({"query_template": "{query} {0}"}, "query_template '{query} {0}' is not a template"),
+    ({"query_template": "{query} {0}"}, "query_template '{query} {0}' names field {0}, which does not exist"),
     ({"query_template": "{query} {"}, "query_template '{query} {' is not a template"),
-    ({"doc_template": "{text} {x}"}, "doc_template '{text} {x}' is not a template"),
+    ({"doc_template": "{text} {x}"}, "doc_template '{text} {x}' names field {x}, which does not exist"),
 ])
 def test_bad_dense_settings_are_refused_before_any_run(tmp_path, monkeypatch, capsys, settings, fragment):
     path = tmp_path / "models.yaml"

@@ -189,3 +189,15 @@ def test_every_figure_has_a_caption(tmp_path):
     fig, _ = plt.subplots()
     png, _ = figures.save_figure(fig, "x", tmp_path, caption="What it shows.")
     assert figures.image(png).caption == "What it shows." and not math.isnan(len(png.read_bytes()))
+
+
+def test_sensitivity_limits_round_to_fives_and_take_the_full_scale_when_no_row_ran():
+    import numpy as np
+    import pandas as pd
+
+    from evalkit.study.figures import sensitivity_limits
+
+    ran = pd.DataFrame({"ci_low": [41.2, 47.0], "ci_high": [58.1, 61.0], "nDCG": [50.0, 55.0]})
+    assert sensitivity_limits(ran, "nDCG") == (40, 65)
+    none = pd.DataFrame({"ci_low": [np.nan], "ci_high": [np.nan], "nDCG": [np.nan]})
+    assert sensitivity_limits(none, "nDCG") == (0, 100)

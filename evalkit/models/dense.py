@@ -64,15 +64,6 @@ class BiEncoder:
                                        ("doc_template", doc_template, ("{text}", "{abstract}"))):
             if not any(field in template for field in fields):
                 raise KitError(f"{name} {template!r} must contain {' or '.join(fields)}; fix the model config")
-        for name, template, fields in (("query_template", query_template, {"instruction": "", "query": ""}),
-                                       ("empty_instruction_template", empty_instruction_template, {"query": ""}),
-                                       ("doc_template", doc_template, {"text": "", "title": "", "abstract": ""})):
-            try:
-                template.format(**fields)
-            except (IndexError, KeyError, ValueError) as exc:
-                raise KitError(f"{name} {template!r} is not a template of the fields {', '.join(fields)} "
-                               f"({type(exc).__name__}: {exc}); write each field as {{name}} and a literal brace "
-                               "as {{ or }}") from None
         if "{instruction}" in empty_instruction_template:
             raise KitError("empty_instruction_template is used when the instruction is blank; "
                            "it must not contain {instruction}")

@@ -329,6 +329,8 @@ def sensitivity_limits(table: pd.DataFrame, measure: str) -> tuple[float, float]
     """The relevance panel's y range: from a multiple of 5 below every interval to one above."""
     low = table[["ci_low", measure]].min().min() if "ci_low" in table else table[measure].min()
     high = table[["ci_high", measure]].max().max() if "ci_high" in table else table[measure].max()
+    if math.isnan(low) or math.isnan(high):  # no row ran (every row "not run: <reason>"): the full scale
+        return 0, 100
     return 5 * math.floor(low / 5 - 1e-9), 5 * math.ceil(high / 5 + 1e-9)
 
 
