@@ -15,6 +15,16 @@ WORDS = (
 ).split()
 
 
+def word_piece_vocab() -> dict[str, int]:
+    """A fixed WordPiece vocabulary: the special tokens, every character of WORDS alone and as a
+    continuation (``##c``), then the words. Written out rather than trained: the WordPiece trainer
+    breaks equal pair counts in a different order each run, so a trained vocabulary (and every
+    score the tiny model gives) changed from one test run to the next."""
+    chars = sorted({c for word in WORDS for c in word})
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *chars, *(f"##{c}" for c in chars), *sorted(set(WORDS))]
+    return {token: i for i, token in enumerate(dict.fromkeys(tokens))}
+
+
 def build_sentence_transformer(folder: Path, max_seq_length: int = 64) -> Path:
     """A 2-layer, 32-dim BERT with mean pooling and normalisation, saved as a sentence-transformers folder.
 
@@ -22,16 +32,14 @@ def build_sentence_transformer(folder: Path, max_seq_length: int = 64) -> Path:
     import torch
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
-    from tokenizers import Tokenizer, normalizers, pre_tokenizers, trainers
+    from tokenizers import Tokenizer, normalizers, pre_tokenizers
     from tokenizers import models as tok_models
     from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
 
     torch.manual_seed(0)
-    tokenizer = Tokenizer(tok_models.WordPiece(unk_token="[UNK]"))
+    tokenizer = Tokenizer(tok_models.WordPiece(vocab=word_piece_vocab(), unk_token="[UNK]"))
     tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    trainer = trainers.WordPieceTrainer(vocab_size=200, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
-    tokenizer.train_from_iterator([" ".join(WORDS)] * 5, trainer)
     fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="[UNK]", pad_token="[PAD]",
                                    cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
     hf_dir = folder / "hf"
