@@ -36,12 +36,11 @@ from evalkit.errors import KitError
 from evalkit.evaluation import protocol_collection
 from evalkit.models import adhoc, registry
 from evalkit.models.base import Scorer
+from evalkit.protocols import POOL_PROTOCOLS, PROTOCOLS
 from evalkit.retrieval import DTYPES, Corpus, documents_of, rank_corpus
 from evalkit.runs import Run, ranked
 from evalkit.runstore import is_verified, load_verified, run_folder, write_run
 
-PROTOCOLS = ("pool", "released", "pooled", "full")
-POOL_PROTOCOLS = ("pool", "released")  # each query's given candidates, no first stage
 KEEP = 1000  # documents kept per query when a whole corpus is ranked (as BEIR runs)
 
 
@@ -248,7 +247,7 @@ def sidecar_key(settings: RunSettings, collection: Collection) -> dict:
             "scoring_code_sha256": scoring_code_digest(), "model_identity": registry.identity(model_spec)}
 
 
-SCORING_CODE = ("collection.py", "datasets", "runner.py", "retrieval.py", "hybrid.py", "embeddings.py",
+SCORING_CODE = ("collection.py", "protocols.py", "datasets", "runner.py", "retrieval.py", "hybrid.py", "embeddings.py",
                 "vector_cache.py", "models",
                 "encoders", "llm", "config/instructions.yaml", "config/llm_templates.yaml")
 

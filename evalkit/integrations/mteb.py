@@ -50,8 +50,9 @@ from mteb.abstasks.task_metadata import TaskMetadata
 
 from evalkit.collection import BASE, Collection
 from evalkit.errors import KitError
-from evalkit.evaluation import RELEASED, protocol_collection
+from evalkit.evaluation import protocol_collection
 from evalkit.measures import changed_documents
+from evalkit.protocols import RELEASED
 
 PROTOCOLS = ("pool", RELEASED)  # the pooled and full protocols need a first stage: not an mteb reranking task
 SPLIT = "test"

@@ -5,7 +5,7 @@ does not) and hands them to `check`, which raises a one-line `KitError` on a bad
 before any model is built:
 
 - ``PROFILE``: a profile of `evalkit/config/models.yaml` (offline | paper);
-- ``PROTOCOL``: pool | released | pooled | full (`evalkit.runner.PROTOCOLS`);
+- ``PROTOCOL``: pool | released | pooled | full (`evalkit.protocols.PROTOCOLS`);
 - ``MODELS``: comma-separated model names (registry names or ``st:PATH_OR_HUB_ID`` specs,
   `evalkit.models.adhoc`); empty means the profile's study list for the notebook;
 - ``REFERENCE_MODEL``: the significance reference; empty means the profile's ``study.reference``,
@@ -44,7 +44,8 @@ from evalkit.collection import Collection
 from evalkit.datasets import csfcube_download
 from evalkit.errors import KitError
 from evalkit.models import registry
-from evalkit.runner import PROTOCOLS, RunSettings
+from evalkit.protocols import POOL_PROTOCOLS, PROTOCOLS
+from evalkit.runner import RunSettings
 from evalkit.study.tag import build_tag, path_part
 from evalkit.workspace import resolve
 
@@ -87,11 +88,12 @@ class Study:
         """The query ids of the smoke seeds, in collection order; None for every query."""
         if self.seeds is None:
             return None
-        by_seed = [q for q in collection.queries.values() if q.seed is not None and q.seed.doc_id in self.seeds]
-        missing = sorted(set(self.seeds) - {q.seed.doc_id for q in by_seed})
+        by_seed = collection.by_seed
+        missing = sorted(set(self.seeds) - set(by_seed))
         if missing:
             raise KitError(f"SEEDS: {missing[0]} is no seed of {collection.name}; list seed paper ids")
-        return tuple(q.qid for q in by_seed)
+        chosen = {qid for seed in self.seeds for qid in by_seed[seed]}
+        return tuple(qid for qid in collection.queries if qid in chosen)
 
     def settings(self, model: str, collection: Collection, variant: str = "base",
                  prompt: str | None = None) -> RunSettings:
@@ -164,7 +166,7 @@ def check(notebook: str, PROFILE: str, PROTOCOL: str, SEEDS: str = "", OUTPUT_DI
                "INSTRUCTIONS": INSTRUCTIONS, "OFFICIAL": OFFICIAL}  # as given: the tag make computed from the same
     if OFFICIAL is not None and OFFICIAL not in ("yes", "no"):
         raise KitError(f"OFFICIAL={OFFICIAL!r}: give yes (add the release's official measures) or no")
-    if OFFICIAL == "yes" and PROTOCOL not in ("pool", "released"):
+    if OFFICIAL == "yes" and PROTOCOL not in POOL_PROTOCOLS:
         raise KitError(f"OFFICIAL=yes: the official measures are defined on the judged pools; use PROTOCOL pool "
                        f"or released, not {PROTOCOL}")
     if PROTOCOL == "full" and not CORPUS:

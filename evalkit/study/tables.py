@@ -167,8 +167,8 @@ def official_table(study: Study, collection: Collection) -> pd.DataFrame:
     (the ``released`` protocol; the release's SPECTER sample, without the seed, under ``pool``):
     each row names its protocol."""
     from evalkit.evaluation import protocol_collection
+    from evalkit.protocols import POOL_PROTOCOLS
     from evalkit.record import MEASURES, PARTS, load_record, official_figures
-    from evalkit.runner import POOL_PROTOCOLS
 
     if study.protocol not in POOL_PROTOCOLS:
         raise KitError(f"the official measures are defined on the judged pools; OFFICIAL=yes needs PROTOCOL "
@@ -213,9 +213,8 @@ def comparison_table(study: Study, collection: Collection, measures: Sequence[st
     """The study models' runs x measures table (`evalkit.compare_table`: x100, marks for the runs
     each is significantly better than, paired t-test, Holm), saved as ``comparison-TAG`` .md
     and .tex beside the other tables; the reference model first."""
-    from evalkit.cli import default_measures  # the CLI's default table (the API reads it there too)
     from evalkit.compare_table import compare_table
-    from evalkit.evaluation import shown_once
+    from evalkit.evaluation import default_measures, shown_once
     from evalkit.runs import write_atomic
 
     made, _ = study_rows.outcomes(study, collection)
