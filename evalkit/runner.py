@@ -40,6 +40,7 @@ from evalkit.protocols import POOL_PROTOCOLS, PROTOCOLS
 from evalkit.retrieval import DTYPES, Corpus, documents_of, rank_corpus
 from evalkit.runs import Run, ranked
 from evalkit.runstore import is_verified, load_verified, run_folder, write_run
+from evalkit.version import __version__
 
 KEEP = 1000  # documents kept per query when a whole corpus is ranked (as BEIR runs)
 
@@ -236,8 +237,6 @@ def sidecar_key(settings: RunSettings, collection: Collection) -> dict:
     """What a stored run must match to be reused: the settings (an instruction file by name and
     sha256), the model's whole registry entry, the identity of user code behind it
     (`registry.identity`) and the data. Known before any model is built."""
-    from evalkit import __version__
-
     model_spec = registry.spec(settings.model, settings.profile)
     run_settings = asdict(settings)
     if settings.instructions is not None:  # the file by name and content, not by its path on this machine
@@ -247,8 +246,8 @@ def sidecar_key(settings: RunSettings, collection: Collection) -> dict:
             "scoring_code_sha256": scoring_code_digest(), "model_identity": registry.identity(model_spec)}
 
 
-SCORING_CODE = ("collection.py", "protocols.py", "datasets", "runner.py", "retrieval.py", "hybrid.py", "embeddings.py",
-                "vector_cache.py", "models",
+SCORING_CODE = ("collection.py", "protocols.py", "hashing.py", "datasets", "runner.py", "retrieval.py", "hybrid.py",
+                "embeddings.py", "vector_cache.py", "models",
                 "encoders", "llm", "config/instructions.yaml", "config/llm_templates.yaml")
 
 

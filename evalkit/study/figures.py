@@ -28,6 +28,8 @@ import pandas as pd  # noqa: E402
 
 from evalkit.errors import KitError  # noqa: E402
 from evalkit.runs import write_atomic  # noqa: E402
+from evalkit.study.printed import save_table  # noqa: E402, F401  (figures.save_table: the notebooks' name)
+from evalkit.study.published import load_published  # noqa: E402
 
 FACET_COLUMNS = {"background": "Background", "method": "Method", "result": "Result", "all": "Agg."}
 HUMAN_COLOUR = "#000000"
@@ -35,20 +37,6 @@ PAPER_HUMAN_COLOUR = "#555555"
 MIN_FONT = 8.0  # pt: the smallest text of a saved figure
 KIT_PANEL = "this kit"
 PAPER_PANEL = "the paper (Mysore et al.; full corpus, hub models)"
-
-
-def save_table(table: pd.DataFrame, name: str, out_dir: Path) -> list[Path]:
-    """Write `name`.csv (full precision) and, for reading, .md and .tex (`evalkit.study.printed`:
-    two decimals, p-values to three significant figures, blanks for missing values, LaTeX-escaped
-    text in a booktabs tabular) under out_dir."""
-    from evalkit.study import printed
-
-    out_dir = Path(out_dir)
-    paths = [out_dir / f"{name}.csv", out_dir / f"{name}.md", out_dir / f"{name}.tex"]
-    write_atomic(paths[0], table.to_csv(index=False))
-    write_atomic(paths[1], printed.markdown(table))
-    write_atomic(paths[2], printed.latex(table))
-    return paths
 
 
 def save_figure(fig: plt.Figure, name: str, fig_dir: Path, caption: str) -> list[Path]:
@@ -97,7 +85,6 @@ def _model_colours() -> dict[str, str]:
     also runs (SciNCL, Specter2, otAspire, GritLM-7B) takes the kit model's colour, every other one
     a colour no kit model has; no two different models share a colour in any panel."""
     from evalkit.models import registry
-    from evalkit.study.tables import load_published
 
     palette = _palette()
     names: list[str] = []
