@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from evalkit.latex import LATEX, latex_escape  # noqa: F401  (printed.latex_escape)
 from evalkit.runs import write_atomic
 
 DIGITS = {"kendall_tau": 3, "score": 3}  # columns not on the x100 scale, more digits
@@ -72,19 +73,6 @@ def numeric(table: pd.DataFrame, column: str) -> bool:
 
 
 # --- Markdown and LaTeX ------------------------------------------------------------------------
-
-LATEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
-         "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "<": r"\textless{}",
-         ">": r"\textgreater{}", "\u00d7": r"\texttimes{}", "\u2265": r"$\geq$", "\u2264": r"$\leq$",
-         "\u00b1": r"\textpm{}", "\u2013": "--", "\u2014": "---", "\u2212": "-", "\u2192": r"$\rightarrow$",
-         "\u2026": r"\dots{}"}
-
-
-def latex_escape(text: str) -> str:
-    """Text safe inside a LaTeX tabular: the special characters escaped, the kit's few non-ASCII
-    marks (x, >=, dashes) as LaTeX commands."""
-    return "".join(LATEX.get(ch, ch) for ch in str(text))
-
 
 def latex(table: pd.DataFrame) -> str:
     """A booktabs tabular (needs ``\\usepackage{booktabs}``): numbers right-aligned, text escaped."""
