@@ -34,17 +34,34 @@ from pathlib import Path
 import pandas as pd
 
 from evalkit.collection import BASE, Collection, queries_of_seeds
+from evalkit.compare import compare
+from evalkit.compare_table import compare_table
+from evalkit.datasets import load_dataset
 from evalkit.errors import KitError
 from evalkit.evaluation import (
+    AGGREGATIONS,
     DISCOUNTS,
     ROBUSTNESS,
+    SCALE,
     check_measures,
+    check_run,
     computed_measures,
     default_measures,
+    fold_notes,
+    per_query,
+    shown_once,
     summary_of,
 )
+from evalkit.models import adhoc, registry
+from evalkit.models.adhoc import is_st
+from evalkit.models.dense import TEMPLATE_FIELDS, check_template
+from evalkit.models.identity import identity_and_reason
+from evalkit.models.objects import as_scorer, prepare_object
 from evalkit.protocols import PROTOCOLS
 from evalkit.run_input import load_any_run
+from evalkit.runner import RunSettings, ensure_run, instructions_identity, run_folder
+from evalkit.runstore import check_run_name
+from evalkit.stats import PERMUTATION_SEED, PERMUTATIONS
 
 ROLES_READING = "instructed"
 
@@ -72,8 +89,6 @@ class Evaluation:
     collection: Collection | None = field(default=None, repr=False)
 
     def __str__(self) -> str:
-        from evalkit.evaluation import SCALE
-
         two = lambda v: f"{v:.2f}"  # noqa: E731
         twins = set(self.settings.get("same_as", {}))  # printed once, under the measure they equal
         table = self.table[~self.table.index.get_level_values("measure").isin(twins)]
@@ -105,9 +120,6 @@ class Evaluation:
         """The runs x measures table (`evalkit.compare_table.ComparisonTable`; ``format=`` text,
         markdown or latex gives its text) of the reference, this model and `others` (more
         `evaluate` results on the same dataset and queries), on `variant` (default: the first)."""
-        from evalkit.compare_table import compare_table
-        from evalkit.stats import PERMUTATION_SEED, PERMUTATIONS
-
         variants = list(self.runs)
         variant = variant or variants[0]
         if variant not in self.runs:
@@ -146,11 +158,7 @@ def _slug(text: str) -> str:
 def _model_name(model, name: str | None, identity: dict | None) -> str:
     """The user's name, else a slug of the object's class or function name and 8 hex digits of
     its identity (so two different models never share a run folder)."""
-    from evalkit.runstore import check_run_name
-
     if name is not None:
-        from evalkit.models.adhoc import is_st
-
         if is_st(name):
             raise KitError(f"name={name!r}: st: names a sentence-transformers location; give the object another name")
         return check_run_name(name)
@@ -174,11 +182,6 @@ def register_model(model, name: str | None = None, *, revision: str | None = Non
 def _register(model, name, revision, profile, query_template, doc_template, empty_instruction_template, label,
               role) -> tuple[str, str | None]:
     """(name, note): `register_model`, and why the kit could not fingerprint the model (or None)."""
-    from evalkit.models import adhoc, registry
-    from evalkit.models.dense import TEMPLATE_FIELDS, check_template
-    from evalkit.models.identity import identity_and_reason
-    from evalkit.models.objects import as_scorer, prepare_object
-
     for argument, template in (("query_template", query_template), ("doc_template", doc_template),
                                ("empty_instruction_template", empty_instruction_template)):
         check_template(f"{argument}=", template, TEMPLATE_FIELDS[argument])
@@ -221,10 +224,6 @@ def _queries(collection: Collection, seeds: Sequence[str] | None, queries: Seque
 def _reference_tables(reference, settings_of, collection: Collection, variants: Sequence[str], runs_dir: Path,
                       names: list[str]) -> tuple[str, dict[str, pd.DataFrame]]:
     """(label, {variant: per-query table}) of the reference."""
-    from evalkit.evaluation import check_run, per_query
-    from evalkit.models import adhoc, registry
-    from evalkit.runner import ensure_run
-
     if isinstance(reference, Evaluation):
         missing = next((v for v in variants if v not in reference.runs), None)
         if missing is not None:
@@ -261,12 +260,6 @@ def evaluate(model, dataset: str = "csfcube", *, name: str | None = None, revisi
     """Rank `dataset` with `model` under each variant, store the runs, and evaluate them (see the
     module docstring). `variants`: default ``base``, or every variant of `instructions` when an
     instruction file is given. `seeds` / `queries`: a smoke run over some queries only."""
-    from evalkit.compare import compare
-    from evalkit.datasets import load_dataset
-    from evalkit.evaluation import AGGREGATIONS, fold_notes, per_query, shown_once
-    from evalkit.models import registry
-    from evalkit.runner import RunSettings, ensure_run, instructions_identity, run_folder
-
     if aggregate not in AGGREGATIONS:
         raise KitError(f"aggregate={aggregate!r}: choose one of {', '.join(AGGREGATIONS)}")
     if protocol not in PROTOCOLS:

@@ -32,6 +32,7 @@ from evalkit.errors import KitError
 from evalkit.models import adhoc
 from evalkit.models.base import Scorer
 from evalkit.models.dense import BiEncoder, MultiVector
+from evalkit.models.hybrid import FacetHybrid
 from evalkit.packages import extract_split_zip, package_file
 
 MODELS_FILE = Path(__file__).resolve().parents[1] / "config" / "models.yaml"
@@ -98,8 +99,6 @@ def _with_hybrid(model: Scorer, settings: dict) -> Scorer:
     """The facet hybrid over an embedding model when its entry sets `hybrid_alpha` (evalkit.hybrid)."""
     if "hybrid_alpha" not in settings:
         return model
-    from evalkit.hybrid import FacetHybrid
-
     return FacetHybrid(model, settings["hybrid_alpha"], settings.get("hybrid_candidate_facet", False))
 
 
