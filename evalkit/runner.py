@@ -30,10 +30,11 @@ from dataclasses import asdict, dataclass, replace
 from functools import cache
 from pathlib import Path
 
-from evalkit import progress
+from evalkit import prerequisites, progress
 from evalkit.collection import BASE, Collection, Document, Query
 from evalkit.errors import KitError
 from evalkit.evaluation import protocol_collection
+from evalkit.hashing import file_sha256, files_sha256
 from evalkit.models import adhoc, registry
 from evalkit.models.base import Scorer
 from evalkit.protocols import POOL_PROTOCOLS, PROTOCOLS
@@ -72,8 +73,6 @@ class RunSettings:
 
 def instructions_identity(path: str) -> dict:
     """How sidecars and tables name an instruction file: its file name and sha256."""
-    from evalkit.hashing import file_sha256
-
     try:
         return {"file": Path(path).name, "sha256": file_sha256(Path(path))}
     except OSError as exc:
@@ -255,8 +254,6 @@ SCORING_CODE = ("collection.py", "protocols.py", "hashing.py", "datasets", "runn
 def scoring_code_digest() -> str:
     """sha256 of the code and configuration that turn a query into scores: a run made by other
     scoring code is never reused (embeddings and LLM judgments stay cached, so a rerun is cheap)."""
-    from evalkit.hashing import files_sha256
-
     root = Path(__file__).parent
     files = sorted(p for name in SCORING_CODE for p in ([root / name] if (root / name).is_file()
                    else (root / name).rglob("*")) if p.is_file() and p.suffix in (".py", ".yaml", ".csv"))
@@ -273,8 +270,6 @@ class NotRun:
 def unavailable(settings: RunSettings) -> tuple[str, str] | None:
     """(reason, fix) when a prerequisite of the run is missing (`evalkit.prerequisites`: the model's
     own, its first stage's, the protocol's first stage on pooled and full), else None."""
-    from evalkit import prerequisites
-
     specs = [registry.spec(settings.model, settings.profile)]
     if settings.protocol != "pool":
         specs.append(registry.spec(settings.first_stage or registry.profile_settings(settings.profile)["first_stage"],

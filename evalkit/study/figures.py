@@ -27,7 +27,10 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from evalkit.errors import KitError  # noqa: E402
+from evalkit.models import registry
 from evalkit.runs import write_atomic  # noqa: E402
+from evalkit.stats import interval_or_nan
+from evalkit.study.params import BOOTSTRAP_SEED
 from evalkit.study.printed import save_table  # noqa: E402, F401  (figures.save_table: the notebooks' name)
 from evalkit.study.published import load_published  # noqa: E402
 
@@ -84,8 +87,6 @@ def _model_colours() -> dict[str, str]:
     the profiles of models.yaml) and then the paper's published models: a published model the kit
     also runs (SciNCL, Specter2, otAspire, GritLM-7B) takes the kit model's colour, every other one
     a colour no kit model has; no two different models share a colour in any panel."""
-    from evalkit.models import registry
-
     palette = _palette()
     names: list[str] = []
     for profile in registry.profiles():
@@ -139,9 +140,6 @@ def facet_intervals(values: pd.DataFrame, metric: str) -> pd.DataFrame:
     """Bootstrap 95% intervals (x100, as the tables) of the per-query mean of `metric` for each label
     and facet, and over all queries ("all"), from per-query values (`evalkit.study.per_query.values`:
     columns label, facet, metric)."""
-    from evalkit.stats import interval_or_nan
-    from evalkit.study.params import BOOTSTRAP_SEED
-
     rows = []
     for label, group in values.groupby("label", sort=False):
         for facet in FACET_COLUMNS:

@@ -42,10 +42,11 @@ from pathlib import Path
 from evalkit import prerequisites
 from evalkit.collection import Collection
 from evalkit.datasets import csfcube_download
+from evalkit.datasets.csfcube_variants import load_instructions
 from evalkit.errors import KitError
 from evalkit.models import registry
 from evalkit.protocols import POOL_PROTOCOLS, PROTOCOLS
-from evalkit.runner import RunSettings
+from evalkit.runner import RunSettings, instructions_identity
 from evalkit.study.tag import build_tag, path_part
 from evalkit.workspace import resolve
 
@@ -113,8 +114,6 @@ class Study:
             parts.append(f"measure {self.measure}")
         parts.append(f"seeds {', '.join(self.seeds) if self.seeds else 'all'}")
         if self.instructions:
-            from evalkit.runner import instructions_identity
-
             found = instructions_identity(self.instructions)
             parts.append(f"instructions {found['file']} (sha256 {found['sha256'][:12]})")
         return " | ".join(parts)
@@ -194,8 +193,6 @@ def check(notebook: str, PROFILE: str, PROTOCOL: str, SEEDS: str = "", OUTPUT_DI
             raise KitError(f"REFERENCE_MODEL {reference} is not among the models run; add it to MODELS")
     instructions = None
     if INSTRUCTIONS:
-        from evalkit.datasets.csfcube_variants import load_instructions
-
         if not Path(INSTRUCTIONS).expanduser().is_file():
             raise KitError(f"INSTRUCTIONS {INSTRUCTIONS}: no such file; give a YAML file shaped as "
                            "evalkit/config/instructions.yaml")

@@ -23,12 +23,17 @@ import pandas as pd
 from scipy import stats as scistats
 
 from evalkit.collection import Collection
+from evalkit.compare_table import compare_table
 from evalkit.datasets.csfcube import CSFCube
+from evalkit.datasets.csfcube_variants import variants_of
 from evalkit.errors import KitError
-from evalkit.evaluation import PMRR, per_query, summarize
+from evalkit.evaluation import PMRR, default_measures, per_query, protocol_collection, shown_once, summarize
 from evalkit.human import POOL_LABEL, human_per_query, protocol_label
 from evalkit.models import registry
-from evalkit.runs import Run
+from evalkit.protocols import POOL_PROTOCOLS
+from evalkit.record import MEASURES, PARTS, load_record, official_figures
+from evalkit.runner import instructions_identity
+from evalkit.runs import Run, write_atomic
 from evalkit.stats import holm, interval_or_nan, pvalue_or_nan
 from evalkit.study import printed
 from evalkit.study import rows as study_rows
@@ -169,10 +174,6 @@ def official_table(study: Study, collection: Collection) -> pd.DataFrame:
     record (`evalkit.record`) beside them. The record's rows were reported on the pools as released
     (the ``released`` protocol; the release's SPECTER sample, without the seed, under ``pool``):
     each row names its protocol."""
-    from evalkit.evaluation import protocol_collection
-    from evalkit.protocols import POOL_PROTOCOLS
-    from evalkit.record import MEASURES, PARTS, load_record, official_figures
-
     if study.protocol not in POOL_PROTOCOLS:
         raise KitError(f"the official measures are defined on the judged pools; OFFICIAL=yes needs PROTOCOL "
                        f"{' or '.join(POOL_PROTOCOLS)}, not {study.protocol}")
@@ -214,10 +215,6 @@ def comparison_table(study: Study, collection: Collection, measures: Sequence[st
     """The study models' runs x measures table (`evalkit.compare_table`: x100, marks for the runs
     each is significantly better than, paired t-test, Holm), saved as ``comparison-TAG`` .md
     and .tex beside the other tables; the reference model first."""
-    from evalkit.compare_table import compare_table
-    from evalkit.evaluation import default_measures, shown_once
-    from evalkit.runs import write_atomic
-
     made, _ = study_rows.outcomes(study, collection)
     order = sorted(made, key=lambda m: m != study.reference)
     names = list(measures or default_measures(collection))
@@ -275,7 +272,6 @@ def sensitivity_groups(instructions: str | None = None) -> dict[str, list[str]]:
     study's variants) and its paraphrases together, in file order."""
     if instructions is None:
         return SENSITIVITY_GROUPS
-    from evalkit.datasets.csfcube_variants import variants_of
 
     variants = variants_of(Path(instructions))
     paraphrases = [v for v in variants if v.startswith("paraphrase-")]
@@ -306,8 +302,6 @@ def sensitivity_table(study: Study, collection: Collection) -> pd.DataFrame:
             tables[model][variant] = per_query(collection, run, [measure])
     named = {}
     if study.instructions is not None:
-        from evalkit.runner import instructions_identity
-
         found = instructions_identity(study.instructions)
         named = {"instructions": found["file"], "instructions_sha256": found["sha256"]}
     out = []
