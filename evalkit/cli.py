@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from evalkit.collection import queries_of_seeds
-from evalkit.datasets import DATASET_HELP, load_dataset
+from evalkit.datasets import DATASET_HELP, csfcube, load_dataset
+from evalkit.datasets.csfcube_corpus import check_corpus
 from evalkit.errors import KitError, report
 from evalkit.evaluation import (
     AGGREGATIONS,
@@ -29,14 +30,19 @@ from evalkit.evaluation import (
     ROBUSTNESS_K,
     SCALE,
     check_measures,
+    check_run,
     computed_measures,
     default_measures,
+    fold_notes,
+    per_query,
+    protocol_collection,
     shown_once,
     summary_of,
 )
-from evalkit.measures import PMRR_TIES
+from evalkit.measures import MAX_K, PMRR_TIES
 from evalkit.protocols import DEFAULT_PROTOCOL, POOL_PROTOCOLS, PROTOCOLS
 from evalkit.run_input import load_any_run
+from evalkit.runstore import RANKING, read_sidecar, run_folder
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -110,8 +116,6 @@ def _dataset_folder(spec: str) -> Path | None:
     """The folder a dataset spec reads (for refusing to overwrite it), where known."""
     scheme, colon, rest = spec.strip().partition(":")
     if not colon and scheme == CSFCUBE:
-        from evalkit.datasets import csfcube
-
         try:
             return csfcube.locate()
         except KitError:
@@ -148,8 +152,6 @@ def _parse_measure_list(text: str) -> list[str]:
 
 def _check_measure_options(args: argparse.Namespace) -> None:
     """Before loading: --k and --discount shape only the default CSFCube table."""
-    from evalkit.measures import MAX_K
-
     if args.k is not None and args.k < 1:
         raise KitError(f"--k {args.k}: cut-off k={args.k} must be a positive integer")
     if args.k is not None and args.k > MAX_K:
@@ -222,8 +224,6 @@ def _write_per_query(table, path: str | None) -> None:
 def _run_labels(paths: list[Path]) -> dict[Path, str]:
     """Each run's name in a comparison: its run-store name (sidecar) where no other run has it,
     else the path as given."""
-    from evalkit.runstore import RANKING, read_sidecar
-
     recorded = {}
     for path in paths:
         sidecar = read_sidecar(path) if path.is_dir() and (path / RANKING).is_file() else None
@@ -235,8 +235,6 @@ def _run_labels(paths: list[Path]) -> dict[Path, str]:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
-    from evalkit.evaluation import check_run, fold_notes, per_query, protocol_collection
-
     _check_measure_options(args)
     paths = [Path(p) for p in args.runs]
     for runs in paths:
@@ -355,7 +353,6 @@ def _pvalue(value) -> str:
 
 
 def cmd_human(args: argparse.Namespace) -> None:
-    from evalkit.datasets import csfcube
     from evalkit.human import human_per_query
 
     _check_measure_options(args)
@@ -410,7 +407,6 @@ def _model_spec(args: argparse.Namespace) -> str:
 def cmd_run(args: argparse.Namespace) -> None:
     from evalkit.models import registry
     from evalkit.runner import RunSettings, check_settings, ensure_folder
-    from evalkit.runstore import run_folder
 
     if args.depth is not None and args.depth < 1:
         raise KitError(f"--depth {args.depth}: the first-stage depth must be a positive integer")
@@ -480,8 +476,6 @@ def cmd_report(args: argparse.Namespace) -> None:
 
 
 def cmd_data(args: argparse.Namespace) -> None:
-    from evalkit.datasets import csfcube
-
     if args.corpus:
         _data_corpus(args.path)
         return
@@ -516,8 +510,6 @@ def _corpus(args: argparse.Namespace) -> None:
 
 
 def cmd_plan(args: argparse.Namespace) -> None:
-    from evalkit.datasets import csfcube
-    from evalkit.datasets.csfcube_corpus import check_corpus
     from evalkit.models import registry
     from evalkit.plan import plan, render
 
@@ -562,8 +554,6 @@ def cmd_verify(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from evalkit import record
-    from evalkit.datasets import csfcube
-    from evalkit.evaluation import protocol_collection
     from evalkit.runner import RunSettings, ensure_run
 
     runs_dir = Path(args.runs_dir)
