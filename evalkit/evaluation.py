@@ -85,6 +85,13 @@ def per_query(collection: Collection, run: Run, names: Sequence[str] | None = No
     return table
 
 
+def default_ndcg(discount: str | None = None, k: int | None = None) -> str:
+    """The nDCG@k of CSFCube's default table under `discount`: the release's (nDCG_csfcube@k,
+    the default) or trec_eval's (nDCG@k); k defaults to `DEFAULT_K`."""
+    k = DEFAULT_K if k is None else k
+    return f"nDCG_csfcube@{k}" if (discount or DEFAULT_DISCOUNT) == "csfcube" else f"nDCG@{k}"
+
+
 def default_measures(collection: Collection, discount: str | None = None, k: int | None = None) -> list[str]:
     """The collection's own measures; for CSFCube, first the table the CLI always printed:
     nDCG@k with the chosen discount, AP, RR, P@k, R@k, p-MRR."""
@@ -96,8 +103,7 @@ def default_measures(collection: Collection, discount: str | None = None, k: int
                            f"--measures (its own: {', '.join(own)})")
         return own
     k = DEFAULT_K if k is None else k
-    ndcg = f"nDCG_csfcube@{k}" if (discount or DEFAULT_DISCOUNT) == "csfcube" else f"nDCG@{k}"
-    table = [ndcg, "AP", "RR", f"P@{k}", f"R@{k}", PMRR]
+    table = [default_ndcg(discount, k), "AP", "RR", f"P@{k}", f"R@{k}", PMRR]
     return table + [m for m in own if m not in table]
 
 

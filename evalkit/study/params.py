@@ -39,11 +39,12 @@ import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from evalkit import prerequisites
+from evalkit import evaluation, prerequisites
 from evalkit.collection import Collection
 from evalkit.datasets import csfcube_download
 from evalkit.datasets.csfcube_variants import load_instructions
 from evalkit.errors import KitError
+from evalkit.evaluation import default_ndcg
 from evalkit.models import registry
 from evalkit.protocols import POOL_PROTOCOLS, PROTOCOLS
 from evalkit.runner import RunSettings, instructions_identity
@@ -51,7 +52,7 @@ from evalkit.study.tag import build_tag, path_part
 from evalkit.workspace import resolve
 
 STRICT_ENV = "EVALKIT_STRICT"
-DISCOUNTS = {"csfcube": "nDCG_csfcube@20", "trec": "nDCG@20"}
+DISCOUNTS = {discount: default_ndcg(discount) for discount in evaluation.DISCOUNTS}  # DISCOUNT -> its nDCG@20
 BOOTSTRAP_SEED = 0
 # Each notebook's default model list: the profile's `study` entry of this name.
 STUDY_LISTS = {"relevance": "relevance", "instruction_following": "relevance", "sensitivity": "sensitivity",
