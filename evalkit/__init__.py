@@ -18,6 +18,7 @@ _API = ("evaluate", "register_model", "Evaluation")
 
 def __getattr__(name: str):
     if name in _API:
+        # lazy: `import evalkit` stays light; the API loads on first use
         from evalkit import api
 
         return getattr(api, name)

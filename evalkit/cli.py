@@ -4,6 +4,11 @@ Commands: `run` (rank a dataset with one model into the run store), `evaluate` (
 run), `human` (CSFCube's Human reference), `models`, `report`, `data`, `export` (CSFCube as
 BEIR, FollowIR or TREC files), `plan` (what a study needs and costs, before any work), `verify` (the
 kit's rows against the published CSFCube record).
+
+A thin layer on the library (`evalkit.evaluation`, `evalkit.runner`, `evalkit.run_input`, ...): it
+parses and checks options, calls the library and prints. Each command imports the modules only it
+needs when it runs (lazy, for start-up cost), so ``--help`` and a BM25 run load no neural library
+(`tests/test_imports.py`).
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ from evalkit.workspace import cache_root
 
 
 def _transformers():
-    from evalkit.llm.hf import TransformersBackend
+    from evalkit.llm.hf import TransformersBackend  # lazy: it imports torch and transformers
 
     return TransformersBackend
 
