@@ -194,8 +194,9 @@ pooled: $(NB)/hybrid-$(POOLED_TAG).ipynb ## the facet hybrid on the pooled proto
 all: $(BUILD)/tables/specter-sample.json $(BUILD)/tables/human.json $(BUILD)/report-$(TAG).html ## regenerate the whole study
 	@echo "tables: $$EVALKIT_PARAM_OUTPUT_DIR/tables/  figures: $$EVALKIT_PARAM_FIGURES_DIR/  report: $$EVALKIT_PARAM_OUTPUT_DIR/report-$(TAG).html"
 
-test: $(STAMP) ## lint (ruff) and run the test suite
+test: $(STAMP) ## lint (ruff, the import layers) and run the test suite
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports --no-cache
 	$(RUN_PY) -m pytest -q
 
 docs: $(STAMP) ## build the documentation site (docs/, mkdocs.yml) into build/site; warnings fail it (--strict)

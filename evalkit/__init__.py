@@ -6,7 +6,7 @@ first use so that ``import evalkit`` stays light.
 
 import os as _os
 
-__version__ = "0.1.0"
+from evalkit.version import __version__  # noqa: F401  (evalkit.__version__)
 
 # EVALKIT_PROGRESS=off silences every bar, the Hugging Face libraries' too ("Loading weights",
 # downloads): they read this variable when first imported, which is after the kit's import.
@@ -18,6 +18,7 @@ _API = ("evaluate", "register_model", "Evaluation")
 
 def __getattr__(name: str):
     if name in _API:
+        # lazy: `import evalkit` stays light; the API loads on first use
         from evalkit import api
 
         return getattr(api, name)

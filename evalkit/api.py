@@ -33,8 +33,35 @@ from pathlib import Path
 
 import pandas as pd
 
-from evalkit.collection import BASE, Collection
+from evalkit.collection import BASE, Collection, queries_of_seeds
+from evalkit.compare import compare
+from evalkit.compare_table import compare_table
+from evalkit.datasets import load_dataset
 from evalkit.errors import KitError
+from evalkit.evaluation import (
+    AGGREGATIONS,
+    DISCOUNTS,
+    ROBUSTNESS,
+    SCALE,
+    check_measures,
+    check_run,
+    computed_measures,
+    default_measures,
+    fold_notes,
+    per_query,
+    shown_once,
+    summary_of,
+)
+from evalkit.models import adhoc, registry
+from evalkit.models.adhoc import is_st
+from evalkit.models.dense import TEMPLATE_FIELDS, check_template
+from evalkit.models.identity import identity_and_reason
+from evalkit.models.objects import as_scorer, prepare_object
+from evalkit.protocols import PROTOCOLS
+from evalkit.run_input import load_any_run
+from evalkit.runner import RunSettings, ensure_run, instructions_identity, run_folder
+from evalkit.runstore import check_run_name
+from evalkit.stats import PERMUTATION_SEED, PERMUTATIONS
 
 ROLES_READING = "instructed"
 
@@ -62,8 +89,6 @@ class Evaluation:
     collection: Collection | None = field(default=None, repr=False)
 
     def __str__(self) -> str:
-        from evalkit.evaluation import SCALE
-
         two = lambda v: f"{v:.2f}"  # noqa: E731
         twins = set(self.settings.get("same_as", {}))  # printed once, under the measure they equal
         table = self.table[~self.table.index.get_level_values("measure").isin(twins)]
@@ -95,9 +120,6 @@ class Evaluation:
         """The runs x measures table (`evalkit.compare_table.ComparisonTable`; ``format=`` text,
         markdown or latex gives its text) of the reference, this model and `others` (more
         `evaluate` results on the same dataset and queries), on `variant` (default: the first)."""
-        from evalkit.compare_table import compare_table
-        from evalkit.stats import PERMUTATION_SEED, PERMUTATIONS
-
         variants = list(self.runs)
         variant = variant or variants[0]
         if variant not in self.runs:
@@ -136,11 +158,7 @@ def _slug(text: str) -> str:
 def _model_name(model, name: str | None, identity: dict | None) -> str:
     """The user's name, else a slug of the object's class or function name and 8 hex digits of
     its identity (so two different models never share a run folder)."""
-    from evalkit.runstore import check_run_name
-
     if name is not None:
-        from evalkit.models.adhoc import is_st
-
         if is_st(name):
             raise KitError(f"name={name!r}: st: names a sentence-transformers location; give the object another name")
         return check_run_name(name)
@@ -164,11 +182,6 @@ def register_model(model, name: str | None = None, *, revision: str | None = Non
 def _register(model, name, revision, profile, query_template, doc_template, empty_instruction_template, label,
               role) -> tuple[str, str | None]:
     """(name, note): `register_model`, and why the kit could not fingerprint the model (or None)."""
-    from evalkit.models import adhoc, registry
-    from evalkit.models.dense import TEMPLATE_FIELDS, check_template
-    from evalkit.models.identity import identity_and_reason
-    from evalkit.models.objects import as_scorer, prepare_object
-
     for argument, template in (("query_template", query_template), ("doc_template", doc_template),
                                ("empty_instruction_template", empty_instruction_template)):
         check_template(f"{argument}=", template, TEMPLATE_FIELDS[argument])
@@ -199,9 +212,7 @@ def _queries(collection: Collection, seeds: Sequence[str] | None, queries: Seque
             raise KitError(f"{argument}{given!r:.60} is a {type(given).__name__}; give a list of ids, "
                            f"e.g. {argument}[\"929877\"]")
     if seeds is not None:
-        from evalkit.cli import _seed_queries
-
-        return _seed_queries(tuple(str(s) for s in seeds), collection, "seeds=")
+        return queries_of_seeds(tuple(str(s) for s in seeds), collection, "seeds=")
     if queries is not None:
         unknown = next((q for q in queries if q not in collection.queries), None)
         if unknown is not None:
@@ -213,10 +224,6 @@ def _queries(collection: Collection, seeds: Sequence[str] | None, queries: Seque
 def _reference_tables(reference, settings_of, collection: Collection, variants: Sequence[str], runs_dir: Path,
                       names: list[str]) -> tuple[str, dict[str, pd.DataFrame]]:
     """(label, {variant: per-query table}) of the reference."""
-    from evalkit.evaluation import check_run, per_query
-    from evalkit.models import adhoc, registry
-    from evalkit.runner import ensure_run
-
     if isinstance(reference, Evaluation):
         missing = next((v for v in variants if v not in reference.runs), None)
         if missing is not None:
@@ -236,8 +243,6 @@ def _reference_tables(reference, settings_of, collection: Collection, variants: 
     if not path.exists():
         raise KitError(f"reference={text!r} is neither a model of profile {settings.profile} nor a run file or folder; "
                        "name a model (evalkit models) or give a run")
-    from evalkit.cli import load_any_run
-
     run, recorded = load_any_run(path, None, collection)
     check_run(run, collection, source=str(path), within_candidates=(recorded or settings.protocol) == "pool")
     table = per_query(collection, run, names)
@@ -255,21 +260,14 @@ def evaluate(model, dataset: str = "csfcube", *, name: str | None = None, revisi
     """Rank `dataset` with `model` under each variant, store the runs, and evaluate them (see the
     module docstring). `variants`: default ``base``, or every variant of `instructions` when an
     instruction file is given. `seeds` / `queries`: a smoke run over some queries only."""
-    from evalkit import cli
-    from evalkit.compare import compare
-    from evalkit.datasets import load_dataset
-    from evalkit.evaluation import AGGREGATIONS, fold_notes, per_query, shown_once
-    from evalkit.models import registry
-    from evalkit.runner import PROTOCOLS, RunSettings, ensure_run, instructions_identity, run_folder
-
     if aggregate not in AGGREGATIONS:
         raise KitError(f"aggregate={aggregate!r}: choose one of {', '.join(AGGREGATIONS)}")
     if protocol not in PROTOCOLS:
         raise KitError(f"protocol={protocol!r}: choose one of {', '.join(PROTOCOLS)}")
     if profile not in registry.profiles():
         raise KitError(f"profile={profile!r}: choose one of {', '.join(registry.profiles())}")
-    if discount is not None and discount not in ("csfcube", "trec"):
-        raise KitError(f"discount={discount!r}: choose csfcube or trec")
+    if discount is not None and discount not in DISCOUNTS:
+        raise KitError(f"discount={discount!r}: choose {' or '.join(DISCOUNTS)}")
     if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
         raise KitError(f"k={k!r}: give a positive integer cut-off")
     if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 1):
@@ -308,8 +306,8 @@ def evaluate(model, dataset: str = "csfcube", *, name: str | None = None, revisi
         if repeated is not None:
             raise KitError(f"measures= lists {repeated} twice; list each measure once")
     else:
-        names = cli.default_measures(collection, discount, k)
-    cli._check_measures(names, collection)
+        names = default_measures(collection, discount, k)
+    check_measures(names, collection)
     subset = _queries(collection, seeds, queries)
     runs_dir = Path(runs_dir)
 
@@ -322,12 +320,12 @@ def evaluate(model, dataset: str = "csfcube", *, name: str | None = None, revisi
         settings = settings_of(variant)
         run = ensure_run(settings, collection, runs_dir)
         folders[variant] = run_folder(runs_dir, settings, collection.name)
-        tables[variant] = per_query(collection, run, cli._computed(names))
+        tables[variant] = per_query(collection, run, computed_measures(names))
     used = "mean" if not collection.folds else aggregate
     twins = shown_once(names, tables.values())[1] if measures is None else {}
     rows = []
     for variant, table in tables.items():
-        summary = cli.summary_of(collection, table, names, aggregate, {})
+        summary = summary_of(collection, table, names, aggregate, {})
         rows += [{"variant": variant, "measure": m, **summary[m]} for m in names]
     measures_table = pd.DataFrame(rows).set_index(["variant", "measure"])
     per_query_table = pd.concat(tables, names=["variant", "qid"])
@@ -335,10 +333,10 @@ def evaluate(model, dataset: str = "csfcube", *, name: str | None = None, revisi
     tests, pairs = None, {}
     if reference is not None:
         label_of, references = _reference_tables(reference, settings_of, collection, variants, runs_dir,
-                                                 cli._computed(names))
+                                                 computed_measures(names))
         if label_of == model_name:
             raise KitError(f"reference={label_of!r} is the model evaluated; name another model or run")
-        compared = [m for m in names if not m.startswith("robustness@")]
+        compared = [m for m in names if not m.startswith(ROBUSTNESS)]
         pairs = {v: {label_of: references[v], model_name: tables[v]} for v in variants}
         tests = pd.concat([compare(collection, pairs[v], compared, used).assign(variant=v) for v in variants],
                           ignore_index=True)

@@ -4,6 +4,11 @@ Commands: `run` (rank a dataset with one model into the run store), `evaluate` (
 run), `human` (CSFCube's Human reference), `models`, `report`, `data`, `export` (CSFCube as
 BEIR, FollowIR or TREC files), `plan` (what a study needs and costs, before any work), `verify` (the
 kit's rows against the published CSFCube record).
+
+A thin layer on the library (`evalkit.evaluation`, `evalkit.runner`, `evalkit.run_input`, ...): it
+parses and checks options, calls the library and prints. Each command imports the modules only it
+needs when it runs (lazy, for start-up cost), so ``--help`` and a BM25 run load no neural library
+(`tests/test_imports.py`).
 """
 
 from __future__ import annotations
@@ -12,22 +17,37 @@ import argparse
 import json
 import math
 import os
-import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from evalkit.datasets import DATASET_HELP, load_dataset
+from evalkit.collection import queries_of_seeds
+from evalkit.datasets import DATASET_HELP, csfcube, load_dataset
+from evalkit.datasets.csfcube_corpus import check_corpus
 from evalkit.errors import KitError, report
-from evalkit.evaluation import AGGREGATIONS, PMRR, SCALE, shown_once
-from evalkit.measures import PMRR_TIES
-
-CSFCUBE = "csfcube"
-DISCOUNTS = ("csfcube", "trec")
-PROTOCOLS = ("pool", "released", "pooled", "full")  # evalkit.runner.PROTOCOLS, without importing every model family
-_ROBUSTNESS = re.compile(r"robustness@(\d+)")
-DEFAULT_K = 20
-DEFAULT_DISCOUNT = "csfcube"
+from evalkit.evaluation import (
+    AGGREGATIONS,
+    CSFCUBE,
+    DEFAULT_DISCOUNT,
+    DEFAULT_K,
+    DISCOUNTS,
+    PMRR,
+    ROBUSTNESS_K,
+    SCALE,
+    check_measures,
+    check_run,
+    computed_measures,
+    default_measures,
+    fold_notes,
+    per_query,
+    protocol_collection,
+    shown_once,
+    summary_of,
+)
+from evalkit.measures import MAX_K, PMRR_TIES
+from evalkit.protocols import DEFAULT_PROTOCOL, POOL_PROTOCOLS, PROTOCOLS
+from evalkit.run_input import load_any_run
+from evalkit.runstore import RANKING, read_sidecar, run_folder
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -101,8 +121,6 @@ def _dataset_folder(spec: str) -> Path | None:
     """The folder a dataset spec reads (for refusing to overwrite it), where known."""
     scheme, colon, rest = spec.strip().partition(":")
     if not colon and scheme == CSFCUBE:
-        from evalkit.datasets import csfcube
-
         try:
             return csfcube.locate()
         except KitError:
@@ -139,8 +157,6 @@ def _parse_measure_list(text: str) -> list[str]:
 
 def _check_measure_options(args: argparse.Namespace) -> None:
     """Before loading: --k and --discount shape only the default CSFCube table."""
-    from evalkit.measures import MAX_K
-
     if args.k is not None and args.k < 1:
         raise KitError(f"--k {args.k}: cut-off k={args.k} must be a positive integer")
     if args.k is not None and args.k > MAX_K:
@@ -153,75 +169,7 @@ def _check_measure_options(args: argparse.Namespace) -> None:
         _parse_measure_list(args.measures)
 
 
-def default_measures(collection, discount: str | None = None, k: int | None = None) -> list[str]:
-    """The collection's own measures; for CSFCube, first the table the CLI always printed:
-    nDCG@k with the chosen discount, AP, RR, P@k, R@k, p-MRR."""
-    own = list(collection.measures)
-    if collection.name != CSFCUBE:
-        if discount is not None or k is not None:
-            option = "--discount" if discount is not None else "--k"
-            raise KitError(f"{option} is a CSFCube convenience; on {collection.name} name the measures with "
-                           f"--measures (its own: {', '.join(own)})")
-        return own
-    k = DEFAULT_K if k is None else k
-    ndcg = f"nDCG_csfcube@{k}" if (discount or DEFAULT_DISCOUNT) == "csfcube" else f"nDCG@{k}"
-    table = [ndcg, "AP", "RR", f"P@{k}", f"R@{k}", PMRR]
-    return table + [m for m in own if m not in table]
-
-
-def _check_measures(names: Sequence[str], collection) -> None:
-    from evalkit.measures import check_cutoff, parse_measure
-
-    for name in names:
-        if name == PMRR:
-            if not collection.pairs:
-                raise KitError(f"{PMRR} needs instruction pairs; {collection.name} has none (drop it from --measures)")
-            continue
-        robust = _ROBUSTNESS.fullmatch(name)
-        if robust:
-            check_cutoff(name, robust.group(1))
-            if not collection.groups:
-                raise KitError(f"{name} needs query groups (InstructIR); {collection.name} has none")
-            continue
-        parse_measure(name, collection.relevance_level)
-
-
-def _computed(names: Sequence[str]) -> list[str]:
-    """Measures for the per-query table: robustness@k needs nDCG@k per instance."""
-    out = [n for n in names if not _ROBUSTNESS.fullmatch(n)]
-    for name in names:
-        robust = _ROBUSTNESS.fullmatch(name)
-        if robust and f"nDCG@{robust.group(1)}" not in out:
-            out.append(f"nDCG@{robust.group(1)}")
-    return out
-
-
 # --- summaries ----------------------------------------------------------------------------------
-
-
-def summary_of(collection, table, names: Sequence[str], aggregate_by: str, settings: dict) -> dict:
-    """{measure: {stratum..., "all": value}} in the requested order (strata in collection order),
-    plus "queries" (counted queries per stratum: the test-fold queries under the fold aggregate)
-    and "settings"."""
-    from evalkit.evaluation import robustness_of, summarize
-
-    computed = summarize(collection, table, aggregate_by)
-    order = list(dict.fromkeys(collection.strata.values()))
-    summary: dict = {}
-    for name in names:
-        robust = _ROBUSTNESS.fullmatch(name)
-        if robust:
-            summary[name] = {"all": robustness_of(collection, table, f"nDCG@{robust.group(1)}")}
-            continue
-        parts = computed.get(name, {})
-        summary[name] = {label: parts.get(label, math.nan) for label in [*order, *parts]}
-    counted = table
-    if aggregate_by == "folds" and collection.folds:
-        counted = table[table["fold"].notna()]
-    strata = counted["stratum"]
-    summary["queries"] = {label: int((strata == label).sum()) for label in order} | {"all": len(counted)}
-    summary["settings"] = settings
-    return summary
 
 
 def _null_nan(value):
@@ -278,54 +226,9 @@ def _write_per_query(table, path: str | None) -> None:
 # --- evaluate -------------------------------------------------------------------------------------
 
 
-def load_any_run(runs: Path, name: str | None, collection) -> tuple[dict, str | None]:
-    """The run at --runs and the protocol its run-store sidecar records (None otherwise).
-
-    A file is a TREC run; a folder holding run.trec is a run-store folder (verified against its
-    sidecar when it has one); another folder holds official CSFCube files picked by --name."""
-    from evalkit.runs import read_trec
-    from evalkit.runstore import RANKING, SIDECAR, load_verified, read_sidecar
-
-    if runs.is_file():
-        if name:
-            raise KitError(f"--name picks official CSFCube files in a folder; {runs} is a TREC run file (drop --name)")
-        return read_trec(runs), None
-    if not runs.is_dir():
-        raise KitError(f"{runs}: no such run file or directory; check --runs")
-    if (runs / RANKING).is_file() or (runs / SIDECAR).is_file():
-        if not (runs / RANKING).is_file():
-            raise KitError(f"{runs}: a run-store folder without {RANKING}; the run is incomplete: run it again")
-        if name:
-            raise KitError(f"--name picks official CSFCube files; {runs} is a run-store folder (drop --name)")
-        sidecar = read_sidecar(runs)
-        if sidecar is None:  # a run-store folder is never written without one: damaged or edited by hand
-            raise KitError(f"{runs}: sidecar.json is missing or damaged, so {RANKING} cannot be verified; run it "
-                           f"again (or give {runs / RANKING} itself to evaluate the file unverified)")
-        if sidecar.get("dataset") != collection.name:
-            raise KitError(f"{runs}: the run was made on {sidecar.get('dataset')!r}, not {collection.name!r}; "
-                           "give the --dataset it was made on")
-        if sidecar.get("data_sha256") != collection.checksum:
-            raise KitError(f"{runs}: the run was made on other {collection.name} data (data_sha256 differs); "
-                           "run it again on this data")
-        run = load_verified(runs, {"dataset": collection.name, "data_sha256": collection.checksum})
-        if run is None:
-            raise KitError(f"{runs}: {RANKING} fails the check against sidecar.json (sha256 or query count); "
-                           "run it again")
-        return run, sidecar.get("protocol")
-    if collection.name != CSFCUBE:
-        raise KitError(f"{runs}: a folder without {RANKING}; give a TREC run file or a run-store folder")
-    if not name:
-        raise KitError(f"{runs} is a directory: give --name to pick test-pid2pool-csfcube-NAME-FACET-ranked.json")
-    from evalkit.datasets.csfcube import load_official_run
-
-    return load_official_run(runs, name), None
-
-
 def _run_labels(paths: list[Path]) -> dict[Path, str]:
     """Each run's name in a comparison: its run-store name (sidecar) where no other run has it,
     else the path as given."""
-    from evalkit.runstore import RANKING, read_sidecar
-
     recorded = {}
     for path in paths:
         sidecar = read_sidecar(path) if path.is_dir() and (path / RANKING).is_file() else None
@@ -337,8 +240,6 @@ def _run_labels(paths: list[Path]) -> dict[Path, str]:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
-    from evalkit.evaluation import check_run, fold_notes, per_query, protocol_collection
-
     _check_measure_options(args)
     paths = [Path(p) for p in args.runs]
     for runs in paths:
@@ -355,14 +256,14 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
             _check_not_input(Path(args.per_query), runs, args.dataset, "--per-query")
     collection = load_dataset(args.dataset)
     names = _parse_measure_list(args.measures) if args.measures else default_measures(collection, args.discount, args.k)
-    _check_measures(names, collection)
+    check_measures(names, collection)
     tables, protocols = {}, {}
     for runs in paths:
         run, recorded = load_any_run(runs, args.name, collection)
-        protocols[runs] = args.protocol or recorded or "pool"
+        protocols[runs] = args.protocol or recorded or DEFAULT_PROTOCOL
         judged = protocol_collection(collection, protocols[runs])
-        check_run(run, judged, source=str(runs), within_candidates=protocols[runs] in ("pool", "released"))
-        tables[runs] = per_query(judged, run, _computed(names), args.pmrr_ties)
+        check_run(run, judged, source=str(runs), within_candidates=protocols[runs] in POOL_PROTOCOLS)
+        tables[runs] = per_query(judged, run, computed_measures(names), args.pmrr_ties)
     if len(set(protocols.values())) > 1:
         raise KitError(f"the runs were made under different protocols ({', '.join(sorted(set(protocols.values())))}); "
                        "compare runs of one protocol, or give --protocol")
@@ -386,7 +287,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
 
     labels = _run_labels(paths)
     named = {labels[p]: table for p, table in tables.items()}
-    compared = [n for n in names if not _ROBUSTNESS.fullmatch(n)]
+    compared = [n for n in names if not ROBUSTNESS_K.fullmatch(n)]
     from evalkit.stats import PERMUTATIONS
 
     test = {"test": args.test, "permutations": args.permutations or PERMUTATIONS, "seed": _seed_of(args)}
@@ -457,7 +358,6 @@ def _pvalue(value) -> str:
 
 
 def cmd_human(args: argparse.Namespace) -> None:
-    from evalkit.datasets import csfcube
     from evalkit.human import human_per_query
 
     _check_measure_options(args)
@@ -475,8 +375,8 @@ def cmd_human(args: argparse.Namespace) -> None:
     data = csfcube.load()
     collection = csfcube.to_collection(data)
     names = _parse_measure_list(args.measures) if args.measures else default_measures(collection, args.discount, args.k)
-    _check_measures(names, collection)
-    table = human_per_query(data, _computed(names), collection, recipe=args.recipe, protocol=args.protocol,
+    check_measures(names, collection)
+    table = human_per_query(data, computed_measures(names), collection, recipe=args.recipe, protocol=args.protocol,
                             profile=args.profile, corpus=args.corpus)
     summary = summary_of(collection, table, names, args.aggregate, _settings(args, collection, names))
     summary["settings"] = {**summary["settings"], "recipe": args.recipe, "protocol": args.protocol}
@@ -486,24 +386,6 @@ def cmd_human(args: argparse.Namespace) -> None:
 
 
 # --- run --------------------------------------------------------------------------------------------
-
-
-def _seed_queries(seeds: tuple[str, ...], collection, option: str = "--seeds") -> tuple[str, ...]:
-    """The query ids of some seed papers (CSFCube: each seed's annotated facets), in collection order;
-    errors name `option` (the API: ``seeds=``)."""
-    by_seed: dict[str, list[str]] = {}
-    for qid, query in collection.queries.items():
-        if query.seed is not None:
-            by_seed.setdefault(query.seed.doc_id, []).append(qid)
-    if not by_seed:
-        raise KitError(f"{option} names seed papers; {collection.name} has none: use "
-                       f"{'queries=' if option.endswith('=') else '--queries'}")
-    unknown = next((s for s in seeds if s not in by_seed), None)
-    if unknown is not None:
-        raise KitError(f"{option} {collection.name} has no seed paper {unknown}; give seed ids of its queries"
-                       if option.endswith("=") else
-                       f"{option}: {collection.name} has no seed paper {unknown}; give seed ids of its queries")
-    return tuple(qid for seed in seeds for qid in by_seed[seed])
 
 
 ST_OPTIONS = {"query_template": "--query-template", "doc_template": "--doc-template",
@@ -530,11 +412,10 @@ def _model_spec(args: argparse.Namespace) -> str:
 def cmd_run(args: argparse.Namespace) -> None:
     from evalkit.models import registry
     from evalkit.runner import RunSettings, check_settings, ensure_folder
-    from evalkit.runstore import run_folder
 
     if args.depth is not None and args.depth < 1:
         raise KitError(f"--depth {args.depth}: the first-stage depth must be a positive integer")
-    if args.protocol in ("pool", "released") and (args.depth is not None or args.first_stage):
+    if args.protocol in POOL_PROTOCOLS and (args.depth is not None or args.first_stage):
         option = "--depth" if args.depth is not None else "--first-stage"
         raise KitError(f"{option} applies to the pooled and full protocols; add --protocol pooled or drop it")
     if args.corpus is not None:
@@ -555,7 +436,7 @@ def cmd_run(args: argparse.Namespace) -> None:
     _check_runs_dir(runs_dir)
     collection = load_dataset(args.dataset)
     if seeds is not None:
-        queries = _seed_queries(seeds, collection)
+        queries = queries_of_seeds(seeds, collection)
     if queries is not None:
         unknown = next((q for q in queries if q not in collection.queries), None)
         if unknown is not None:
@@ -600,8 +481,6 @@ def cmd_report(args: argparse.Namespace) -> None:
 
 
 def cmd_data(args: argparse.Namespace) -> None:
-    from evalkit.datasets import csfcube
-
     if args.corpus:
         _data_corpus(args.path)
         return
@@ -636,8 +515,6 @@ def _corpus(args: argparse.Namespace) -> None:
 
 
 def cmd_plan(args: argparse.Namespace) -> None:
-    from evalkit.datasets import csfcube
-    from evalkit.datasets.csfcube_corpus import check_corpus
     from evalkit.models import registry
     from evalkit.plan import plan, render
 
@@ -651,7 +528,7 @@ def cmd_plan(args: argparse.Namespace) -> None:
         check_corpus(Path(args.corpus))
     collection = csfcube.load_collection()
     seeds = _split_ids(args.seeds or None, "--seeds")
-    queries = _seed_queries(seeds, collection) if seeds else None
+    queries = queries_of_seeds(seeds, collection) if seeds else None
     result = plan(args.profile, args.protocol, collection, models, queries, args.corpus)
     print(json.dumps(result, indent=1) if args.json else render(result))
 
@@ -682,8 +559,6 @@ def cmd_verify(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from evalkit import record
-    from evalkit.datasets import csfcube
-    from evalkit.evaluation import protocol_collection
     from evalkit.runner import RunSettings, ensure_run
 
     runs_dir = Path(args.runs_dir)
@@ -769,7 +644,7 @@ def build_parser() -> ArgumentParser:
                      help="csfcube: your instruction file (as evalkit/config/instructions.yaml, any variants); "
                           "--variant picks one of its variants")
     run.add_argument("--profile", default="offline", help="model profile in config/models.yaml")
-    run.add_argument("--protocol", choices=PROTOCOLS, default="pool",
+    run.add_argument("--protocol", choices=PROTOCOLS, default=DEFAULT_PROTOCOL,
                      help="pool: each query's given candidates (else the whole corpus), its excluded document "
                           "(csfcube: the seed) left out; released: the given candidates as released, nothing "
                           "excluded (how published csfcube rows were made); pooled: rerank a first stage's top "
@@ -824,7 +699,7 @@ def build_parser() -> ArgumentParser:
     human.add_argument("--recipe", choices=("pool", "protocol"), default="pool",
                        help="pool: each annotator ranks the judged pool (default); protocol: each annotator ranks "
                             "the first-stage list the models rerank under --protocol")
-    human.add_argument("--protocol", choices=PROTOCOLS, default="pool",
+    human.add_argument("--protocol", choices=PROTOCOLS, default=DEFAULT_PROTOCOL,
                        help="protocol recipe: pool (= the pool recipe), pooled or full (needs --corpus)")
     human.add_argument("--profile", default="offline", help="protocol recipe: the profile's first stage and depth")
     human.add_argument("--corpus", default=None, metavar="PATH", help="full protocol: abstracts-preds.zip")
@@ -856,7 +731,7 @@ def build_parser() -> ArgumentParser:
                            "its work (texts, LLM prompts and tokens), cost and time, and every missing prerequisite "
                            "with its fix")
     plan.add_argument("--profile", default="offline", help="model profile in config/models.yaml")
-    plan.add_argument("--protocol", choices=PROTOCOLS, default="pool", help="pool, pooled or full")
+    plan.add_argument("--protocol", choices=PROTOCOLS, default=DEFAULT_PROTOCOL, help="pool, pooled or full")
     plan.add_argument("--models", metavar="M1,M2", help="the rows (default: every model of the profile's study lists)")
     plan.add_argument("--seeds", metavar="S1,S2", help="only these seed papers' queries (a smoke run)")
     plan.add_argument("--corpus", metavar="PATH", help="full protocol: abstracts-preds.zip (default: the download)")

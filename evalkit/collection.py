@@ -162,6 +162,16 @@ class Collection:
         return replace(self, exclude={})
 
     @cached_property
+    def by_seed(self) -> dict[str, tuple[str, ...]]:
+        """The seed-to-query map: each seed paper's query ids (CSFCube: its annotated facets), in
+        collection order; empty when no query has a seed."""
+        found: dict[str, list[str]] = {}
+        for qid, query in self.queries.items():
+            if query.seed is not None:
+                found.setdefault(query.seed.doc_id, []).append(qid)
+        return {seed: tuple(qids) for seed, qids in found.items()}
+
+    @cached_property
     def relevant(self) -> dict[str, frozenset[str]]:
         """Binary relevance per query: grade >= the collection's relevance level."""
         return {qid: frozenset(d for d, g in grades.items() if g >= self.relevance_level)
@@ -220,3 +230,18 @@ class Collection:
         unknown = next(((where, q) for where, q in named if q not in self.queries), None)
         if unknown is not None:
             raise KitError(f"{self.name}: {unknown[0]} names unknown query {unknown[1]}; fix the file that lists it")
+
+
+def queries_of_seeds(seeds: Sequence[str], collection: Collection, option: str = "--seeds") -> tuple[str, ...]:
+    """The query ids of some seed papers (`Collection.by_seed`), seed by seed in the order given;
+    errors name `option` (the CLI's ``--seeds``, the API's ``seeds=``)."""
+    by_seed = collection.by_seed
+    if not by_seed:
+        raise KitError(f"{option} names seed papers; {collection.name} has none: use "
+                       f"{'queries=' if option.endswith('=') else '--queries'}")
+    unknown = next((s for s in seeds if s not in by_seed), None)
+    if unknown is not None:
+        raise KitError(f"{option} {collection.name} has no seed paper {unknown}; give seed ids of its queries"
+                       if option.endswith("=") else
+                       f"{option}: {collection.name} has no seed paper {unknown}; give seed ids of its queries")
+    return tuple(qid for seed in seeds for qid in by_seed[seed])

@@ -26,6 +26,7 @@ from evalkit.collection import Collection
 from evalkit.compare import check_common, pair_test
 from evalkit.errors import KitError
 from evalkit.evaluation import PMRR, SCALE, summarize
+from evalkit.latex import latex_escape
 from evalkit.stats import MIN_PAIRED, PERMUTATION_SEED, PERMUTATIONS, holm
 
 FORMATS = ("text", "markdown", "latex")
@@ -85,8 +86,6 @@ class ComparisonTable:
         return "\n".join([body, "", self.caption, "", *[f"- Note: {n}" for n in self.notes]]) + "\n"
 
     def latex(self) -> str:
-        from evalkit.study.printed import latex_escape  # the kit's one LaTeX escape
-
         shown = self._frame(lambda m: f"$^{{{m}}}$")
         columns = list(self.values.columns)
         lines = [f"% {latex_escape(self.caption)}", f"\\begin{{tabular}}{{ll{'r' * len(columns)}}}", r"\toprule",

@@ -16,3 +16,12 @@ def resolve_device(device: str | None = None) -> str:
 def device_kind(device: str) -> str:
     """``cuda:1`` -> ``cuda``."""
     return device.split(":")[0]
+
+
+def gpu_count() -> int:
+    """GPUs visible to torch (0 without torch or CUDA)."""
+    try:
+        import torch  # lazy: torch is heavy and optional
+    except ImportError:
+        return 0
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0

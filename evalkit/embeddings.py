@@ -19,7 +19,6 @@ of the two never share a cache file. The paper's encoders (`evalkit.encoders`) g
 from __future__ import annotations
 
 import atexit
-import hashlib
 import json
 from collections.abc import Callable, Hashable, Sequence
 from contextlib import contextmanager
@@ -29,25 +28,15 @@ import numpy as np
 
 from evalkit import progress
 from evalkit.devices import device_kind, resolve_device
+from evalkit.encoders.onnx import EXPORT_VERSION, OPSET, OnnxSentenceEncoder
 from evalkit.errors import KitError
-from evalkit.hashing import files_sha256
+from evalkit.hashing import fingerprint, folder_revision
 from evalkit.vector_cache import EmbeddingCache
 from evalkit.workspace import cache_root
 
 CACHE_VERSION = 1
 CHUNK = 512
 BACKENDS = ("torch", "onnx")
-
-
-def folder_revision(folder: Path) -> str:
-    """Content hash of a local model folder (file names and bytes)."""
-    paths = sorted(p for p in Path(folder).rglob("*") if p.is_file())
-    return files_sha256(paths, [str(p.relative_to(folder)) for p in paths])[:16]
-
-
-def fingerprint(settings: dict) -> str:
-    """16 hex digits of sha256 over the settings (JSON, sorted keys) that change a vector."""
-    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def location_settings(location: str, revision: str | None) -> dict:
@@ -194,8 +183,6 @@ class Encoder:
         settings = {**pinned, "max_seq_length": max_seq_length, "normalize": normalize,
                     "device_kind": "cpu" if backend == "onnx" else device_kind(self.device)}
         if backend == "onnx":  # torch fingerprints stay those of earlier caches
-            from evalkit.encoders.onnx import EXPORT_VERSION, OPSET
-
             settings.update(backend="onnx", onnx_export=EXPORT_VERSION, onnx_opset=OPSET)
         self.vectors = CachedVectors(settings, cache_dir)
         self.fingerprint = self.vectors.fingerprint
@@ -225,8 +212,6 @@ class Encoder:
     def onnx(self):
         """The ONNX Runtime encoder (`evalkit.encoders.onnx`), built on first use."""
         if self._onnx is None:
-            from evalkit.encoders.onnx import OnnxSentenceEncoder
-
             self._onnx = OnnxSentenceEncoder(self.location, self.cache_dir or cache_root(), self.max_seq_length,
                                              self.threads)
         return self._onnx

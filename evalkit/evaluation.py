@@ -7,10 +7,17 @@ p-MRR where the collection pairs instructions. `summarize` aggregates per stratu
 overall: ranking measures by the fold mean of the test halves when the collection has
 folds (CSFCube's official aggregate), else the plain mean; p-MRR as the mean of the
 stratum means (how the paper's Agg column adds up).
+
+Which measures a table shows is chosen here too, for the CLI, the API and the study notebooks
+alike: `default_measures` (the table ``evalkit evaluate`` prints), `check_measures` (each name
+parsed against the collection before anything is scored), `computed_measures` (what the per-query
+table must hold for them) and `summary_of` (the summary in the requested order).
 """
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Sequence
 
 import pandas as pd
@@ -18,13 +25,18 @@ import pandas as pd
 from evalkit import aggregate, measures
 from evalkit.collection import Collection
 from evalkit.errors import KitError
+from evalkit.protocols import RELEASED
 from evalkit.runs import Run
 
 PMRR = "p-MRR"
 SCALE = 100  # every printed table shows measures x100 (the README's metric conventions); data stays fractions
-RELEASED = "released"  # the protocol that ranks and judges a collection as released, nothing excluded
 ROBUSTNESS = "robustness@"
+ROBUSTNESS_K = re.compile(r"robustness@(\d+)")  # InstructIR's robustness@k, computed from nDCG@k
 AGGREGATIONS = ("folds", "mean")
+CSFCUBE = "csfcube"  # the collection whose default table is the paper's (nDCG@k with a discount, ... p-MRR)
+DISCOUNTS = ("csfcube", "trec")  # nDCG's discount in that table: the release's (nDCG_csfcube@k) or trec_eval's
+DEFAULT_K = 20
+DEFAULT_DISCOUNT = "csfcube"
 
 
 def protocol_collection(collection: Collection, protocol: str) -> Collection:
@@ -71,6 +83,79 @@ def per_query(collection: Collection, run: Run, names: Sequence[str] | None = No
         table[PMRR] = measures.p_mrr(collection.judged, run, covered, collection.relevance_level,
                                        pmrr_ties).reindex(table.index)
     return table
+
+
+def default_ndcg(discount: str | None = None, k: int | None = None) -> str:
+    """The nDCG@k of CSFCube's default table under `discount`: the release's (nDCG_csfcube@k,
+    the default) or trec_eval's (nDCG@k); k defaults to `DEFAULT_K`."""
+    k = DEFAULT_K if k is None else k
+    return f"nDCG_csfcube@{k}" if (discount or DEFAULT_DISCOUNT) == "csfcube" else f"nDCG@{k}"
+
+
+def default_measures(collection: Collection, discount: str | None = None, k: int | None = None) -> list[str]:
+    """The collection's own measures; for CSFCube, first the table the CLI always printed:
+    nDCG@k with the chosen discount, AP, RR, P@k, R@k, p-MRR."""
+    own = list(collection.measures)
+    if collection.name != CSFCUBE:
+        if discount is not None or k is not None:
+            option = "--discount" if discount is not None else "--k"
+            raise KitError(f"{option} is a CSFCube convenience; on {collection.name} name the measures with "
+                           f"--measures (its own: {', '.join(own)})")
+        return own
+    k = DEFAULT_K if k is None else k
+    table = [default_ndcg(discount, k), "AP", "RR", f"P@{k}", f"R@{k}", PMRR]
+    return table + [m for m in own if m not in table]
+
+
+def check_measures(names: Sequence[str], collection: Collection) -> None:
+    """Each measure name parsed against `collection` before anything is scored: p-MRR needs
+    instruction pairs, robustness@k query groups; every other name is a `evalkit.measures` measure."""
+    for name in names:
+        if name == PMRR:
+            if not collection.pairs:
+                raise KitError(f"{PMRR} needs instruction pairs; {collection.name} has none (drop it from --measures)")
+            continue
+        robust = ROBUSTNESS_K.fullmatch(name)
+        if robust:
+            measures.check_cutoff(name, robust.group(1))
+            if not collection.groups:
+                raise KitError(f"{name} needs query groups (InstructIR); {collection.name} has none")
+            continue
+        measures.parse_measure(name, collection.relevance_level)
+
+
+def computed_measures(names: Sequence[str]) -> list[str]:
+    """Measures for the per-query table: robustness@k needs nDCG@k per instance."""
+    out = [n for n in names if not ROBUSTNESS_K.fullmatch(n)]
+    for name in names:
+        robust = ROBUSTNESS_K.fullmatch(name)
+        if robust and f"nDCG@{robust.group(1)}" not in out:
+            out.append(f"nDCG@{robust.group(1)}")
+    return out
+
+
+def summary_of(collection: Collection, table: pd.DataFrame, names: Sequence[str], aggregate_by: str,
+               settings: dict) -> dict:
+    """{measure: {stratum..., "all": value}} in the requested order (strata in collection order),
+    plus "queries" (counted queries per stratum: the test-fold queries under the fold aggregate)
+    and "settings"."""
+    computed = summarize(collection, table, aggregate_by)
+    order = list(dict.fromkeys(collection.strata.values()))
+    summary: dict = {}
+    for name in names:
+        robust = ROBUSTNESS_K.fullmatch(name)
+        if robust:
+            summary[name] = {"all": robustness_of(collection, table, f"nDCG@{robust.group(1)}")}
+            continue
+        parts = computed.get(name, {})
+        summary[name] = {label: parts.get(label, math.nan) for label in [*order, *parts]}
+    counted = table
+    if aggregate_by == "folds" and collection.folds:
+        counted = table[table["fold"].notna()]
+    strata = counted["stratum"]
+    summary["queries"] = {label: int((strata == label).sum()) for label in order} | {"all": len(counted)}
+    summary["settings"] = settings
+    return summary
 
 
 def summarize(collection: Collection, table: pd.DataFrame, aggregate_by: str = "folds") -> dict[str, dict[str, float]]:

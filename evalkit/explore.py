@@ -104,6 +104,7 @@ def load(models, profile: str = "offline", protocol: str = "pool", runs_dir: Pat
     uses), minutes less on a cold cache, and is listed in `Explorer.seed_only`: its per-query
     values are the full run's (each query is ranked on its own), its collection values are not
     computed and the page says so."""
+    # lazy (start-up cost): the runner, registry and study load only when a page is built
     from evalkit.datasets import csfcube
     from evalkit.models import registry
     from evalkit.runner import RunSettings, ensure_run, stored_run
@@ -153,6 +154,7 @@ def check(PROFILE: str, PROTOCOL: str, SEED: str, MODELS: str = "", K=DEFAULT_K,
     PROFILE, PROTOCOL, MODELS, DISCOUNT, CORPUS and INSTRUCTIONS as the study notebooks
     (`evalkit.study.params`; empty MODELS: the profile's relevance models), SEED a seed paper id,
     K a positive integer."""
+    # lazy (start-up cost): the runner, registry and study load only when a page is built
     from evalkit.study import params
 
     study = params.check("relevance", PROFILE=PROFILE, PROTOCOL=PROTOCOL, MODELS=MODELS, DISCOUNT=DISCOUNT,
@@ -287,6 +289,7 @@ def _title_px(models: int, numbers: int, fixed: int = 40, per: int = 46) -> int:
 
 def _cell(value, shade: bool = False, number: bool = True, first: bool = False, title: str | None = None,
           width: int | None = None) -> str:
+    # lazy (start-up cost): the runner, registry and study load only when a page is built
     from evalkit.study.printed import cell
 
     text = cell(value, "") if number else str(value)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
@@ -42,3 +43,14 @@ def _digest(entries: tuple[tuple[str, str | None, int, int], ...]) -> str:
             digest.update(name.encode())
         update_with_file(digest, Path(path))
     return digest.hexdigest()
+
+
+def folder_revision(folder: Path) -> str:
+    """Content hash of a local model folder (file names and bytes)."""
+    paths = sorted(p for p in Path(folder).rglob("*") if p.is_file())
+    return files_sha256(paths, [str(p.relative_to(folder)) for p in paths])[:16]
+
+
+def fingerprint(settings: dict) -> str:
+    """16 hex digits of sha256 over the settings (JSON, sorted keys) that change a vector."""
+    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:16]

@@ -26,6 +26,8 @@ from evalkit.collection import Collection
 from evalkit.datasets.csfcube import CSFCube, to_collection
 from evalkit.errors import KitError
 from evalkit.evaluation import per_query, protocol_collection
+from evalkit.protocols import PROTOCOLS
+from evalkit.runner import RunSettings, candidates_for, queries_of
 from evalkit.runs import Run
 
 RECIPES = ("pool", "protocol")
@@ -49,8 +51,6 @@ def protocol_lists(collection: Collection, protocol: str, profile: str = "offlin
                    depth: int | None = None) -> tuple[dict[str, list[str]], dict]:
     """The lists the models rerank under `protocol` (`runner.candidates_for`, base instructions),
     and the protocol's description (first stage, depth, corpus)."""
-    from evalkit.runner import PROTOCOLS, RunSettings, candidates_for, queries_of
-
     if protocol not in PROTOCOLS:
         raise KitError(f"unknown protocol {protocol!r}; choose one of {', '.join(PROTOCOLS)}")
     if protocol == "full" and not corpus:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import yaml
 
+from evalkit.devices import gpu_count  # noqa: F401  (prerequisites.gpu_count: plan reads it here)
 from evalkit.errors import KitError
 from evalkit.models import registry
 from evalkit.models.registry import ModelSpec
@@ -50,15 +51,6 @@ def costs() -> dict:
         return yaml.safe_load(COSTS_FILE.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
         raise KitError(f"{COSTS_FILE}: cannot read the plan's prices and sizes ({exc}); restore the file") from None
-
-
-def gpu_count() -> int:
-    """GPUs visible to torch (0 without torch or CUDA)."""
-    try:
-        import torch
-    except ImportError:
-        return 0
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
 def hub_ids(spec: ModelSpec) -> list[tuple[str, str]]:

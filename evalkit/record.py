@@ -28,6 +28,8 @@ import pandas as pd
 
 from evalkit.cited import read_cited_csv
 from evalkit.errors import KitError
+from evalkit.evaluation import per_query, summarize
+from evalkit.runs import ranked
 
 RECORD = Path(__file__).resolve().parent / "config" / "published_csfcube.csv"
 COLUMNS = ["row", "kit_model", "profile", "protocol", "metric", "background", "method", "result", "all",
@@ -59,8 +61,6 @@ def load_record(path: Path | None = None) -> pd.DataFrame:
 
 def official_figures(collection, run) -> dict[str, dict[str, float]]:
     """{published metric: {part: value x100}} of a run: the official measures, fold-aggregated."""
-    from evalkit.evaluation import per_query, summarize
-
     summary = summarize(collection, per_query(collection, run, list(MEASURES.values())))
     # a subset of the queries (a smoke run) may lack a facet: its figure is blank
     return {metric: {part: 100 * summary[kit].get(part, math.nan) for part in PARTS}
@@ -87,7 +87,5 @@ def ranking_agreement(run, reference) -> tuple[int, int]:
     """(queries ranked exactly as the reference, queries compared): each run ranked as the kit
     ranks it (an official file in the order written, `csfcube.read_official`), the run's
     ranking restricted to the documents the reference ranks."""
-    from evalkit.runs import ranked
-
     shared = sorted(set(run) & set(reference))
     return sum([d for d in ranked(run[q]) if d in reference[q]] == ranked(reference[q]) for q in shared), len(shared)

@@ -23,8 +23,13 @@ import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
 
+from evalkit.datasets.csfcube import checksum
+from evalkit.devices import resolve_device
 from evalkit.errors import KitError
+from evalkit.models import registry
 from evalkit.runs import write_atomic
+from evalkit.study import params, printed
+from evalkit.version import __version__
 
 ROOT = Path(__file__).resolve().parents[1]
 SKIPPED_TAGS = {"parameters", "injected-parameters"}  # shown once, in the provenance block
@@ -110,9 +115,7 @@ def machine() -> str:
     parts = [f"{platform.system()} {platform.machine()}", f"{os.cpu_count()} CPUs",
              f"Python {platform.python_version()}"]
     try:
-        import torch
-
-        from evalkit.devices import resolve_device
+        import torch  # lazy: torch is heavy and optional (the report says "no torch" without it)
 
         parts.append(f"torch {torch.__version__}, device {resolve_device()}")
     except ImportError:
@@ -122,9 +125,6 @@ def machine() -> str:
 
 def _models(name: str, parameters: dict) -> str:
     """The models a notebook ran: its MODELS, else its profile's default list (labels beside names)."""
-    from evalkit.models import registry
-    from evalkit.study import params
-
     profile = parameters.get("PROFILE")
     if not profile or (name not in params.STUDY_LISTS and "MODELS" not in parameters):
         return ""
@@ -141,9 +141,6 @@ def provenance(read: list[tuple[Path, object]]) -> tuple[str, str]:
     and one table of every notebook's parameters."""
     import pandas as pd
 
-    from evalkit import __version__
-    from evalkit.datasets.csfcube import checksum
-    from evalkit.study import printed
 
     runs = [(notebook_name(p, nb), _parameters(nb), nb.metadata.get("papermill") or {}) for p, nb in read]
     profiles = sorted({str(r[1]["PROFILE"]) for r in runs if r[1].get("PROFILE")})
@@ -379,7 +376,6 @@ def checks(out: Path) -> str:
 
     import pandas as pd
 
-    from evalkit.study import printed
 
     found = []
     for name, what in CHECKS.items():

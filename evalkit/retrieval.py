@@ -46,8 +46,10 @@ from evalkit import progress
 from evalkit.collection import Document, Query
 from evalkit.devices import device_kind, resolve_device
 from evalkit.errors import KitError
+from evalkit.hashing import files_sha256
 from evalkit.locks import exclusive
 from evalkit.runs import ranked, write_atomic
+from evalkit.workspace import cache_root
 
 INDEX_VERSION = 2  # 2: per-block checksums in meta.json, verified at open
 DTYPES = ("float32", "float16")
@@ -78,8 +80,6 @@ class Corpus:
     @classmethod
     def of_file(cls, path: Path, reader: Callable[[Path], Iterator[Document]]) -> Corpus:
         """A corpus file streamed by `reader` (an adapter's), keyed by the file's sha256."""
-        from evalkit.hashing import files_sha256
-
         path = Path(path)
         if not path.is_file():
             raise KitError(f"{path}: corpus file not found; check --corpus")
@@ -132,8 +132,6 @@ def documents_of(corpus: Corpus, ids: set[str]) -> dict[str, Document]:
 
 def index_folder(kind: str, parts: dict) -> Path:
     """``<cache>/indexes/<kind>-<16 hex digits of sha256(parts)>``."""
-    from evalkit.embeddings import cache_root
-
     digest = hashlib.sha256(json.dumps({**parts, "index_version": INDEX_VERSION}, sort_keys=True,
                                        default=str).encode()).hexdigest()[:16]
     return cache_root() / "indexes" / f"{kind}-{digest}"

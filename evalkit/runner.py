@@ -30,18 +30,19 @@ from dataclasses import asdict, dataclass, replace
 from functools import cache
 from pathlib import Path
 
-from evalkit import progress
+from evalkit import prerequisites, progress
 from evalkit.collection import BASE, Collection, Document, Query
 from evalkit.errors import KitError
 from evalkit.evaluation import protocol_collection
+from evalkit.hashing import file_sha256, files_sha256
 from evalkit.models import adhoc, registry
 from evalkit.models.base import Scorer
+from evalkit.protocols import POOL_PROTOCOLS, PROTOCOLS
 from evalkit.retrieval import DTYPES, Corpus, documents_of, rank_corpus
 from evalkit.runs import Run, ranked
 from evalkit.runstore import is_verified, load_verified, run_folder, write_run
+from evalkit.version import __version__
 
-PROTOCOLS = ("pool", "released", "pooled", "full")
-POOL_PROTOCOLS = ("pool", "released")  # each query's given candidates, no first stage
 KEEP = 1000  # documents kept per query when a whole corpus is ranked (as BEIR runs)
 
 
@@ -72,8 +73,6 @@ class RunSettings:
 
 def instructions_identity(path: str) -> dict:
     """How sidecars and tables name an instruction file: its file name and sha256."""
-    from evalkit.hashing import file_sha256
-
     try:
         return {"file": Path(path).name, "sha256": file_sha256(Path(path))}
     except OSError as exc:
@@ -237,8 +236,6 @@ def sidecar_key(settings: RunSettings, collection: Collection) -> dict:
     """What a stored run must match to be reused: the settings (an instruction file by name and
     sha256), the model's whole registry entry, the identity of user code behind it
     (`registry.identity`) and the data. Known before any model is built."""
-    from evalkit import __version__
-
     model_spec = registry.spec(settings.model, settings.profile)
     run_settings = asdict(settings)
     if settings.instructions is not None:  # the file by name and content, not by its path on this machine
@@ -248,8 +245,8 @@ def sidecar_key(settings: RunSettings, collection: Collection) -> dict:
             "scoring_code_sha256": scoring_code_digest(), "model_identity": registry.identity(model_spec)}
 
 
-SCORING_CODE = ("collection.py", "datasets", "runner.py", "retrieval.py", "hybrid.py", "embeddings.py",
-                "vector_cache.py", "models",
+SCORING_CODE = ("collection.py", "protocols.py", "hashing.py", "datasets", "runner.py", "retrieval.py", "hybrid.py",
+                "embeddings.py", "vector_cache.py", "models",
                 "encoders", "llm", "config/instructions.yaml", "config/llm_templates.yaml")
 
 
@@ -257,8 +254,6 @@ SCORING_CODE = ("collection.py", "datasets", "runner.py", "retrieval.py", "hybri
 def scoring_code_digest() -> str:
     """sha256 of the code and configuration that turn a query into scores: a run made by other
     scoring code is never reused (embeddings and LLM judgments stay cached, so a rerun is cheap)."""
-    from evalkit.hashing import files_sha256
-
     root = Path(__file__).parent
     files = sorted(p for name in SCORING_CODE for p in ([root / name] if (root / name).is_file()
                    else (root / name).rglob("*")) if p.is_file() and p.suffix in (".py", ".yaml", ".csv"))
@@ -275,8 +270,6 @@ class NotRun:
 def unavailable(settings: RunSettings) -> tuple[str, str] | None:
     """(reason, fix) when a prerequisite of the run is missing (`evalkit.prerequisites`: the model's
     own, its first stage's, the protocol's first stage on pooled and full), else None."""
-    from evalkit import prerequisites
-
     specs = [registry.spec(settings.model, settings.profile)]
     if settings.protocol != "pool":
         specs.append(registry.spec(settings.first_stage or registry.profile_settings(settings.profile)["first_stage"],

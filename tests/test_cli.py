@@ -188,10 +188,18 @@ def test_models_lists_the_profile(capsys):
     assert ["bm25", "bm25", "agnostic", "BM25"] in rows
 
 
-def test_protocols_match_the_runner():
-    from evalkit.runner import PROTOCOLS
+def test_protocol_choices_are_the_library_protocols():
+    """Every command's --protocol offers exactly `evalkit.protocols.PROTOCOLS` (one definition)."""
+    import argparse
 
-    assert cli.PROTOCOLS == PROTOCOLS
+    from evalkit.protocols import PROTOCOLS
+
+    parser = cli.build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    offered = {name: next(a.choices for a in sub._actions if a.dest == "protocol")
+               for name, sub in commands.items() if any(a.dest == "protocol" for a in sub._actions)}
+    assert set(offered) >= {"run", "evaluate", "human", "plan"}
+    assert all(tuple(choices) == PROTOCOLS for choices in offered.values()), offered
 
 
 def test_installed_command_prints_one_json_object(sample_dir):

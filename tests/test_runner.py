@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from tiny_models import build_sentence_transformer, build_tiny_lm
@@ -251,3 +252,13 @@ def test_prp_oracle_puts_the_best_graded_of_the_first_stage_top_first(collection
         assert sorted((grades.get(d, 0) for d in top), reverse=True) == \
             sorted((grades.get(d, 0) for d in head), reverse=True)[:3]
         assert [grades.get(d, 0) for d in top] == sorted((grades.get(d, 0) for d in top), reverse=True)
+
+
+def test_scoring_code_names_only_paths_that_exist():
+    """Every entry of the run-store key's code list is a file or folder of the package, so a moved
+    module cannot silently drop out of the digest (stored runs are then recomputed, never matched)."""
+    from evalkit import runner as runner_module
+
+    root = Path(runner_module.__file__).parent
+    assert [name for name in runner_module.SCORING_CODE if not (root / name).exists()] == []
+    assert {"protocols.py", "hashing.py", "models", "datasets"} <= set(runner_module.SCORING_CODE)

@@ -57,17 +57,21 @@ def load_dataset(spec: str) -> Collection:
     if not rest:
         raise KitError(f"`{spec}`: nothing after '{scheme}:'; {_USAGE}")
     if scheme == "irds":
+        # lazy (start-up cost): an adapter loads only when its scheme is asked for
         from evalkit.datasets.irds import load_irds
 
         return load_irds(rest)
     if scheme == "beir":
+        # lazy (start-up cost): an adapter loads only when its scheme is asked for
         from evalkit.datasets.beir import load_beir
 
         return load_beir(_folder(spec, rest, scheme))
     if scheme == "instructir":
+        # lazy (start-up cost): an adapter loads only when its scheme is asked for
         from evalkit.datasets.instructir import load_instructir
 
         return load_instructir(_folder(spec, rest, scheme))
+    # lazy (start-up cost): an adapter loads only when its scheme is asked for
     from evalkit.datasets.followir import HUB, fetch_followir, load_followir
 
     if rest.lower() in HUB and not Path(rest).expanduser().is_dir():

@@ -27,25 +27,20 @@ from pathlib import Path
 
 from evalkit.collection import Collection, Document, Fold, Sentence
 from evalkit.collection import Query as CollectionQuery
+from evalkit.datasets.csfcube_corpus import iter_corpus
+from evalkit.datasets.csfcube_facets import FACETS, LABEL_TO_FACET
+from evalkit.datasets.csfcube_variants import VARIANTS, from_file, make_variant
 from evalkit.errors import KitError
 from evalkit.hashing import file_sha256
 from evalkit.runs import Run, add_score, check_score, ranked, write_atomic
+from evalkit.runstore import check_path_part
 
-FACETS = ("background", "method", "result")
 COMMIT = "7ffe012c1d92c470f185fc086086caf5b8e05ef3"
 UPSTREAM = f"https://raw.githubusercontent.com/iesl/CSFCube/{COMMIT}/"
 MAX_FILE = 64 << 20  # bytes read at most for one file of the release (the largest is 0.5 MB)
 MANIFEST = Path(__file__).resolve().parents[1] / "manifests" / "csfcube.tsv"
 NEARBY_COPY = Path("shared") / "data" / "csfcube"  # looked for beside the checkout and its parents
 RELEVANT_GRADE = 2  # binary relevance threshold of the official script
-# Sentence labels in readable_annotations; `objective` counts as background.
-LABEL_TO_FACET = {
-    "background": "background",
-    "objective": "background",
-    "method": "method",
-    "result": "result",
-    "other": "other",
-}
 
 
 @dataclass(frozen=True)
@@ -245,8 +240,6 @@ def to_collection(data: CSFCube) -> Collection:
     judged: `Collection.judged`), reports the study's and the release's official measures, is paired
     with its seed's other annotated facet for p-MRR (both ways), belongs to its facet's
     stratum, and the official two folds split the queries into dev and test halves."""
-    from evalkit.datasets.csfcube_corpus import iter_corpus
-    from evalkit.datasets.csfcube_variants import VARIANTS, from_file, make_variant
 
     queries = {qid: make_variant(CollectionQuery(qid, data.papers[q.seed].full_text, "", data.papers[q.seed], q.facet),
                                  "base")
@@ -285,7 +278,6 @@ def load_collection(root: Path | None = None) -> Collection:
 
 
 def official_path(directory: Path, name: str, facet: str) -> Path:
-    from evalkit.runstore import check_path_part
 
     check_path_part("run name", name)
     return Path(directory) / f"test-pid2pool-csfcube-{name}-{facet}-ranked.json"

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from evalkit.collection import Document, Sentence
-from evalkit.datasets.csfcube import LABEL_TO_FACET
+from evalkit.datasets.csfcube_facets import LABEL_TO_FACET
 from evalkit.errors import KitError
 
 

@@ -33,10 +33,10 @@ from pathlib import Path
 import yaml
 
 from evalkit import progress
-from evalkit.embeddings import cache_root
 from evalkit.errors import KitError
 from evalkit.hashing import file_sha256, update_with_file
 from evalkit.runs import write_atomic
+from evalkit.workspace import cache_root
 
 MANIFEST = Path(__file__).resolve().parents[1] / "manifests" / "csfcube_corpus.yaml"
 API_ENV = "EVALKIT_FIGSHARE_API"

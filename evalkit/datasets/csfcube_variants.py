@@ -25,7 +25,7 @@ import yaml
 
 from evalkit import configfile
 from evalkit.collection import Query
-from evalkit.datasets.csfcube import FACETS
+from evalkit.datasets.csfcube_facets import FACETS
 from evalkit.errors import KitError
 
 INSTRUCTIONS_FILE = Path(__file__).resolve().parents[1] / "config" / "instructions.yaml"

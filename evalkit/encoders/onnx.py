@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from evalkit.errors import KitError
+from evalkit.hashing import fingerprint, folder_revision
 
 EXPORT_VERSION = 1  # bump when the export below changes
 OPSET = 17
@@ -46,9 +47,7 @@ def _require() -> None:
 
 def export_key(folder: Path) -> str:
     """Cache key of an export: the weights' content hash, the exporter settings, torch's version."""
-    import torch
-
-    from evalkit.embeddings import fingerprint, folder_revision
+    import torch  # lazy: torch is heavy and needed only to export
 
     return fingerprint({"weights": folder_revision(Path(folder)), "opset": OPSET, "export": EXPORT_VERSION,
                         "torch": torch.__version__.split("+")[0]})

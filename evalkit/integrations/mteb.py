@@ -49,9 +49,11 @@ from mteb.abstasks import AbsTaskRetrieval
 from mteb.abstasks.task_metadata import TaskMetadata
 
 from evalkit.collection import BASE, Collection
+from evalkit.datasets import load_dataset  # the dataset layer, loaded when no collection is given
 from evalkit.errors import KitError
-from evalkit.evaluation import RELEASED, protocol_collection
+from evalkit.evaluation import protocol_collection
 from evalkit.measures import changed_documents
+from evalkit.protocols import RELEASED
 
 PROTOCOLS = ("pool", RELEASED)  # the pooled and full protocols need a first stage: not an mteb reranking task
 SPLIT = "test"
@@ -173,8 +175,6 @@ def csfcube_tasks(collection: Collection | None = None, *, protocol: str = "pool
         raise KitError(f"protocol {protocol!r}: the mteb tasks rerank the judged pools; choose one of "
                        f"{', '.join(PROTOCOLS)}")
     if collection is None:
-        from evalkit.datasets import load_dataset  # the dataset layer, loaded when no collection is given
-
         collection = load_dataset("csfcube")
     if not collection.candidates or not any(q.facet for q in collection.queries.values()):
         raise KitError(f"{collection.name}: the mteb tasks need CSFCube (judged pools and facet queries)")

@@ -23,9 +23,11 @@ from pathlib import Path
 import ranx
 
 from evalkit.collection import BASE, Collection
+from evalkit.datasets import load_dataset  # the dataset layer: loaded only when a result is converted
 from evalkit.errors import KitError
 from evalkit.integrations.library_input import checked, judgments, ranked_scores
 from evalkit.runs import Run
+from evalkit.runstore import load_verified
 
 _RANX = {"nDCG": "ndcg", "AP": "map", "RR": "mrr", "P": "precision", "R": "recall"}
 _BINARY = {"AP", "RR", "P", "R"}
@@ -57,9 +59,6 @@ def to_ranx(run: Run, collection: Collection, protocol: str = "pool", name: str 
 def from_evaluation(result, variant: str = BASE) -> tuple[ranx.Qrels, ranx.Run]:
     """``(ranx.Qrels, ranx.Run)`` of an `evalkit.api.Evaluation`'s stored run of `variant`, verified
     against its sidecar (`evalkit.runstore.load_verified`), under the evaluation's protocol."""
-    from evalkit.datasets import load_dataset  # the dataset layer: loaded only when a result is converted
-    from evalkit.runstore import load_verified
-
     if variant not in result.runs:
         raise KitError(f"{result.name} has no run of variant {variant!r}; choose one of {', '.join(result.runs)}")
     collection = load_dataset(result.settings["dataset"])

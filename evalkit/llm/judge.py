@@ -28,6 +28,7 @@ from dataclasses import replace
 from evalkit.errors import KitError
 from evalkit.llm.backend import Backend, Prompts
 from evalkit.llm.cache import JudgmentCache, Key, text_hash
+from evalkit.llm.schedule import run_tasks
 from evalkit.llm.tally import Tally
 from evalkit.llm.templates import SEPARATOR, Template
 
@@ -159,8 +160,6 @@ class QueryJudge:
 
     def compare(self, pairs: Sequence[Order]) -> list[float]:
         """x's share of the win (1, 0.5 or 0) for every pair (x, y), judged now."""
-        from evalkit.llm.schedule import run_tasks
-
         def once():
             return (yield list(pairs))
 
@@ -168,6 +167,4 @@ class QueryJudge:
 
     def relevance(self, docs: Sequence[str]) -> list[float]:
         """P(relevant) of every document (pointwise), judged now."""
-        from evalkit.llm.schedule import run_tasks
-
         return run_tasks(self.judge, [(self, self.pointwise(docs))])[0]

@@ -15,9 +15,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from evalkit.embeddings import folder_revision
 from evalkit.errors import KitError
-from evalkit.hashing import files_sha256
+from evalkit.hashing import files_sha256, folder_revision
 from evalkit.packages import package_file
 from evalkit.workspace import cache_root
 

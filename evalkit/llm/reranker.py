@@ -41,23 +41,22 @@ from evalkit.errors import KitError
 from evalkit.llm.backend import Backend
 from evalkit.llm.cache import JudgmentCache
 from evalkit.llm.judge import Judge
-from evalkit.llm.openai_api import api_numerics
+from evalkit.llm.openai_api import OpenAIBackend, api_numerics
 from evalkit.llm.prp import STEPS, all_pairs, heapsort_top, sliding_window
 from evalkit.llm.schedule import run_tasks
 from evalkit.llm.templates import load_template
+from evalkit.llm.vllm_server import VLLMServer
 from evalkit.runs import ranked
 from evalkit.workspace import cache_root
 
 
 def _transformers():
-    from evalkit.llm.hf import TransformersBackend
+    from evalkit.llm.hf import TransformersBackend  # lazy: it imports torch and transformers
 
     return TransformersBackend
 
 
 def _openai():
-    from evalkit.llm.openai_api import OpenAIBackend
-
     return OpenAIBackend
 
 
@@ -126,7 +125,6 @@ def _server(kind: str, settings: dict):
     if "base_url" in settings:
         raise KitError(f"serve: vllm starts a local server, so base_url {settings['base_url']} is not used; "
                        "drop one of them")
-    from evalkit.llm.vllm_server import VLLMServer
 
     server = VLLMServer(settings["model"], settings.get("revision"), options.get("tensor_parallel_size"),
                         options.get("vllm_executable", "vllm"), options.get("vllm_args", ()),

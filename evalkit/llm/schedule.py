@@ -23,13 +23,16 @@ from __future__ import annotations
 import copy
 from collections.abc import Generator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
+from typing import TYPE_CHECKING
 
 from evalkit import progress
 from evalkit.errors import KitError
 from evalkit.llm.cache import valid_prob
-from evalkit.llm.judge import Judge, QueryJudge
 
-Task = tuple[QueryJudge, Generator]
+if TYPE_CHECKING:  # names in annotations only: the judge calls the scheduler, never the other way round
+    from evalkit.llm.judge import Judge, QueryJudge
+
+Task = tuple["QueryJudge", Generator]
 
 
 def _checked(judge: Judge, probs: list) -> list[float]:

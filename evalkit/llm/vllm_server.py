@@ -32,7 +32,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from evalkit.devices import gpu_count
 from evalkit.errors import KitError
+from evalkit.workspace import cache_root
 
 HOST = "127.0.0.1"
 POLL_S = 0.5
@@ -46,8 +48,6 @@ def free_port() -> int:
 
 
 def visible_gpus() -> int:
-    from evalkit.prerequisites import gpu_count
-
     return gpu_count()
 
 
@@ -86,8 +86,6 @@ class VLLMServer:
         self.executable, self.args, self.ready_timeout_s = executable, list(args), float(ready_timeout_s)
         self.port = free_port()
         if log_dir is None:
-            from evalkit.embeddings import cache_root
-
             log_dir = cache_root() / "vllm"
         digest = hashlib.sha256(f"{model}\0{revision}".encode()).hexdigest()[:12]
         self.log_path = Path(log_dir) / f"server-{digest}.log"

@@ -26,6 +26,7 @@ import re
 from pathlib import Path
 
 from evalkit.errors import KitError
+from evalkit.models.identity import folder_identity
 
 PREFIX = "st:"
 KEYS = {"query": "query_template", "doc": "doc_template", "empty": "empty_instruction_template",
@@ -71,8 +72,6 @@ def parse_st(name: str) -> tuple[str, dict]:
 
 def st_settings(name: str) -> tuple[dict, str, str, dict | None]:
     """(dense family settings, label, role, identity) of an ``st:`` spec."""
-    from evalkit.models.identity import folder_identity
-
     location, settings = parse_st(name)
     role = settings.pop("role", None)
     label = settings.pop("label", None)

@@ -9,7 +9,7 @@ import numpy as np
 from evalkit.collection import Document, Query
 from evalkit.embeddings import Encoder
 from evalkit.errors import KitError
-from evalkit.retrieval import search_device
+from evalkit.retrieval import VectorIndex, search_device
 from evalkit.runs import ranked
 
 TEMPLATE_FIELDS = {"query_template": ("instruction", "query"), "empty_instruction_template": ("query",),
@@ -122,8 +122,6 @@ class BiEncoder:
 
     def corpus_index(self, corpus, dtype: str = "float32"):
         """The `evalkit.retrieval.VectorIndex` of `corpus` under this model (built once, on disk)."""
-        from evalkit.retrieval import VectorIndex
-
         return VectorIndex.open(corpus, self.doc_vectors, self.document_side(), dtype, self.vector_stores())
 
     def search(self, queries: Sequence[Query], corpus, k: int, exclude=None,

@@ -45,6 +45,9 @@ import types
 from functools import cache
 from pathlib import Path
 
+from evalkit.errors import KitError
+from evalkit.hashing import files_sha256
+
 PLAIN = (str, int, float, bool, complex, type(None))
 SKIPPED_CLASS_KEYS = {"__dict__", "__weakref__", "__doc__", "__module__", "__qualname__", "__annotations__",
                       "__firstlineno__", "__static_attributes__", "__orig_bases__", "__parameters__",
@@ -282,8 +285,6 @@ def fingerprint(obj) -> tuple[str | None, str | None]:
 
 def folder_identity(folder: Path) -> dict:
     """A local model folder: the sha256 of every file's name and bytes (`evalkit.hashing`)."""
-    from evalkit.hashing import files_sha256
-
     folder = Path(folder)
     paths = sorted(p for p in folder.rglob("*") if p.is_file())
     return {"folder_sha256": files_sha256(paths, [str(p.relative_to(folder)) for p in paths])}
@@ -298,8 +299,6 @@ def identity_and_reason(obj, revision: str | None = None) -> tuple[dict | None, 
     """(identity, note): the fingerprint (with `revision` beside it when given); else the revision
     alone, with a note that the kit could not see everything; else (None, why)."""
     if revision is not None:
-        from evalkit.errors import KitError
-
         if not str(revision).strip():
             raise KitError("revision= is empty; give a non-empty revision or leave it out")
     found, why = fingerprint(obj)

@@ -28,7 +28,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from evalkit.collection import Document, Query
+from evalkit.embeddings import CachedVectors
 from evalkit.errors import KitError
+from evalkit.models.dense import BiEncoder
+from evalkit.models.identity import vectors_identity
 
 MTEB_KEYWORDS = ("task_metadata", "prompt_type")
 DOCUMENT, QUERY = "document", "query"
@@ -101,9 +104,6 @@ class ObjectEncoder:
     fingerprint is then None)."""
 
     def __init__(self, model, name: str, identity: dict | None, batch_size: int = 32):
-        from evalkit.embeddings import CachedVectors
-        from evalkit.models.identity import vectors_identity
-
         self.model = model
         self.location = name
         self.revision = None
@@ -206,8 +206,6 @@ class CallableScorer:
 
 def as_scorer(obj, name: str, identity: dict | None, templates: dict):
     """The `Scorer` of a user's model object (see the module docstring)."""
-    from evalkit.models.dense import BiEncoder
-
     if is_scorer(obj):
         return obj
     if callable(getattr(obj, "encode", None)):

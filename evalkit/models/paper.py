@@ -124,11 +124,13 @@ class PromptrieverBiEncoder(InstructedBiEncoder):
     is not a document (`text_vectors`) is ``passage:  {text}``."""
 
     def document_string(self, document: Document) -> str:
+        # lazy (start-up cost): an encoder's module loads only when its family is built
         from evalkit.encoders.promptriever import format_passage
 
         return format_passage(document.text, document.title)
 
     def text_vectors(self, texts: Sequence[str]) -> np.ndarray:
+        # lazy (start-up cost): an encoder's module loads only when its family is built
         from evalkit.encoders.promptriever import format_passage
 
         return self._documents([format_passage(t) for t in texts])
@@ -181,6 +183,7 @@ def _build_instructed(settings: dict, first_stage, family: str, encoder_class, q
 
 
 def build_gritlm(settings: dict, first_stage=None) -> InstructedBiEncoder:
+    # lazy (start-up cost): an encoder's module loads only when its family is built
     from evalkit.encoders.gritlm import GritLMEncoder, instruction_prefix
 
     return _build_instructed(settings, first_stage, "gritlm", GritLMEncoder,
@@ -188,6 +191,7 @@ def build_gritlm(settings: dict, first_stage=None) -> InstructedBiEncoder:
 
 
 def build_promptriever(settings: dict, first_stage=None) -> InstructedBiEncoder:
+    # lazy (start-up cost): an encoder's module loads only when its family is built
     from evalkit.encoders.promptriever import PromptrieverEncoder, format_query
 
     return _build_instructed(settings, first_stage, "promptriever", PromptrieverEncoder, format_query,
@@ -197,6 +201,7 @@ def build_promptriever(settings: dict, first_stage=None) -> InstructedBiEncoder:
 
 def build_paper_cls(settings: dict, first_stage=None) -> PaperClsBiEncoder:
     """SciNCL (no adapter) or Specter2 (base model + AdapterHub adapter, run natively)."""
+    # lazy (start-up cost): an encoder's module loads only when its family is built
     from evalkit.encoders.bert_cls import BertClsEncoder
     from evalkit.encoders.specter2 import Specter2Encoder
 
@@ -243,6 +248,7 @@ class OTAspire:
     reads_instruction = False
 
     def __init__(self, encoder, settings: dict, solver: str = "sinkhorn", diameter: str = "batch"):
+        # lazy (start-up cost): an encoder's module loads only when its family is built
         from evalkit.encoders.aspire import batch_diameter, ot_score
 
         if solver not in ("sinkhorn", "emd"):
@@ -308,6 +314,7 @@ class OTAspire:
 
 
 def build_aspire(settings: dict, first_stage=None) -> OTAspire:
+    # lazy (start-up cost): an encoder's module loads only when its family is built
     from evalkit.encoders.aspire import MAX_NUM_TOKS, AspireEncoder
 
     s = dict(settings)

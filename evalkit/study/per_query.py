@@ -21,7 +21,11 @@ import pandas as pd  # noqa: E402
 
 from evalkit.collection import Collection  # noqa: E402
 from evalkit.evaluation import PMRR, per_query  # noqa: E402
-from evalkit.study import figures  # noqa: E402
+from evalkit.models import registry
+from evalkit.study import (
+    figures,  # noqa: E402
+    tables,
+)
 from evalkit.study.figures import MIN_FONT, colour_of  # noqa: E402
 
 HUMAN = "human"
@@ -32,8 +36,6 @@ FAIL_AT_RELEVANCE = 20.0  # ranking measures (x100)
 def values(study, collection: Collection, data=None, measure: str | None = None) -> pd.DataFrame:
     """One row per (model, query): model, label, qid, seed, facet, `measure` and p-MRR (x100), for the
     study's models (their base runs, made or reused) and, with `data`, the Human reference."""
-    from evalkit.study import tables
-
     measure = measure or study.measure
     frames = {m: per_query(collection, run, [measure]) for m, run in tables.runs(study, collection).items()}
     labels = {m: tables._label(study.profile, m)["label"] for m in frames}
@@ -54,7 +56,6 @@ def reference_of(study) -> str:
     """The study's reference model: its own, else the profile's when run, else its first model."""
     if getattr(study, "reference", None):
         return study.reference
-    from evalkit.models import registry
 
     reference = registry.profile_settings(study.profile).get("study", {}).get("reference")
     return reference if reference in study.models else study.models[0]

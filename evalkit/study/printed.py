@@ -3,7 +3,7 @@ LaTeX exports, the notebooks' displays and so the HTML report), and the split of
 into the kit's rows and the paper's published rows, each block cut into parts narrow enough to
 read at 1,200 px.
 
-CSV files keep full precision (`evalkit.study.figures.save_table`); printed: values (the tables
+CSV files keep full precision (`save_table`); printed: values (the tables
 are already x100) at two decimals, p-values to three significant figures, sha256 columns as
 their first 12 hex digits, blanks for missing values, no index column, LaTeX-escaped text in
 `.tex` files (a booktabs tabular).
@@ -14,8 +14,12 @@ from __future__ import annotations
 import html
 import math
 import numbers
+from pathlib import Path
 
 import pandas as pd
+
+from evalkit.latex import LATEX, latex_escape  # noqa: F401  (printed.latex_escape)
+from evalkit.runs import write_atomic
 
 DIGITS = {"kendall_tau": 3, "score": 3}  # columns not on the x100 scale, more digits
 # Columns a block states once in its title when they are constant in it (else shown as columns).
@@ -69,19 +73,6 @@ def numeric(table: pd.DataFrame, column: str) -> bool:
 
 
 # --- Markdown and LaTeX ------------------------------------------------------------------------
-
-LATEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
-         "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "<": r"\textless{}",
-         ">": r"\textgreater{}", "\u00d7": r"\texttimes{}", "\u2265": r"$\geq$", "\u2264": r"$\leq$",
-         "\u00b1": r"\textpm{}", "\u2013": "--", "\u2014": "---", "\u2212": "-", "\u2192": r"$\rightarrow$",
-         "\u2026": r"\dots{}"}
-
-
-def latex_escape(text: str) -> str:
-    """Text safe inside a LaTeX tabular: the special characters escaped, the kit's few non-ASCII
-    marks (x, >=, dashes) as LaTeX commands."""
-    return "".join(LATEX.get(ch, ch) for ch in str(text))
-
 
 def latex(table: pd.DataFrame) -> str:
     """A booktabs tabular (needs ``\\usepackage{booktabs}``): numbers right-aligned, text escaped."""
@@ -231,3 +222,15 @@ def show(table: pd.DataFrame, title: str | None = None, split: bool = True, publ
     """A study table as printed, for the last line of a notebook cell; `split=False` for a table that
     is not the kit's and the published rows (one block); `published` titles the published block."""
     return Table(table, title, split, published)
+
+
+def save_table(table: pd.DataFrame, name: str, out_dir: Path) -> list[Path]:
+    """Write `name`.csv (full precision) and, for reading, .md and .tex (`evalkit.study.printed`:
+    two decimals, p-values to three significant figures, blanks for missing values, LaTeX-escaped
+    text in a booktabs tabular) under out_dir."""
+    out_dir = Path(out_dir)
+    paths = [out_dir / f"{name}.csv", out_dir / f"{name}.md", out_dir / f"{name}.tex"]
+    write_atomic(paths[0], table.to_csv(index=False))
+    write_atomic(paths[1], markdown(table))
+    write_atomic(paths[2], latex(table))
+    return paths

@@ -22,27 +22,35 @@ import numpy as np
 import pandas as pd
 from scipy import stats as scistats
 
-from evalkit.cited import read_cited_csv
 from evalkit.collection import Collection
+from evalkit.compare_table import compare_table
 from evalkit.datasets.csfcube import CSFCube
+from evalkit.datasets.csfcube_variants import variants_of
 from evalkit.errors import KitError
-from evalkit.evaluation import PMRR, per_query, summarize
+from evalkit.evaluation import PMRR, default_measures, per_query, protocol_collection, shown_once, summarize
 from evalkit.human import POOL_LABEL, human_per_query, protocol_label
 from evalkit.models import registry
-from evalkit.runs import Run
+from evalkit.protocols import POOL_PROTOCOLS
+from evalkit.record import MEASURES, PARTS, load_record, official_figures
+from evalkit.runner import instructions_identity
+from evalkit.runs import Run, write_atomic
 from evalkit.stats import holm, interval_or_nan, pvalue_or_nan
+from evalkit.study import printed
 from evalkit.study import rows as study_rows
 from evalkit.study.params import BOOTSTRAP_SEED, Study
+from evalkit.study.published import (  # noqa: F401  (tables.COLUMNS, tables.load_published: the notebooks' names)
+    COLUMNS,
+    PUBLISHED,
+    PUBLISHED_COLUMNS,
+    PUBLISHED_METRICS,
+    PUBLISHED_TABLES,
+    REFERENCE,
+    load_published,
+    published_rows,
+)
 
-PUBLISHED = Path(__file__).resolve().parents[1] / "config" / "published_mysore.csv"
-PUBLISHED_METRICS = {"relevance": "ndcg@20", "p-MRR": "p-mrr"}  # metric names of the published file
-PUBLISHED_TABLES = {"relevance": "Table 1", "p-MRR": "Table 2"}
-PUBLISHED_COLUMNS = ["table", "model", "variant", "metric", "background", "method", "result", "all",
-                     "not_significant", "protocol", "source", "note"]
-COLUMNS = ["background", "method", "result", "all"]
 ALPHA = 0.05
 MARK = "\u00d7"  # Table 1's mark: no significant difference from the reference
-REFERENCE = "reference"
 HUMAN_LABEL = POOL_LABEL
 # Table 3's variant names -> the kit's sensitivity groups
 PAPER_VARIANTS = {"Base": "Base", "Generic": "Generic", "Definition": "Definition",
@@ -166,10 +174,6 @@ def official_table(study: Study, collection: Collection) -> pd.DataFrame:
     record (`evalkit.record`) beside them. The record's rows were reported on the pools as released
     (the ``released`` protocol; the release's SPECTER sample, without the seed, under ``pool``):
     each row names its protocol."""
-    from evalkit.evaluation import protocol_collection
-    from evalkit.record import MEASURES, PARTS, load_record, official_figures
-    from evalkit.runner import POOL_PROTOCOLS
-
     if study.protocol not in POOL_PROTOCOLS:
         raise KitError(f"the official measures are defined on the judged pools; OFFICIAL=yes needs PROTOCOL "
                        f"{' or '.join(POOL_PROTOCOLS)}, not {study.protocol}")
@@ -197,15 +201,13 @@ RECORD_TITLE = ("The published CSFCube record (the CSFCube and Aspire papers, mo
 def official_section(study: Study, collection: Collection):
     """The relevance notebook's official-measures section: with OFFICIAL=yes, `official_table`
     saved as ``relevance-official-TAG`` and shown; otherwise a line saying how to ask for it."""
-    from evalkit.study import figures, printed
-
     if not study.official:
         from IPython.display import Markdown  # the notebook's display of a sentence (not a quoted string)
 
         return Markdown("*The release's official measures (MAP_csfcube, nDCG_csfcube%20) beside the published "
                         "CSFCube record: run with `OFFICIAL=yes`.*")
     table = official_table(study, collection)
-    figures.save_table(table, study.name("relevance-official"), study.tables_dir)
+    printed.save_table(table, study.name("relevance-official"), study.tables_dir)
     return printed.show(table, published=RECORD_TITLE)
 
 
@@ -213,11 +215,6 @@ def comparison_table(study: Study, collection: Collection, measures: Sequence[st
     """The study models' runs x measures table (`evalkit.compare_table`: x100, marks for the runs
     each is significantly better than, paired t-test, Holm), saved as ``comparison-TAG`` .md
     and .tex beside the other tables; the reference model first."""
-    from evalkit.cli import default_measures  # the CLI's default table (the API reads it there too)
-    from evalkit.compare_table import compare_table
-    from evalkit.evaluation import shown_once
-    from evalkit.runs import write_atomic
-
     made, _ = study_rows.outcomes(study, collection)
     order = sorted(made, key=lambda m: m != study.reference)
     names = list(measures or default_measures(collection))
@@ -275,7 +272,6 @@ def sensitivity_groups(instructions: str | None = None) -> dict[str, list[str]]:
     study's variants) and its paraphrases together, in file order."""
     if instructions is None:
         return SENSITIVITY_GROUPS
-    from evalkit.datasets.csfcube_variants import variants_of
 
     variants = variants_of(Path(instructions))
     paraphrases = [v for v in variants if v.startswith("paraphrase-")]
@@ -306,8 +302,6 @@ def sensitivity_table(study: Study, collection: Collection) -> pd.DataFrame:
             tables[model][variant] = per_query(collection, run, [measure])
     named = {}
     if study.instructions is not None:
-        from evalkit.runner import instructions_identity
-
         found = instructions_identity(study.instructions)
         named = {"instructions": found["file"], "instructions_sha256": found["sha256"]}
     out = []
@@ -327,36 +321,6 @@ def sensitivity_table(study: Study, collection: Collection) -> pd.DataFrame:
                         "pmrr_ci_low": pmrr["ci_low"], "pmrr_ci_high": pmrr["ci_high"], **named,
                         study_rows.STATUS: study_rows.RAN})
     return pd.DataFrame(out).drop(columns="source")
-
-
-def load_published(path: Path | None = None) -> pd.DataFrame:
-    """Every row of the paper's Tables 1-3 (x100 as printed), columns `PUBLISHED_COLUMNS`."""
-    path = Path(path) if path else PUBLISHED
-    table = read_cited_csv(path, PUBLISHED_COLUMNS, "published figures")
-    for column in COLUMNS:
-        values = pd.to_numeric(table[column], errors="coerce")
-        if values.isna().any():
-            raise KitError(f"{path}:{int(values.isna().idxmax()) + 2}: {column} must be a number")
-        table[column] = values
-    for line, marks in enumerate(table["not_significant"], start=2):
-        if marks not in ("", REFERENCE) and not set(marks.split(";")) <= set(COLUMNS):
-            raise KitError(f"{path}:{line}: not_significant lists columns of {', '.join(COLUMNS)} "
-                           f"(';'-separated), '{REFERENCE}' or nothing")
-    return table
-
-
-def published_rows(kind: str) -> list[dict]:
-    """The paper's rows (x100, full-corpus protocol) of "relevance" (Table 1, NDCG@20, with its
-    significance marks) or "p-MRR" (Table 2)."""
-    if kind not in PUBLISHED_METRICS:
-        raise KitError(f"no published rows of {kind!r}; choose one of {', '.join(PUBLISHED_METRICS)}")
-    table = load_published()
-    table = table[table.table == PUBLISHED_TABLES[kind]]
-    extra = {"measure": "NDCG@20 (paper)"} if kind == "relevance" else {}
-    return [{"model": r.model, "label": f"{r.model} (paper)", "role": "published", "source": r.source, **extra,
-             **{c: float(getattr(r, c)) for c in COLUMNS},
-             **({"not_significant": r.not_significant} if kind == "relevance" else {}), "note": r.note}
-            for r in table.itertuples()]
 
 
 def published_sensitivity() -> pd.DataFrame:

@@ -16,6 +16,8 @@ import pandas as pd  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
 from evalkit.evaluation import PMRR  # noqa: E402
+from evalkit.study.figures import MIN_FONT, PAPER_PANEL, colour_of, place_labels
+from evalkit.study.figures import caption as setting
 from evalkit.study.hybrid_study import CV_SETTING, measure_of  # noqa: E402
 
 X, Y = "relevance", "p-MRR"
@@ -53,8 +55,6 @@ def plot(table: pd.DataFrame) -> plt.Figure:
     variant's name), Human (star), the facet hybrid's curve over a (line) and its cross-validated point
     (diamond). Right, the paper's published points (squares). Labels placed without overlapping each
     other, the points or the curve (`figures.place_labels`); the legends show the markers as drawn."""
-    from evalkit.study.figures import MIN_FONT, PAPER_PANEL, colour_of, place_labels
-
     paper = table[table.kind == "paper"]
     kit = table[table.kind != "paper"]
     fig, axes = plt.subplots(1, 2, figsize=(14, 7.5), gridspec_kw={"width_ratios": [1.6, 1]}, squeeze=False)
@@ -119,8 +119,6 @@ def plot(table: pd.DataFrame) -> plt.Figure:
 
 def caption(study, table: pd.DataFrame) -> str:
     """The trade-off figure's caption: both panels and their measures."""
-    from evalkit.study.figures import caption as setting
-
     measures = " / ".join(sorted(set(table.loc[table.kind != "paper", "measure"])))
     return setting(study, f"Relevance against instruction following (p-MRR), x100. Left, this kit ({measures}): "
                           "each model at Base (filled circle) and under each instruction variant (open circle, named; "
