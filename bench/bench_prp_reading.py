@@ -54,26 +54,11 @@ SETTINGS = {
 
 
 def tilted_lm(folder: Path, texts: list[str]) -> Path:
-    """The tiny chat Llama, its head tilted towards "A" and "B" along a text-dependent direction (as in
-    tests/test_llm_answer_reading.py)."""
-    import torch
-    from tiny_models import build_tiny_lm
-    from transformers import AutoTokenizer, LlamaForCausalLM
+    """The tiny chat Llama, its head tilted towards "A" and "B" along a text-dependent direction (the
+    tests' `tiny_models.tilt_towards_a_and_b`)."""
+    from tiny_models import build_tiny_lm, tilt_towards_a_and_b
 
-    build_tiny_lm(folder)
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    model = LlamaForCausalLM.from_pretrained(folder)
-    letters = {c: next(t for t in range(len(tokenizer)) if tokenizer.decode([t]).strip().upper() == c) for c in "AB"}
-    with torch.no_grad():
-        states = torch.stack([model.model(tokenizer([t], return_tensors="pt").input_ids).last_hidden_state[0, -1]
-                              for t in texts])
-        mean = states.mean(dim=0)
-        direction = states[0] - mean
-        direction -= (direction @ mean) / (mean @ mean) * mean
-        model.lm_head.weight.mul_(0.01)
-        model.lm_head.weight[letters["A"]] = 1e3 * direction / direction.norm()
-        model.lm_head.weight[letters["B"]] = -1e3 * direction / direction.norm()
-    model.save_pretrained(folder)
+    tilt_towards_a_and_b(build_tiny_lm(folder), lambda tokenizer: texts)
     return folder
 
 

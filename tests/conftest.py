@@ -1,5 +1,5 @@
 """Shared fixtures: the verified CSFCube copy and its collection, the sample SPECTER run, writable
-copies of the data."""
+copies of the data, the CLI reading that collection, and the runs the runner made."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from evalkit import runs
+from evalkit import cli, runner, runs
 from evalkit.collection import Collection
-from evalkit.datasets import csfcube
+from evalkit.datasets import csfcube, load_dataset
 
 
 def manifest_paths() -> list[str]:
@@ -98,3 +98,24 @@ def hub_reachable(monkeypatch):
     from evalkit import prerequisites
 
     monkeypatch.setattr(prerequisites, "_hub_unreachable", lambda: False)
+
+
+@pytest.fixture
+def cached_data(collection, monkeypatch):
+    """The CLI reads CSFCube as the session's collection: tests about output skip re-verifying and
+    re-parsing the release (the CLI's first test does it for real); other datasets load as usual."""
+    monkeypatch.setattr(cli, "load_dataset", lambda spec: collection if spec == "csfcube" else load_dataset(spec))
+
+
+@pytest.fixture
+def executed(monkeypatch):
+    """The run names the runner made (not answered from the store) in this test."""
+    made: list[str] = []
+    execute = runner.execute
+
+    def counting(settings, collection, runs_dir):
+        made.append(settings.run_name)
+        return execute(settings, collection, runs_dir)
+
+    monkeypatch.setattr(runner, "execute", counting)
+    return made

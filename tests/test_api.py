@@ -139,22 +139,6 @@ def test_a_changed_scorer_under_the_same_name_gives_new_numbers(tmp_path):
     assert changed.runs["base"] == first.runs["base"]  # the same folder, made again
 
 
-@pytest.fixture
-def executed(monkeypatch):
-    """The run names the runner made (not answered from the store) in this test."""
-    from evalkit import runner
-
-    made: list[str] = []
-    execute = runner.execute
-
-    def counting(settings, collection, runs_dir):
-        made.append(settings.run_name)
-        return execute(settings, collection, runs_dir)
-
-    monkeypatch.setattr(runner, "execute", counting)
-    return made
-
-
 class Weighted:
     """A callable scorer object whose state (its weight) decides its scores."""
 

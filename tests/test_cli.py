@@ -66,12 +66,6 @@ def _assert_one_line_error(err: str, fragments=()) -> None:
         assert fragment in lines[0]
 
 
-@pytest.fixture
-def cached_data(collection, monkeypatch):
-    """Skip re-verifying and re-parsing the release in tests about output (the first test does it for real)."""
-    monkeypatch.setattr(cli, "load_dataset", lambda spec: collection if spec == "csfcube" else load_dataset(spec))
-
-
 # --- evaluate on CSFCube ---------------------------------------------------------------------
 
 

@@ -11,15 +11,9 @@ import pytest
 from scipy import stats as scistats
 
 from evalkit import cli
-from evalkit.datasets import load_dataset
 from evalkit.runner import RunSettings, ensure_run, run_folder
 from evalkit.runs import write_trec
 from evalkit.stats import holm
-
-
-@pytest.fixture
-def cached_data(collection, monkeypatch):
-    monkeypatch.setattr(cli, "load_dataset", lambda spec: collection if spec == "csfcube" else load_dataset(spec))
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,6 @@ import pytest
 from evalkit import api, cli
 from evalkit.compare import compare
 from evalkit.compare_table import compare_table
-from evalkit.datasets import load_dataset
 from evalkit.evaluation import per_query, protocol_collection
 from evalkit.measures import rank_scores
 from evalkit.runner import RunSettings, ensure_run
@@ -26,11 +25,6 @@ from evalkit.runs import write_trec
 @pytest.fixture(autouse=True)
 def cache(tmp_path, monkeypatch):
     monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "cache"))
-
-
-@pytest.fixture
-def cached_data(collection, monkeypatch):
-    monkeypatch.setattr(cli, "load_dataset", lambda spec: collection if spec == "csfcube" else load_dataset(spec))
 
 
 @pytest.fixture(scope="module")

@@ -36,13 +36,6 @@ def _one_line(capsys, argv, *fragments) -> str:
     return lines[0]
 
 
-@pytest.fixture
-def cached_data(collection, monkeypatch):
-    from evalkit.datasets import load_dataset
-
-    monkeypatch.setattr(cli, "load_dataset", lambda spec: collection if spec == "csfcube" else load_dataset(spec))
-
-
 def _official(folder: Path, facet: str, text: str) -> Path:
     path = csfcube.official_path(folder, "specter", facet)
     path.write_text(text)

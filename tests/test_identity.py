@@ -20,7 +20,7 @@ import yaml
 from fixtures_datasets import write_beir
 from tiny_models import build_sentence_transformer
 
-from evalkit import api, runner
+from evalkit import api
 
 QUERY = ["929877_background"]  # 105 judged candidates
 
@@ -30,19 +30,6 @@ def cache(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "dont_write_bytecode", True)  # modules rewritten within a second re-import
     monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "cache"))
     monkeypatch.delenv("EVALKIT_MODELS", raising=False)
-
-
-@pytest.fixture
-def executed(monkeypatch):
-    made: list[str] = []
-    execute = runner.execute
-
-    def counting(settings, collection, runs_dir):
-        made.append(settings.run_name)
-        return execute(settings, collection, runs_dir)
-
-    monkeypatch.setattr(runner, "execute", counting)
-    return made
 
 
 @pytest.fixture(scope="module")

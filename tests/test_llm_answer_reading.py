@@ -8,8 +8,7 @@ both letters occur."""
 from __future__ import annotations
 
 import pytest
-import torch
-from tiny_models import build_tiny_lm
+from tiny_models import build_tiny_lm, tilt_towards_a_and_b
 
 from evalkit.errors import KitError
 from evalkit.llm.backend import Prompts
@@ -44,22 +43,8 @@ def tilted_lm(tmp_path_factory):
     """The tiny chat Llama with its output head tilted towards the tokens reading "A" and "B",
     along a direction of the answer position's hidden state that varies with the passages (and
     is orthogonal to its mean), so that some comparisons read A and others B."""
-    from transformers import AutoTokenizer, LlamaForCausalLM
-
     folder = build_tiny_lm(tmp_path_factory.mktemp("lm"))
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    model = LlamaForCausalLM.from_pretrained(folder)
-    letters = {c: next(t for t in range(len(tokenizer)) if tokenizer.decode([t]).strip().upper() == c) for c in "AB"}
-    with torch.no_grad():
-        states = torch.stack([model.model(tokenizer([_text(tokenizer, a, b)], return_tensors="pt").input_ids)
-                              .last_hidden_state[0, -1] for a, b in ORDERS])
-        mean = states.mean(dim=0)
-        direction = states[0] - mean
-        direction -= (direction @ mean) / (mean @ mean) * mean
-        model.lm_head.weight.mul_(0.01)
-        model.lm_head.weight[letters["A"]] = 1e3 * direction / direction.norm()
-        model.lm_head.weight[letters["B"]] = -1e3 * direction / direction.norm()
-    model.save_pretrained(folder)
+    tokenizer, model = tilt_towards_a_and_b(folder, lambda tok: [_text(tok, a, b) for a, b in ORDERS])
     return folder, tokenizer, model
 
 

@@ -91,6 +91,30 @@ def build_tiny_lm(folder, chat: bool = True):
     return folder
 
 
+def tilt_towards_a_and_b(folder, texts_of):
+    """Tilt the tiny Llama saved in `folder` towards the tokens reading "A" and "B", along a
+    direction of the last position's hidden state that varies with the texts ``texts_of(tokenizer)``
+    (orthogonal to their mean), so that some comparisons read A and others B; saved in place.
+    Returns (tokenizer, model)."""
+    import torch
+    from transformers import AutoTokenizer, LlamaForCausalLM
+
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = LlamaForCausalLM.from_pretrained(folder)
+    letters = {c: next(t for t in range(len(tokenizer)) if tokenizer.decode([t]).strip().upper() == c) for c in "AB"}
+    with torch.no_grad():
+        states = torch.stack([model.model(tokenizer([text], return_tensors="pt").input_ids).last_hidden_state[0, -1]
+                              for text in texts_of(tokenizer)])
+        mean = states.mean(dim=0)
+        direction = states[0] - mean
+        direction -= (direction @ mean) / (mean @ mean) * mean
+        model.lm_head.weight.mul_(0.01)
+        model.lm_head.weight[letters["A"]] = 1e3 * direction / direction.norm()
+        model.lm_head.weight[letters["B"]] = -1e3 * direction / direction.norm()
+    model.save_pretrained(folder)
+    return tokenizer, model
+
+
 GOLDEN = Path(__file__).parent / "golden" / "specter2"
 
 
