@@ -6,7 +6,7 @@
 # literal text, before anything reads it; parameters then reach recipes only through the
 # environment ("$$EVALKIT_PARAM_NAME"), the tools (PYTHON, PY, EVALKIT) as one single-quoted word,
 # and rules built by $(eval) reference variables as $$(NAME), so eval never parses a value as make
-# syntax. tests/test_faults_make.py sets every variable this file reads to hostile values.
+# syntax. tests/kit/test_faults_make.py sets every variable this file reads to hostile values.
 override ENVIRONMENT_PARAMETERS := PROFILE PROTOCOL MODELS REFERENCE_MODEL DISCOUNT SEEDS CORPUS INSTRUCTIONS OFFICIAL \
 	OUTPUT_DIR FIGURES_DIR RUNS_DIR BEIR FOLLOWIR INSTRUCTIR SEED K EXPLORE_MODELS FORCE STRICT PYTHON PY EVALKIT \
 	STAMP EVALKIT_PROGRESS HF_HUB_DISABLE_PROGRESS_BARS
@@ -24,9 +24,9 @@ override shell_word = '$(subst ','\'',$(1))'
 override RUN_PYTHON := $(call shell_word,$(PYTHON))
 override RUN_PY := $(call shell_word,$(PY))
 override RUN_EVALKIT := $(call shell_word,$(EVALKIT))
-# Embedding and judgment caches: the checkout's cache/ unless EVALKIT_CACHE is set (evalkit/workspace.py).
+# Embedding and judgment caches: the checkout's cache/ unless EVALKIT_CACHE is set (evalkit/core/workspace.py).
 # Progress bars (encoding, first stage, scoring, LLM comparisons) go to this terminal, not into
-# the executed notebooks (evalkit/progress.py); EVALKIT_PROGRESS=off silences them. Library
+# the executed notebooks (evalkit/core/progress.py); EVALKIT_PROGRESS=off silences them. Library
 # loading bars (Hugging Face) would land in the notebooks: off.
 export EVALKIT_PROGRESS ?= terminal
 export HF_HUB_DISABLE_PROGRESS_BARS ?= 1
@@ -133,7 +133,7 @@ plan: $(STAMP) ## before any work: each row's needs, work, cost and time, missin
 	$(RUN_EVALKIT) plan --profile "$$EVALKIT_PARAM_PROFILE" --protocol "$$EVALKIT_PARAM_PROTOCOL" \
 		--models "$$EVALKIT_PARAM_MODELS" --seeds "$$EVALKIT_PARAM_SEEDS" --corpus "$$EVALKIT_PARAM_CORPUS"
 
-# The published CSFCube record beside the kit's rows (evalkit/record.py): every row whose weights
+# The published CSFCube record beside the kit's rows (evalkit/study/record.py): every row whose weights
 # are present runs (stored runs reused, nothing downloaded); fails when a figure is > 0.5 away.
 .PHONY: verify
 verify: $(BUILD)/data.ok ## kit rows against the published CSFCube record (MAP, NDCG%20), with the difference

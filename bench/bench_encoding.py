@@ -30,8 +30,8 @@ import torch
 from sentence_transformers import SentenceTransformer
 
 from evalkit.datasets import csfcube
-from evalkit.embeddings import Encoder
 from evalkit.models.registry import resolve_location
+from evalkit.retrieval.embeddings import Encoder
 
 
 def peak_flops(size: int = 2048, repeats: int = 10) -> float:

@@ -1,4 +1,4 @@
-"""Benchmark: `evalkit.measures` (ir_measures for every measure) against the kit's own code.
+"""Benchmark: `evalkit.evaluation.measures` (ir_measures for every measure) against the kit's own code.
 
 Decides which measures go through ir_measures and which through the kit's own code: the
 kit keeps ir_measures (one evaluator, less code) unless its own code is clearly faster.
@@ -27,9 +27,9 @@ import time
 
 import ir_measures
 
-from evalkit import measures
+from evalkit.data.runs import ranked
 from evalkit.datasets import csfcube
-from evalkit.runs import ranked
+from evalkit.evaluation import measures
 
 CANDIDATES = 250
 STANDARD = ["nDCG@20", "AP", "RR", "P@20", "R@20"]

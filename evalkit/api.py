@@ -14,9 +14,9 @@ measures and statistics (the same path as ``evalkit run`` and ``evalkit evaluate
 and returns an `Evaluation`: per-query values, the default measures table ``evalkit
 evaluate`` prints (per stratum and all), and, with ``reference=`` (a registry model, an
 ``st:`` spec, a run file or run-store folder, or another `Evaluation`), paired two-sided
-tests against it (`evalkit.compare`: ``delta`` the mean per-query difference, ``aggregate``
+tests against it (`evalkit.evaluation.compare`: ``delta`` the mean per-query difference, ``aggregate``
 the fold aggregate) and `Evaluation.compare_table`. Runs are stored in the verified run
-store with their sidecars (`evalkit.runner.ensure_run`), keyed by the model's identity: the
+store with their sidecars (`evalkit.pipeline.runner.ensure_run`), keyed by the model's identity: the
 kit's fingerprint of everything the object reaches, with ``revision=`` beside it, or
 ``revision=`` alone where the walk cannot read a value; with neither, the run is made again
 every time and ``result.notes`` says why (`evalkit.models.identity`).
@@ -33,12 +33,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from evalkit.collection import BASE, Collection, queries_of_seeds
-from evalkit.compare import compare
-from evalkit.compare_table import compare_table
+from evalkit.core.errors import KitError
+from evalkit.core.protocols import PROTOCOLS
+from evalkit.data.collection import BASE, Collection, queries_of_seeds
+from evalkit.data.runstore import check_run_name
 from evalkit.datasets import load_dataset
-from evalkit.errors import KitError
-from evalkit.evaluation import (
+from evalkit.evaluation.compare import compare
+from evalkit.evaluation.compare_table import compare_table
+from evalkit.evaluation.evaluate import (
     AGGREGATIONS,
     DISCOUNTS,
     ROBUSTNESS,
@@ -52,16 +54,14 @@ from evalkit.evaluation import (
     shown_once,
     summary_of,
 )
+from evalkit.evaluation.stats import PERMUTATION_SEED, PERMUTATIONS
 from evalkit.models import adhoc, registry
 from evalkit.models.adhoc import is_st
 from evalkit.models.dense import TEMPLATE_FIELDS, check_template
 from evalkit.models.identity import identity_and_reason
 from evalkit.models.objects import as_scorer, prepare_object
-from evalkit.protocols import PROTOCOLS
-from evalkit.run_input import load_any_run
-from evalkit.runner import RunSettings, ensure_run, instructions_identity, run_folder
-from evalkit.runstore import check_run_name
-from evalkit.stats import PERMUTATION_SEED, PERMUTATIONS
+from evalkit.pipeline.run_input import load_any_run
+from evalkit.pipeline.runner import RunSettings, ensure_run, instructions_identity, run_folder
 
 ROLES_READING = "instructed"
 
@@ -71,11 +71,11 @@ class Evaluation:
     """What `evaluate` returns. `per_query`: one row per variant and query (stratum, fold, each
     measure; fractions); `table`: one row per variant and measure, a column per stratum and
     ``all`` (the CLI's table; fractions, printed x100); `tests`: with a reference, one row per
-    variant, measure, stratum and run (`evalkit.compare.COLUMNS`: ``aggregate`` the fold
+    variant, measure, stratum and run (`evalkit.evaluation.compare.COLUMNS`: ``aggregate`` the fold
     aggregate, ``delta`` the mean per-query difference its ``t`` and ``p`` test); `runs`: each
     variant's run-store folder; `notes`: where the fold aggregate is undefined on the evaluated
     queries, a test has no p-value, or the kit cannot key the model's runs.
-    `compare_table()` gives the runs x measures table (`evalkit.compare_table`)."""
+    `compare_table()` gives the runs x measures table (`evalkit.evaluation.compare_table`)."""
 
     name: str
     dataset: str
@@ -117,7 +117,7 @@ class Evaluation:
     def compare_table(self, *others: Evaluation, variant: str | None = None, measures: Sequence[str] | None = None,
                       test: str = "t", alpha: float = 0.05, permutations: int | None = None, seed: int | None = None,
                       format: str | None = None):
-        """The runs x measures table (`evalkit.compare_table.ComparisonTable`; ``format=`` text,
+        """The runs x measures table (`evalkit.evaluation.compare_table.ComparisonTable`; ``format=`` text,
         markdown or latex gives its text) of the reference, this model and `others` (more
         `evaluate` results on the same dataset and queries), on `variant` (default: the first)."""
         variants = list(self.runs)

@@ -5,10 +5,10 @@ run), `human` (CSFCube's Human reference), `models`, `report`, `data`, `export` 
 BEIR, FollowIR or TREC files), `plan` (what a study needs and costs, before any work), `verify` (the
 kit's rows against the published CSFCube record).
 
-A thin layer on the library (`evalkit.evaluation`, `evalkit.runner`, `evalkit.run_input`, ...): it
-parses and checks options, calls the library and prints. Each command imports the modules only it
-needs when it runs (lazy, for start-up cost), so ``--help`` and a BM25 run load no neural library
-(`tests/test_imports.py`).
+A thin layer on the library (`evalkit.evaluation.evaluate`, `evalkit.pipeline.runner`,
+`evalkit.pipeline.run_input`, ...): it parses and checks options, calls the library and prints.
+Each command imports the modules only it needs when it runs (lazy, for start-up cost), so
+``--help`` and a BM25 run load no neural library (`tests/kit/test_imports.py`).
 """
 
 from __future__ import annotations
@@ -21,11 +21,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from evalkit.collection import queries_of_seeds
+from evalkit.core.errors import KitError, report
+from evalkit.core.protocols import DEFAULT_PROTOCOL, POOL_PROTOCOLS, PROTOCOLS
+from evalkit.data.collection import queries_of_seeds
+from evalkit.data.runstore import RANKING, read_sidecar, run_folder
 from evalkit.datasets import DATASET_HELP, csfcube, load_dataset
 from evalkit.datasets.csfcube_corpus import check_corpus
-from evalkit.errors import KitError, report
-from evalkit.evaluation import (
+from evalkit.evaluation.evaluate import (
     AGGREGATIONS,
     CSFCUBE,
     DEFAULT_DISCOUNT,
@@ -44,10 +46,8 @@ from evalkit.evaluation import (
     shown_once,
     summary_of,
 )
-from evalkit.measures import MAX_K, PMRR_TIES
-from evalkit.protocols import DEFAULT_PROTOCOL, POOL_PROTOCOLS, PROTOCOLS
-from evalkit.run_input import load_any_run
-from evalkit.runstore import RANKING, read_sidecar, run_folder
+from evalkit.evaluation.measures import MAX_K, PMRR_TIES
+from evalkit.pipeline.run_input import load_any_run
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -282,13 +282,13 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         _print_summary(summary | ({"notes": notes} if notes else {}), args.json,
                        _title(args.name or str(paths[0]), collection, args.aggregate))
         return
-    from evalkit.compare import compare
-    from evalkit.compare_table import compare_table
+    from evalkit.evaluation.compare import compare
+    from evalkit.evaluation.compare_table import compare_table
 
     labels = _run_labels(paths)
     named = {labels[p]: table for p, table in tables.items()}
     compared = [n for n in names if not ROBUSTNESS_K.fullmatch(n)]
-    from evalkit.stats import PERMUTATIONS
+    from evalkit.evaluation.stats import PERMUTATIONS
 
     test = {"test": args.test, "permutations": args.permutations or PERMUTATIONS, "seed": _seed_of(args)}
     result = compare(collection, named, compared, settings["aggregate"], **test)
@@ -306,7 +306,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
 
 
 def _seed_of(args: argparse.Namespace) -> int:
-    from evalkit.stats import PERMUTATION_SEED
+    from evalkit.evaluation.stats import PERMUTATION_SEED
 
     if args.test != "fisher" and (args.permutations is not None or args.seed is not None):
         raise KitError("--permutations and --seed set Fisher's randomization test; add --test fisher")
@@ -358,7 +358,7 @@ def _pvalue(value) -> str:
 
 
 def cmd_human(args: argparse.Namespace) -> None:
-    from evalkit.human import human_per_query
+    from evalkit.study.human import human_per_query
 
     _check_measure_options(args)
     if args.dataset.strip() != CSFCUBE:
@@ -411,7 +411,7 @@ def _model_spec(args: argparse.Namespace) -> str:
 
 def cmd_run(args: argparse.Namespace) -> None:
     from evalkit.models import registry
-    from evalkit.runner import RunSettings, check_settings, ensure_folder
+    from evalkit.pipeline.runner import RunSettings, check_settings, ensure_folder
 
     if args.depth is not None and args.depth < 1:
         raise KitError(f"--depth {args.depth}: the first-stage depth must be a positive integer")
@@ -464,7 +464,7 @@ def cmd_models(args: argparse.Namespace) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> None:
-    from evalkit.report import html_report, read_notebook
+    from evalkit.pages.report import html_report, read_notebook
 
     notebooks = [Path(p) for p in args.notebooks]
     for path in notebooks:
@@ -516,7 +516,7 @@ def _corpus(args: argparse.Namespace) -> None:
 
 def cmd_plan(args: argparse.Namespace) -> None:
     from evalkit.models import registry
-    from evalkit.plan import plan, render
+    from evalkit.pipeline.plan import plan, render
 
     registry.profile_settings(args.profile)
     models = _split_ids(args.models or None, "--models")  # empty (make plan without MODELS): the study lists
@@ -534,7 +534,7 @@ def cmd_plan(args: argparse.Namespace) -> None:
 
 
 def cmd_export(args: argparse.Namespace) -> None:
-    from evalkit.export import export
+    from evalkit.datasets.export import export
 
     if args.dataset.strip() != CSFCUBE:
         raise KitError(f"export writes csfcube only, not {args.dataset!r}; the other datasets are already "
@@ -554,12 +554,12 @@ def cmd_export(args: argparse.Namespace) -> None:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    """Kit rows against the published record (`evalkit.record`); status 1 when a figure differs."""
+    """Kit rows against the published record (`evalkit.study.record`); status 1 when a figure differs."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # only weights already present: verify never downloads
     import pandas as pd
 
-    from evalkit import record
-    from evalkit.runner import RunSettings, ensure_run
+    from evalkit.pipeline.runner import RunSettings, ensure_run
+    from evalkit.study import record
 
     runs_dir = Path(args.runs_dir)
     _check_runs_dir(runs_dir)

@@ -1,8 +1,8 @@
-"""Golden figures of the CSFCube release's own evaluation script, for tests/test_official_measures.py.
+"""Golden figures of the CSFCube release's own evaluation script, for tests/evaluation/test_official_measures.py.
 
 The release's ``eval_scripts/ranking_eval.py`` (iesl/CSFCube) computes MAP and NDCG%20, the
 measures every published CSFCube row reports; the kit reimplements them (`MAP_csfcube`,
-`nDCG_csfcube%20` in `evalkit.measures`) and never ships the script. This script imports it
+`nDCG_csfcube%20` in `evalkit.evaluation.measures`) and never ships the script. This script imports it
 from a checkout of the release (its ``rank_metrics.py`` calls ``np.asfarray``, so it needs
 numpy < 2: run it in a separate venv) and prints, as JSON, the test-split aggregates
 (`aggregate_metrics_crossval`) per facet and over "all" of:

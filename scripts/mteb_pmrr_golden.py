@@ -1,9 +1,9 @@
-"""Golden p-MRR values from mteb's own implementation, for tests/test_measures.py.
+"""Golden p-MRR values from mteb's own implementation, for tests/evaluation/test_measures.py.
 
 The fixtures below are in FollowIR's format (query ids ``N-og`` / ``N-changed``, grade >= 1
 relevant). This script feeds them to mteb's ``calculate_pmrr`` (``mteb._evaluators.
 retrieval_metrics``, the function ``evaluate_p_mrr_change`` calls for Robust04, News21 and
-Core17) and prints the values; the test pins them and checks that `evalkit.measures.p_mrr`
+Core17) and prints the values; the test pins them and checks that `evalkit.evaluation.measures.p_mrr`
 gives the same numbers. The test imports `FIXTURE` and `TIES` from this file, so the
 inputs have one source.
 

@@ -1,4 +1,4 @@
-"""Golden Specter2 embeddings produced by the real `adapters` library, for tests/test_encoder_specter2.py.
+"""Golden Specter2 embeddings produced by the real `adapters` library, for tests/encoders/test_encoder_specter2.py.
 
 The kit runs transformers 5.x; `adapters` pins transformers 4.57, so it cannot live in the
 kit's venv. This script runs in a separate venv and writes, under tests/golden/specter2/:

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from evalkit import cli, runner, runs
-from evalkit.collection import Collection
+from evalkit import cli
+from evalkit.data import runs
+from evalkit.data.collection import Collection
 from evalkit.datasets import csfcube, load_dataset
+from evalkit.pipeline import runner
 
 
 def manifest_paths() -> list[str]:
@@ -94,8 +96,8 @@ def rewrite_manifest(monkeypatch, tmp_path):
 @pytest.fixture(autouse=True)
 def hub_reachable(monkeypatch):
     """The tests run offline: the Hugging Face hub counts as reachable unless a test says otherwise
-    (`evalkit.prerequisites._hub_unreachable`), so each row is judged on what the test sets up."""
-    from evalkit import prerequisites
+    (`evalkit.pipeline.prerequisites._hub_unreachable`), so each row is judged on what the test sets up."""
+    from evalkit.pipeline import prerequisites
 
     monkeypatch.setattr(prerequisites, "_hub_unreachable", lambda: False)
 

@@ -8,7 +8,10 @@ Hand-checkable content shared by the BEIR, FollowIR and InstructIR fixtures: six
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
 
 CORPUS = [
     {"_id": "d1", "title": "Ozone hole", "text": "CFCs thin the ozone layer over Antarctica."},
@@ -94,3 +97,10 @@ def write_instructir(folder: Path) -> Path:
     ])
     write_qrels(folder / "qrels" / "test.tsv", [("7_1", "d5", 1), ("7_2", "d6", 1), ("8_1", "d6", 1)])
     return folder
+
+
+def readme_instructions(tmp_path: Path) -> Path:
+    text = (ROOT / "README.md").read_text().split("**Your own instructions.**", 1)[1]
+    path = tmp_path / "my.yaml"
+    path.write_text(re.search(r"```yaml\n(.*?)```", text, re.S).group(1))
+    return path

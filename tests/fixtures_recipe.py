@@ -1,4 +1,4 @@
-"""Recipe fixtures on which BM25's rankings are obvious (tests/test_recipe.py).
+"""Recipe fixtures on which BM25's rankings are obvious (tests/promptriever/test_recipe.py).
 
 Every document is "<Word> <word> notes here." for one distinctive word, so BM25 gives a
 document a positive score exactly when the query holds its word, and every other

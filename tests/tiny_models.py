@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import torch
+
 WORDS = (
     "we propose a novel method for learning sentence embeddings with transformers and evaluate "
     "results on retrieval background motivation prior work problem question analysis data model "
@@ -140,11 +142,7 @@ def build_e5_stand_in(mistral: Path, folder: Path) -> Path:
 
 def build_paper_stand_ins(root: Path) -> dict[str, str]:
     """Hub id -> a tiny local stand-in of the same architecture, for every location the paper
-    profile names (tests/test_paper_profile.py, bench/bench_gpu_check.py)."""
-    from test_encoder_bert_cls import build_tiny_bert
-    from test_encoder_gritlm import build_tiny_mistral
-    from test_encoder_promptriever import build_random_lora, build_tiny_llama
-
+    profile names (tests/models/test_paper_profile.py, bench/bench_gpu_check.py)."""
     mistral = build_tiny_mistral(root / "gritlm")
     llama = build_tiny_llama(root / "llama-base")
     lora = build_random_lora(str(llama), root / "promptriever-lora")
@@ -164,3 +162,86 @@ def build_paper_stand_ins(root: Path) -> dict[str, str]:
         "mistralai/Mistral-7B-Instruct-v0.2": str(chat),
         "meta-llama/Meta-Llama-3-8B-Instruct": str(chat),
     }
+
+
+def build_tiny_llama(folder):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import LlamaConfig, LlamaModel, PreTrainedTokenizerFast
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=["<unk>", "<s>", "</s>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tokenizer.train_from_iterator(LM_SENTENCES * 20, trainer)
+    tokenizer.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B",
+                                                             special_tokens=[("<s>", 1)])
+    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=len(fast), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+                         bos_token_id=1, eos_token_id=2, pad_token_id=None)
+    LlamaModel(config).save_pretrained(folder)
+    fast.save_pretrained(folder)
+    return folder
+
+
+def build_random_lora(base_folder, folder):
+    import peft  # an optional library: only the Promptriever tests need it (they skip without it)
+    from transformers import AutoModel
+
+    base = AutoModel.from_pretrained(base_folder)
+    projections = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    config = peft.LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, target_modules=projections)
+    model = peft.get_peft_model(base, config)
+    torch.manual_seed(1)
+    for name, parameter in model.named_parameters():
+        if "lora_B" in name:
+            torch.nn.init.normal_(parameter, std=0.3)
+    model.save_pretrained(folder)
+    return folder
+
+
+def build_tiny_mistral(folder):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import MistralConfig, MistralForCausalLM, PreTrainedTokenizerFast
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=["<unk>", "<s>", "</s>", "<|user|>", "<|embed|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tokenizer.train_from_iterator(LM_SENTENCES * 20, trainer)
+    tokenizer.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B",
+                                                             special_tokens=[("<s>", 1)])
+    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<s>", eos_token="</s>", unk_token="<unk>",
+                                   additional_special_tokens=["<|user|>", "<|embed|>"])
+    torch.manual_seed(0)
+    config = MistralConfig(vocab_size=len(fast), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                           num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+                           bos_token_id=1, eos_token_id=2)
+    MistralForCausalLM(config).save_pretrained(folder)
+    fast.save_pretrained(folder)
+    return folder
+
+
+def build_tiny_bert(folder: Path) -> Path:
+    """A 2-layer, 32-wide random BERT (512 positions) with a lower-casing BERT WordPiece tokenizer."""
+    import torch
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
+    from transformers import BertConfig, BertModel, BertTokenizer
+
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    trainer = trainers.WordPieceTrainer(vocab_size=250,
+                                        special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
+    tok.train_from_iterator([" ".join(WORDS)] * 5, trainer)
+    folder.mkdir(parents=True, exist_ok=True)
+    tokenizer = BertTokenizer(vocab=dict(tok.get_vocab()), do_lower_case=True)
+    tokenizer.save_pretrained(folder)
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=512, initializer_range=0.2)
+    BertModel(config).save_pretrained(folder)
+    return folder

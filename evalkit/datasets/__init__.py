@@ -11,8 +11,8 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-from evalkit.collection import Collection
-from evalkit.errors import KitError
+from evalkit.core.errors import KitError
+from evalkit.data.collection import Collection
 
 DATASET_HELP = """\
 datasets (--dataset SPEC):

@@ -28,10 +28,10 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from evalkit.collection import Collection, Fold, Qrels, Query
+from evalkit.core.errors import KitError
+from evalkit.core.hashing import files_sha256
+from evalkit.data.collection import Collection, Fold, Qrels, Query
 from evalkit.datasets.io import judged_queries, read_corpus, read_qrels, read_queries, text_of
-from evalkit.errors import KitError
-from evalkit.hashing import files_sha256
 
 DEV_SAMPLE = 10  # prompt-selection queries drawn from the dev split, else from train
 DEV_SAMPLE_SEED = 0

@@ -25,15 +25,15 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from evalkit.collection import Collection, Document, Fold, Sentence
-from evalkit.collection import Query as CollectionQuery
+from evalkit.core.errors import KitError
+from evalkit.core.hashing import file_sha256
+from evalkit.data.collection import Collection, Document, Fold, Sentence
+from evalkit.data.collection import Query as CollectionQuery
+from evalkit.data.runs import Run, add_score, check_score, ranked, write_atomic
+from evalkit.data.runstore import check_path_part
 from evalkit.datasets.csfcube_corpus import iter_corpus
 from evalkit.datasets.csfcube_facets import FACETS, LABEL_TO_FACET
 from evalkit.datasets.csfcube_variants import VARIANTS, from_file, make_variant
-from evalkit.errors import KitError
-from evalkit.hashing import file_sha256
-from evalkit.runs import Run, add_score, check_score, ranked, write_atomic
-from evalkit.runstore import check_path_part
 
 COMMIT = "7ffe012c1d92c470f185fc086086caf5b8e05ef3"
 UPSTREAM = f"https://raw.githubusercontent.com/iesl/CSFCube/{COMMIT}/"

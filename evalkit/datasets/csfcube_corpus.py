@@ -1,7 +1,7 @@
 """The full-corpus protocol: the ~800k abstracts of ``abstracts-preds.zip`` (figshare 14796339).
 
 This module only reads the file (`iter_corpus`, the CSFCube collection's ``read_corpus``);
-the runner streams it through the kit's one whole-corpus path (`evalkit.retrieval`): a
+the runner streams it through the kit's one whole-corpus path (`evalkit.retrieval.corpus`): a
 first pass encodes every paper with the first-stage embedding model into a resumable
 on-disk vector index, each query retrieves its top ``depth`` (the seed excluded), and a
 second pass reads only the retrieved papers' text for the reranker.
@@ -21,9 +21,9 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from evalkit.collection import Document, Sentence
+from evalkit.core.errors import KitError
+from evalkit.data.collection import Document, Sentence
 from evalkit.datasets.csfcube_facets import LABEL_TO_FACET
-from evalkit.errors import KitError
 
 
 @contextmanager

@@ -32,11 +32,11 @@ from pathlib import Path
 
 import yaml
 
-from evalkit import progress
-from evalkit.errors import KitError
-from evalkit.hashing import file_sha256, update_with_file
-from evalkit.runs import write_atomic
-from evalkit.workspace import cache_root
+from evalkit.core import progress
+from evalkit.core.errors import KitError
+from evalkit.core.hashing import file_sha256, update_with_file
+from evalkit.core.workspace import cache_root
+from evalkit.data.runs import write_atomic
 
 MANIFEST = Path(__file__).resolve().parents[1] / "manifests" / "csfcube_corpus.yaml"
 API_ENV = "EVALKIT_FIGSHARE_API"

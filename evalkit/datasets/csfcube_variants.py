@@ -23,10 +23,10 @@ from pathlib import Path
 
 import yaml
 
-from evalkit import configfile
-from evalkit.collection import Query
+from evalkit.core import configfile
+from evalkit.core.errors import KitError
+from evalkit.data.collection import Query
 from evalkit.datasets.csfcube_facets import FACETS
-from evalkit.errors import KitError
 
 INSTRUCTIONS_FILE = Path(__file__).resolve().parents[1] / "config" / "instructions.yaml"
 VARIANTS = ("base", "generic", "definition", "paraphrase-1", "paraphrase-2", "paraphrase-3", "aspect-subset")

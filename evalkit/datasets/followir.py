@@ -31,7 +31,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evalkit.collection import Collection, Query
+from evalkit.core.errors import KitError
+from evalkit.core.hashing import files_sha256
+from evalkit.data.collection import Collection, Query
 from evalkit.datasets.io import (
     judged_queries,
     read_corpus,
@@ -41,8 +43,6 @@ from evalkit.datasets.io import (
     text_of,
     with_instruction,
 )
-from evalkit.errors import KitError
-from evalkit.hashing import files_sha256
 
 QUERY_FIELDS = ("_id", "text", "instruction_og", "instruction_changed")
 HUB = {"robust04": "jhu-clsp/robust04-instructions", "news21": "jhu-clsp/news21-instructions",

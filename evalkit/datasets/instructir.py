@@ -20,10 +20,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evalkit.collection import Collection, Query
+from evalkit.core.errors import KitError
+from evalkit.core.hashing import files_sha256
+from evalkit.data.collection import Collection, Query
 from evalkit.datasets.io import judged_queries, read_corpus, read_qrels, read_queries, text_of, with_instruction
-from evalkit.errors import KitError
-from evalkit.hashing import files_sha256
 
 SEP = "[SEP]"
 

@@ -16,8 +16,8 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
-from evalkit.collection import Document, Qrels
-from evalkit.errors import KitError
+from evalkit.core.errors import KitError
+from evalkit.data.collection import Document, Qrels
 
 QRELS_HEADER = ["query-id", "corpus-id", "score"]
 

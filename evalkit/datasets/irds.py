@@ -17,8 +17,8 @@ from __future__ import annotations
 import hashlib
 import importlib
 
-from evalkit.collection import Collection, Document, Qrels, Query
-from evalkit.errors import KitError
+from evalkit.core.errors import KitError
+from evalkit.data.collection import Collection, Document, Qrels, Query
 
 # Short names for the ir_datasets ids of the Promptriever in-domain evaluation.
 IR_DATASETS = {

@@ -52,8 +52,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from evalkit.core.errors import KitError
 from evalkit.encoders.bert_cls import LazyBert, resolved_revision
-from evalkit.errors import KitError
 
 MULTIM_COMPSCI = "allenai/aspire-contextualsentence-multim-compsci"
 MAX_NUM_TOKS = 500

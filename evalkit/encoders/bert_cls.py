@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from evalkit.errors import KitError
-from evalkit.hashing import files_sha256
+from evalkit.core.errors import KitError
+from evalkit.core.hashing import files_sha256
 
 SCINCL = "malteos/scincl"
 TEXT_FORMAT = "title + tokenizer.sep_token + (abstract or '')"

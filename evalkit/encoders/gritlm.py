@@ -31,7 +31,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from evalkit.errors import KitError
+from evalkit.core.errors import KitError
 
 USER = "<|user|>\n"
 EMBED = "<|embed|>\n"

@@ -9,7 +9,7 @@ model's own modules (only the transformer forward runs in ONNX Runtime), batches
 length-sorted as `SentenceTransformer.encode` sorts them, so the vectors match the PyTorch
 path's to float32 rounding (~1e-6; `bench/bench_encoding.py --backend onnx` measures it).
 
-`evalkit.embeddings.Encoder(backend="onnx")` uses it; the backend is part of the embedding
+`evalkit.retrieval.embeddings.Encoder(backend="onnx")` uses it; the backend is part of the embedding
 fingerprint, so vectors of the two backends never share a cache file.
 """
 
@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from evalkit.errors import KitError
-from evalkit.hashing import fingerprint, folder_revision
+from evalkit.core.errors import KitError
+from evalkit.core.hashing import fingerprint, folder_revision
 
 EXPORT_VERSION = 1  # bump when the export below changes
 OPSET = 17

@@ -40,7 +40,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from evalkit.errors import KitError
+from evalkit.core.errors import KitError
 
 QUERY_PREFIX = "query: "
 PASSAGE_PREFIX = "passage: "

@@ -43,8 +43,8 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
+from evalkit.core.errors import KitError
 from evalkit.encoders.bert_cls import POOLING, TEXT_FORMAT, BertClsEncoder, one_line, resolved_revision
-from evalkit.errors import KitError
 
 BASE = "allenai/specter2_base"
 PROXIMITY = "allenai/specter2"

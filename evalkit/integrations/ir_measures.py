@@ -5,19 +5,19 @@ evaluate.
 
 The same inputs as `evalkit.integrations.ranx`: the protocol's judgments for the queries the
 run ranks, and strictly decreasing scores along the kit's ranking, so trec_eval's tie rule
-(document id descending) never applies. With the measures of `evalkit.measures.parse_measure`
+(document id descending) never applies. With the measures of `evalkit.evaluation.measures.parse_measure`
 (``nDCG@20``, ``AP(rel=2)``, ``nDCG_csfcube@20``, ...) ir_measures then gives the kit's figures
-(tests/test_integrations_runs.py).
+(tests/integrations/test_integrations_runs.py).
 """
 
 from __future__ import annotations
 
 import ir_measures
 
-from evalkit.collection import Collection
-from evalkit.errors import KitError
+from evalkit.core.errors import KitError
+from evalkit.data.collection import Collection
+from evalkit.data.runs import Run, ranked
 from evalkit.integrations.library_input import checked, judgments, ranked_scores
-from evalkit.runs import Run, ranked
 
 
 def to_ir_measures(run: Run, collection: Collection, protocol: str = "pool",

@@ -4,7 +4,7 @@
   (`Collection.judged`: under ``pool``, ``pooled`` and ``full`` a query's excluded seed is neither
   ranked nor judged; under ``released`` nothing is excluded), restricted to the queries given;
 - `ranked_scores(run)`: each query's scores replaced by strictly decreasing ones (n, ..., 1)
-  along the kit's ranking (`evalkit.measures.rank_scores`: score descending, then document id
+  along the kit's ranking (`evalkit.evaluation.measures.rank_scores`: score descending, then document id
   ascending), so a library's own tie rule (trec_eval's and ranx's: document id descending, or
   input order) never applies. With ``keep_scores=True`` the callers hand the raw scores instead:
   the figures are then the library's own on tied scores.
@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from evalkit.collection import Collection
-from evalkit.errors import KitError
-from evalkit.evaluation import check_run, protocol_collection
-from evalkit.measures import rank_scores
-from evalkit.runs import Run
+from evalkit.core.errors import KitError
+from evalkit.data.collection import Collection
+from evalkit.data.runs import Run
+from evalkit.evaluation.evaluate import check_run, protocol_collection
+from evalkit.evaluation.measures import rank_scores
 
 PROTOCOLS_JUDGED_AS_POOL = ("pool", "pooled", "full")
 
@@ -42,6 +42,6 @@ def checked(run: Run, collection: Collection, protocol: str) -> Run:
     """`run` after the kit's checks (known queries; under ``pool`` only each query's candidates)."""
     if not isinstance(run, Mapping):
         raise KitError(f"run: expected {{qid: {{doc: score}}}}, got {type(run).__name__}; read a run file with "
-                       "evalkit.runs.read_trec")
+                       "evalkit.data.runs.read_trec")
     check_run(run, collection, within_candidates=protocol == "pool")
     return run

@@ -14,11 +14,11 @@ judged pool (mteb's ``top_ranked``), nothing else.
   query under its own facet's instruction, its pool and grades) and ``Q-changed`` (the same
   seed under the other facet's instruction, that facet's pool and grades), with the documents
   whose relevance changes (grade >= 2 under Q, below 2 under the other facet:
-  `evalkit.measures.changed_documents`); mteb's FollowIR scorer
+  `evalkit.evaluation.measures.changed_documents`); mteb's FollowIR scorer
   (``evaluate_p_mrr_change``) gives p-MRR, with ``og`` / ``changed`` scores beside it.
 
 Which of the kit's settings this is: the protocol ``pool`` by default (each seed excluded from
-its candidates and its judgments, `evalkit.collection.Collection.judged`), or ``released``
+its candidates and its judgments, `evalkit.data.collection.Collection.judged`), or ``released``
 (pools and judgments as released). mteb scores with pytrec_eval, so its ``ndcg_at_20`` is the
 kit's ``nDCG@20`` (trec_eval's discount 1/log2(rank + 1), ideal DCG from every judged document),
 not the CSFCube study's default ``nDCG_csfcube@20`` (the official script's discount, ranks 1
@@ -29,7 +29,7 @@ directed pairs of each pair's p-MRR, which is the kit's per-query p-MRR averaged
 precision, MRR) count every grade >= 1 as relevant, CSFCube's threshold is 2: they are not the
 kit's ``AP``, ``R@k``, ``P@k``, ``RR``. Tie rule: mteb (pytrec_eval, and its p-MRR since
 2.19.5) ranks tied scores by document id descending, the kit ascending; on a model's run
-without tied scores the figures are equal (tests/test_integrations_mteb.py checks it with a
+without tied scores the figures are equal (tests/integrations/test_integrations_mteb.py checks it with a
 tiny local sentence-transformer).
 
 Each task's name carries the protocol, the variant and a digest of its content, since mteb keys its
@@ -48,12 +48,12 @@ from mteb._evaluators.retrieval_metrics import evaluate_p_mrr_change  # FollowIR
 from mteb.abstasks import AbsTaskRetrieval
 from mteb.abstasks.task_metadata import TaskMetadata
 
-from evalkit.collection import BASE, Collection
+from evalkit.core.errors import KitError
+from evalkit.core.protocols import RELEASED
+from evalkit.data.collection import BASE, Collection
 from evalkit.datasets import load_dataset  # the dataset layer, loaded when no collection is given
-from evalkit.errors import KitError
-from evalkit.evaluation import protocol_collection
-from evalkit.measures import changed_documents
-from evalkit.protocols import RELEASED
+from evalkit.evaluation.evaluate import protocol_collection
+from evalkit.evaluation.measures import changed_documents
 
 PROTOCOLS = ("pool", RELEASED)  # the pooled and full protocols need a first stage: not an mteb reranking task
 SPLIT = "test"

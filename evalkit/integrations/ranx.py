@@ -9,7 +9,7 @@ the collection's relevance level as ranx's ``-lN`` suffix (CSFCube: ``map-l2``, 
 counts grade >= 2 as relevant); ``nDCG@k`` is ranx's ``ndcg@k`` (gain = grade, 1/log2(rank + 1),
 ideal from every judged document, as trec_eval). The kit's own measures (``nDCG_csfcube@k``,
 ``MAP_csfcube``, p-MRR) have no ranx metric. Tested: ranx's figures equal the kit's
-(tests/test_integrations_runs.py).
+(tests/integrations/test_integrations_runs.py).
 
 `from_evaluation(result, variant)` does the same for a run of `evalkit.evaluate`
 (``result.to_ranx()``).
@@ -22,12 +22,12 @@ from pathlib import Path
 
 import ranx
 
-from evalkit.collection import BASE, Collection
+from evalkit.core.errors import KitError
+from evalkit.data.collection import BASE, Collection
+from evalkit.data.runs import Run
+from evalkit.data.runstore import load_verified
 from evalkit.datasets import load_dataset  # the dataset layer: loaded only when a result is converted
-from evalkit.errors import KitError
 from evalkit.integrations.library_input import checked, judgments, ranked_scores
-from evalkit.runs import Run
-from evalkit.runstore import load_verified
 
 _RANX = {"nDCG": "ndcg", "AP": "map", "RR": "mrr", "P": "precision", "R": "recall"}
 _BINARY = {"AP", "RR", "P", "R"}
@@ -58,7 +58,7 @@ def to_ranx(run: Run, collection: Collection, protocol: str = "pool", name: str 
 
 def from_evaluation(result, variant: str = BASE) -> tuple[ranx.Qrels, ranx.Run]:
     """``(ranx.Qrels, ranx.Run)`` of an `evalkit.api.Evaluation`'s stored run of `variant`, verified
-    against its sidecar (`evalkit.runstore.load_verified`), under the evaluation's protocol."""
+    against its sidecar (`evalkit.data.runstore.load_verified`), under the evaluation's protocol."""
     if variant not in result.runs:
         raise KitError(f"{result.name} has no run of variant {variant!r}; choose one of {', '.join(result.runs)}")
     collection = load_dataset(result.settings["dataset"])

@@ -12,7 +12,7 @@ Only a finite probability in [0, 1] is stored; a stored row that is not one (wri
 older kit) counts as missing and is asked again. A file that is not a sound SQLite database,
 or a folder that cannot be written (read-only, disk full), stops the run with one line
 naming the file and the fix. Processes share the file (SQLite, WAL): one writes at a time,
-and a process finding it held waits (`evalkit.locks.waiting`), never calling it damaged.
+and a process finding it held waits (`evalkit.core.locks.waiting`), never calling it damaged.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
-from evalkit.errors import KitError
-from evalkit.locks import BUSY_MS, is_locked, lock_wait_s, waiting
+from evalkit.core.errors import KitError
+from evalkit.core.locks import BUSY_MS, is_locked, lock_wait_s, waiting
 
 
 def text_hash(text: str) -> str:

@@ -33,8 +33,8 @@ from collections import OrderedDict
 
 import torch
 
-from evalkit.devices import device_kind, resolve_device
-from evalkit.errors import KitError
+from evalkit.core.devices import device_kind, resolve_device
+from evalkit.core.errors import KitError
 from evalkit.llm.backend import Prompts, Usage
 from evalkit.llm.loading import resolve
 

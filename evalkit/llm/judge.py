@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Generator, Sequence
 from dataclasses import replace
 
-from evalkit.errors import KitError
+from evalkit.core.errors import KitError
 from evalkit.llm.backend import Backend, Prompts
 from evalkit.llm.cache import JudgmentCache, Key, text_hash
 from evalkit.llm.schedule import run_tasks

@@ -15,10 +15,10 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from evalkit.errors import KitError
-from evalkit.hashing import files_sha256, folder_revision
-from evalkit.packages import package_file
-from evalkit.workspace import cache_root
+from evalkit.core.errors import KitError
+from evalkit.core.hashing import files_sha256, folder_revision
+from evalkit.core.packages import package_file
+from evalkit.core.workspace import cache_root
 
 
 def _gguf_path(model: str, gguf_file: str | None, revision: str | None) -> Path | None:

@@ -42,7 +42,7 @@ import time
 import urllib.parse
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from evalkit.errors import KitError
+from evalkit.core.errors import KitError
 from evalkit.llm.backend import Prompts, Usage
 
 RETRY_STATUS = {429} | set(range(500, 600))

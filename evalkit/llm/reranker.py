@@ -37,7 +37,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from evalkit.errors import KitError
+from evalkit.core.errors import KitError
+from evalkit.core.workspace import cache_root
+from evalkit.data.runs import ranked
 from evalkit.llm.backend import Backend
 from evalkit.llm.cache import JudgmentCache
 from evalkit.llm.judge import Judge
@@ -46,8 +48,6 @@ from evalkit.llm.prp import STEPS, all_pairs, heapsort_top, sliding_window
 from evalkit.llm.schedule import run_tasks
 from evalkit.llm.templates import load_template
 from evalkit.llm.vllm_server import VLLMServer
-from evalkit.runs import ranked
-from evalkit.workspace import cache_root
 
 
 def _transformers():

@@ -25,8 +25,8 @@ from collections.abc import Generator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import TYPE_CHECKING
 
-from evalkit import progress
-from evalkit.errors import KitError
+from evalkit.core import progress
+from evalkit.core.errors import KitError
 from evalkit.llm.cache import valid_prob
 
 if TYPE_CHECKING:  # names in annotations only: the judge calls the scheduler, never the other way round
@@ -48,7 +48,7 @@ def run_tasks(judge: Judge, tasks: Sequence[Task], limit: int | None = None, exp
     """The return values of the tasks' generators, in task order; at most `limit` queries open at once.
 
     With `expected` (the caller's estimate of the tasks' comparisons, or judgments when `unit`
-    is ``judgment``), a progress bar (`evalkit.progress`) counts them as the sorts advance,
+    is ``judgment``), a progress bar (`evalkit.core.progress`) counts them as the sorts advance,
     cached ones included, with the prompts sent to the model beside it."""
     backend, tally = judge.backend, judge.tally
     before = copy.copy(backend.usage)

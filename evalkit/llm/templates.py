@@ -9,8 +9,8 @@ from pathlib import Path
 
 import yaml
 
-from evalkit import configfile
-from evalkit.errors import KitError
+from evalkit.core import configfile
+from evalkit.core.errors import KitError
 
 TEMPLATES_FILE = Path(__file__).resolve().parents[1] / "config" / "llm_templates.yaml"
 PARTS = ("instruction", "seed", "candidate")

@@ -14,7 +14,7 @@ Entries whose server the user runs keep ``base_url`` (no ``serve``).
 
 The server dies with the kit: it runs in its own process group (stopped as a whole) and, on
 Linux, with PR_SET_PDEATHSIG, so a kit process killed by SIGKILL, SIGTERM or SIGHUP leaves no
-server behind (tests/test_vllm_server.py kills the parent with each).
+server behind (tests/llm/test_vllm_server.py kills the parent with each).
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from evalkit.devices import gpu_count
-from evalkit.errors import KitError
-from evalkit.workspace import cache_root
+from evalkit.core.devices import gpu_count
+from evalkit.core.errors import KitError
+from evalkit.core.workspace import cache_root
 
 HOST = "127.0.0.1"
 POLL_S = 0.5

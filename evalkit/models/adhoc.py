@@ -15,7 +15,7 @@ and the report show (default ``st:`` and the folder's or hub id's last part). It
 family. Its identity: a local folder's file sha256 (weights included), else the revision
 given; a hub id without a revision has none, so its runs are never reused.
 
-A run name must be one TREC field and a folder name (`evalkit.runstore.check_run_name`), so an
+A run name must be one TREC field and a folder name (`evalkit.data.runstore.check_run_name`), so an
 ``st:`` model's run name is a slug of its location plus 8 hex digits of the whole spec.
 """
 
@@ -25,7 +25,7 @@ import hashlib
 import re
 from pathlib import Path
 
-from evalkit.errors import KitError
+from evalkit.core.errors import KitError
 from evalkit.models.identity import folder_identity
 
 PREFIX = "st:"

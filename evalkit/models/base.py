@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from evalkit.collection import Document, Query
+from evalkit.data.collection import Document, Query
 
 
 class Scorer(Protocol):

@@ -34,13 +34,13 @@ import bm25s
 import numpy as np
 import Stemmer
 
-from evalkit import progress
-from evalkit.collection import Document, Query
-from evalkit.errors import KitError
-from evalkit.hashing import file_sha256
-from evalkit.locks import exclusive
-from evalkit.retrieval import TieRule, index_folder
-from evalkit.runs import write_atomic
+from evalkit.core import progress
+from evalkit.core.errors import KitError
+from evalkit.core.hashing import file_sha256
+from evalkit.core.locks import exclusive
+from evalkit.data.collection import Document, Query
+from evalkit.data.runs import write_atomic
+from evalkit.retrieval.corpus import TieRule, index_folder
 
 QUERY_BATCH = 256  # queries per call of bm25s' retrieve
 METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")  # bm25s' term-frequency variants

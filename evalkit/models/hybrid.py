@@ -3,17 +3,17 @@ and a requested facet,
 
     score(c) = a * sim(whole seed, c) + (1 - a) * sim(seed's facet sentences, c)
 
-(`evalkit.hybrid` computes both terms once and the curve over a grid of ``a``)."""
+(`evalkit.study.hybrid_curve` computes both terms once and the curve over a grid of ``a``)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
 
-from evalkit.collection import Document, Query
-from evalkit.errors import KitError
+from evalkit.core.errors import KitError
+from evalkit.data.collection import Document, Query
+from evalkit.data.runs import Run
 from evalkit.models.dense import BiEncoder
-from evalkit.runs import Run
 
 
 class FacetHybrid:

@@ -1,6 +1,6 @@
 """The identity of user code behind a run: what keys a run made by a model the kit did not write.
 
-The run store (`evalkit.runstore`) reuses a run only when its sidecar matches; the kit's own
+The run store (`evalkit.data.runstore`) reuses a run only when its sidecar matches; the kit's own
 models are pinned by their registry entry, their weight folders' files and the kit's scoring
 code. A user's Python model object is pinned by a fingerprint of **everything it reaches**,
 walked from the object (`fingerprint`):
@@ -17,7 +17,7 @@ walked from the object (`fingerprint`):
 - a class of user code: its qualified name, its bases and every attribute of its body
   (methods walked as functions); a class, function or module of an installed library
   (site-packages, the standard library) or of the kit itself (whose scoring code keys every run,
-  `evalkit.runner.SCORING_CODE`): its name and version; an instance of one is walked as any;
+  `evalkit.pipeline.runner.SCORING_CODE`): its name and version; an instance of one is walked as any;
 - a module of user code: every name it defines, walked;
 - values: numbers, strings, bytes, containers of them, numpy arrays and torch tensors by
   their bytes, dtype and shape; an object of C code without attributes by its pickle.
@@ -45,8 +45,8 @@ import types
 from functools import cache
 from pathlib import Path
 
-from evalkit.errors import KitError
-from evalkit.hashing import files_sha256
+from evalkit.core.errors import KitError
+from evalkit.core.hashing import files_sha256
 
 PLAIN = (str, int, float, bool, complex, type(None))
 SKIPPED_CLASS_KEYS = {"__dict__", "__weakref__", "__doc__", "__module__", "__qualname__", "__annotations__",
@@ -284,7 +284,7 @@ def fingerprint(obj) -> tuple[str | None, str | None]:
 
 
 def folder_identity(folder: Path) -> dict:
-    """A local model folder: the sha256 of every file's name and bytes (`evalkit.hashing`)."""
+    """A local model folder: the sha256 of every file's name and bytes (`evalkit.core.hashing`)."""
     folder = Path(folder)
     paths = sorted(p for p in folder.rglob("*") if p.is_file())
     return {"folder_sha256": files_sha256(paths, [str(p.relative_to(folder)) for p in paths])}

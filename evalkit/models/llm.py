@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from evalkit.collection import Document, Query
-from evalkit.errors import KitError
+from evalkit.core.errors import KitError
+from evalkit.data.collection import Document, Query
+from evalkit.data.runs import ranked
 from evalkit.llm.oracle import oracle
 from evalkit.llm.reranker import VARIANTS, LLMReranker, order_scores
 from evalkit.models.base import Scorer
-from evalkit.runs import ranked
 
 
 class LLMScorer:

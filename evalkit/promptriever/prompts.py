@@ -4,7 +4,7 @@ The default prompts are the paper's ten (its Table 11, `evalkit/config/generic_p
 ``load_prompts(which="kit")`` gives ten written for the kit. On BEIR, the dev half is 10
 queries sampled with a fixed seed from the dev split, else from train (`evalkit.datasets.beir`).
 
-A prompt is appended to the query text after one space (`evalkit.runner.with_prompt`, the
+A prompt is appended to the query text after one space (`evalkit.pipeline.runner.with_prompt`, the
 rule FollowIR and Promptriever use for instructions); each prompt is a run of its own
 (``RunSettings(prompt=...)``).
 
@@ -12,7 +12,7 @@ Selection ("none" is never a candidate, as in the paper's tables):
 
 - ``none``: the value with no prompt;
 - ``Best``: the oracle, the prompt with the highest value on the test halves;
-- ``Selected``: per fold, the prompt chosen on the dev half (`evalkit.selection`, the kit's
+- ``Selected``: per fold, the prompt chosen on the dev half (`evalkit.evaluation.selection`, the kit's
   one dev/test selector), reported on that fold's test half; NaN (blank) on a collection
   without dev/test folds, as the paper leaves it blank for datasets without dev/train data.
 
@@ -45,11 +45,11 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from evalkit import configfile
-from evalkit.collection import Collection
-from evalkit.errors import KitError
-from evalkit.evaluation import summarize
-from evalkit.selection import best_mean, cross_validate
+from evalkit.core import configfile
+from evalkit.core.errors import KitError
+from evalkit.data.collection import Collection
+from evalkit.evaluation.evaluate import summarize
+from evalkit.evaluation.selection import best_mean, cross_validate
 
 GENERIC_PROMPTS = Path(__file__).resolve().parents[1] / "config" / "generic_prompts.yaml"
 NONE = "none"  # the label of the run without a prompt
@@ -120,7 +120,7 @@ def trec_eval_value(mean: float) -> float:
 
 
 def promptriever_choice(measure: str, tiebreak: str = TIEBREAK) -> Callable[[dict[str, pd.DataFrame]], str]:
-    """A chooser (`evalkit.selection`): the authors' get_best_dev_prompt (module docstring)."""
+    """A chooser (`evalkit.evaluation.selection`): the authors' get_best_dev_prompt (module docstring)."""
 
     def choose(dev: dict[str, pd.DataFrame]) -> str:
         rounded = {p: float(f"{trec_eval_value(t[measure].mean()):.1f}") for p, t in dev.items()}

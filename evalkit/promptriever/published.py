@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from evalkit.cited import read_cited_csv
-from evalkit.errors import KitError
+from evalkit.core.cited import read_cited_csv
+from evalkit.core.errors import KitError
 
 PUBLISHED = Path(__file__).resolve().parents[1] / "config" / "published_promptriever.csv"
 COLUMNS = ["source", "table", "model", "dataset", "metric", "value", "note"]

@@ -1,6 +1,6 @@
 """The Promptriever evaluation recipe: any registry model on BEIR / MS MARCO, FollowIR and InstructIR.
 
-Every (model, dataset) pair is one real run through `evalkit.runner.ensure_run` (stored with its
+Every (model, dataset) pair is one real run through `evalkit.pipeline.runner.ensure_run` (stored with its
 sidecar under `runs_dir`, reused when complete and matching), evaluated with
 `evaluation.per_query` / `summarize` on the collection's own measures, x100:
 
@@ -31,13 +31,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from evalkit.collection import Collection
+from evalkit.core.errors import KitError
+from evalkit.data.collection import Collection
 from evalkit.datasets import SCHEMES, load_dataset
-from evalkit.errors import KitError
-from evalkit.evaluation import PMRR, ROBUSTNESS, per_query, ranking_measures, robustness_of, summarize
+from evalkit.evaluation.evaluate import PMRR, ROBUSTNESS, per_query, ranking_measures, robustness_of, summarize
 from evalkit.models import registry
+from evalkit.pipeline.runner import RunSettings, check_settings, ensure_run
 from evalkit.promptriever.prompts import TIEBREAK, check_prompts, load_prompts, select_prompt
-from evalkit.runner import RunSettings, check_settings, ensure_run
 
 RUNS = Path("runs")
 PROTOCOL = "pool"  # FollowIR's candidate lists; the whole corpus where a collection has none

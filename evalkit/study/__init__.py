@@ -9,5 +9,5 @@
 - `tradeoff`: relevance against instruction following (points and figure);
 - `figures`: deterministic saving of tables and figures, the tables' plots.
 
-The HTML report of the executed notebooks is `evalkit.report`.
+The HTML report of the executed notebooks is `evalkit.pages.report`.
 """

@@ -26,10 +26,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from evalkit.errors import KitError  # noqa: E402
+from evalkit.core.errors import KitError  # noqa: E402
+from evalkit.data.runs import write_atomic  # noqa: E402
+from evalkit.evaluation.stats import interval_or_nan
 from evalkit.models import registry
-from evalkit.runs import write_atomic  # noqa: E402
-from evalkit.stats import interval_or_nan
 from evalkit.study.params import BOOTSTRAP_SEED
 from evalkit.study.printed import save_table  # noqa: E402, F401  (figures.save_table: the notebooks' name)
 from evalkit.study.published import load_published  # noqa: E402

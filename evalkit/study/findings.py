@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from evalkit.errors import KitError
-from evalkit.evaluation import PMRR
+from evalkit.core.errors import KitError
+from evalkit.evaluation.evaluate import PMRR
 from evalkit.study.hybrid_study import measure_of
 from evalkit.study.rows import ran
 

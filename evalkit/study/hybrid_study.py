@@ -1,7 +1,7 @@
 """The facet-hybrid experiment (beyond the paper): for an embedding model, the curve of
 a * sim(whole seed) + (1 - a) * sim(seed's facet sentences) over the grid of a, and the
 weight chosen on each official fold's dev half reported on its test half (the kit's one
-dev/test selector, `evalkit.selection.cross_validate`, with `hybrid.alpha_chooser`), with
+dev/test selector, `evalkit.evaluation.selection.cross_validate`, with `hybrid.alpha_chooser`), with
 paired t-tests (hybrid vs whole abstract on the relevance measure, hybrid vs Aspect subset
 on p-MRR) and bootstrap intervals. Values x100.
 """
@@ -12,15 +12,15 @@ import math
 
 import pandas as pd
 
-from evalkit import hybrid
-from evalkit.collection import Collection
-from evalkit.errors import KitError
-from evalkit.evaluation import PMRR, summarize
+from evalkit.core.errors import KitError
+from evalkit.data.collection import Collection
+from evalkit.evaluation.evaluate import PMRR, summarize
+from evalkit.evaluation.selection import cross_validate
+from evalkit.evaluation.stats import interval_or_nan, pvalue_or_nan
 from evalkit.models import registry
 from evalkit.models.dense import BiEncoder
-from evalkit.runner import prepare
-from evalkit.selection import cross_validate
-from evalkit.stats import interval_or_nan, pvalue_or_nan
+from evalkit.pipeline.runner import prepare
+from evalkit.study import hybrid_curve as hybrid
 from evalkit.study import rows
 from evalkit.study.params import BOOTSTRAP_SEED, Study
 

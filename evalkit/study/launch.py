@@ -20,10 +20,10 @@ import signal
 import sys
 from pathlib import Path
 
-from evalkit.errors import KitError, report
-from evalkit.progress import announce_notebook
+from evalkit.core.errors import KitError, report
+from evalkit.core.progress import announce_notebook
+from evalkit.core.workspace import resolve
 from evalkit.study.tag import CONTENT, build_tag, path_part
-from evalkit.workspace import resolve
 
 PREFIX = "EVALKIT_PARAM_"
 NOTEBOOKS = Path("notebooks")

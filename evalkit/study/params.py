@@ -5,7 +5,7 @@ does not) and hands them to `check`, which raises a one-line `KitError` on a bad
 before any model is built:
 
 - ``PROFILE``: a profile of `evalkit/config/models.yaml` (offline | paper);
-- ``PROTOCOL``: pool | released | pooled | full (`evalkit.protocols.PROTOCOLS`);
+- ``PROTOCOL``: pool | released | pooled | full (`evalkit.core.protocols.PROTOCOLS`);
 - ``MODELS``: comma-separated model names (registry names or ``st:PATH_OR_HUB_ID`` specs,
   `evalkit.models.adhoc`); empty means the profile's study list for the notebook;
 - ``REFERENCE_MODEL``: the significance reference; empty means the profile's ``study.reference``,
@@ -29,7 +29,7 @@ error becomes "not run: <reason>" in the tables (`evalkit.study.rows`) unless ``
 Output names carry a tag (`evalkit.study.tag`): PROFILE-PROTOCOL, ``-smoke-HASH`` for smoke
 runs and ``-custom-HASH`` when a parameter changes the table's rows (the Makefile computes the
 same and passes it as TAG), so neither ever overwrites the full study's outputs. Relative
-folders resolve against the checkout when the kit runs from one (`evalkit.workspace`), so a
+folders resolve against the checkout when the kit runs from one (`evalkit.core.workspace`), so a
 notebook started in JupyterLab from `notebooks/` writes where make does.
 """
 
@@ -39,17 +39,18 @@ import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from evalkit import evaluation, prerequisites
-from evalkit.collection import Collection
+from evalkit.core.errors import KitError
+from evalkit.core.protocols import POOL_PROTOCOLS, PROTOCOLS
+from evalkit.core.workspace import resolve
+from evalkit.data.collection import Collection
 from evalkit.datasets import csfcube_download
 from evalkit.datasets.csfcube_variants import load_instructions
-from evalkit.errors import KitError
-from evalkit.evaluation import default_ndcg
+from evalkit.evaluation import evaluate as evaluation
+from evalkit.evaluation.evaluate import default_ndcg
 from evalkit.models import registry
-from evalkit.protocols import POOL_PROTOCOLS, PROTOCOLS
-from evalkit.runner import RunSettings, instructions_identity
+from evalkit.pipeline import prerequisites
+from evalkit.pipeline.runner import RunSettings, instructions_identity
 from evalkit.study.tag import build_tag, path_part
-from evalkit.workspace import resolve
 
 STRICT_ENV = "EVALKIT_STRICT"
 DISCOUNTS = {discount: default_ndcg(discount) for discount in evaluation.DISCOUNTS}  # DISCOUNT -> its nDCG@20

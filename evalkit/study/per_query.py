@@ -19,8 +19,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from evalkit.collection import Collection  # noqa: E402
-from evalkit.evaluation import PMRR, per_query  # noqa: E402
+from evalkit.data.collection import Collection  # noqa: E402
+from evalkit.evaluation.evaluate import PMRR, per_query  # noqa: E402
 from evalkit.models import registry
 from evalkit.study import (
     figures,  # noqa: E402

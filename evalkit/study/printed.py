@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from evalkit.latex import LATEX, latex_escape  # noqa: F401  (printed.latex_escape)
-from evalkit.runs import write_atomic
+from evalkit.core.latex import LATEX, latex_escape  # noqa: F401  (printed.latex_escape)
+from evalkit.data.runs import write_atomic
 
 DIGITS = {"kendall_tau": 3, "score": 3}  # columns not on the x100 scale, more digits
 # Columns a block states once in its title when they are constant in it (else shown as columns).

@@ -3,7 +3,7 @@
 Each generic prompt of `evalkit/config/generic_prompts.yaml` is appended to every query
 text (`RunSettings(prompt=...)`: a real run with its files and sidecar, like any other).
 With the recipe's selection (`evalkit.promptriever.prompts.select_prompt`: the kit's one
-dev/test selector, `evalkit.selection.cross_validate`, with the authors' rule: the dev value
+dev/test selector, `evalkit.evaluation.selection.cross_validate`, with the authors' rule: the dev value
 rounded to 0.1, ties broken by Recall@100, then the lowest md5) on CSFCube's official folds:
 
 - ``none``: no prompt (never a candidate, as in the paper's tables);
@@ -20,12 +20,12 @@ import math
 
 import pandas as pd
 
-from evalkit.collection import Collection
-from evalkit.evaluation import per_query as evaluate
+from evalkit.data.collection import Collection
+from evalkit.evaluation.evaluate import per_query as evaluate
 from evalkit.models import registry
+from evalkit.pipeline.runner import ensure_run
 from evalkit.promptriever.prompts import TIEBREAK, load_prompts, select_prompt
 from evalkit.promptriever.recipe import recipe_table
-from evalkit.runner import ensure_run
 from evalkit.study import figures, rows
 from evalkit.study.params import Study, split
 

@@ -13,10 +13,10 @@ from typing import TypeVar
 
 import pandas as pd
 
-from evalkit.collection import Collection
-from evalkit.errors import KitError
-from evalkit.runner import NotRun, not_runnable, run_or_reason
-from evalkit.runs import Run
+from evalkit.core.errors import KitError
+from evalkit.data.collection import Collection
+from evalkit.data.runs import Run
+from evalkit.pipeline.runner import NotRun, not_runnable, run_or_reason
 from evalkit.study.params import Study
 
 STATUS = "status"

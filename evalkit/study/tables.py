@@ -1,4 +1,4 @@
-"""The study's three tables, each computed from runs of `evalkit.runner` (made on demand,
+"""The study's three tables, each computed from runs of `evalkit.pipeline.runner` (made on demand,
 reused when a verified stored run matches): relevance (Table 1), instruction following
 (Table 2) and instruction sensitivity (Table 3), with the paper's published rows.
 
@@ -22,21 +22,20 @@ import numpy as np
 import pandas as pd
 from scipy import stats as scistats
 
-from evalkit.collection import Collection
-from evalkit.compare_table import compare_table
+from evalkit.core.errors import KitError
+from evalkit.core.protocols import POOL_PROTOCOLS
+from evalkit.data.collection import Collection
+from evalkit.data.runs import Run, write_atomic
 from evalkit.datasets.csfcube import CSFCube
 from evalkit.datasets.csfcube_variants import variants_of
-from evalkit.errors import KitError
-from evalkit.evaluation import PMRR, default_measures, per_query, protocol_collection, shown_once, summarize
-from evalkit.human import POOL_LABEL, human_per_query, protocol_label
+from evalkit.evaluation.compare_table import compare_table
+from evalkit.evaluation.evaluate import PMRR, default_measures, per_query, protocol_collection, shown_once, summarize
+from evalkit.evaluation.stats import holm, interval_or_nan, pvalue_or_nan
 from evalkit.models import registry
-from evalkit.protocols import POOL_PROTOCOLS
-from evalkit.record import MEASURES, PARTS, load_record, official_figures
-from evalkit.runner import instructions_identity
-from evalkit.runs import Run, write_atomic
-from evalkit.stats import holm, interval_or_nan, pvalue_or_nan
+from evalkit.pipeline.runner import instructions_identity
 from evalkit.study import printed
 from evalkit.study import rows as study_rows
+from evalkit.study.human import POOL_LABEL, human_per_query, protocol_label
 from evalkit.study.params import BOOTSTRAP_SEED, Study
 from evalkit.study.published import (  # noqa: F401  (tables.COLUMNS, tables.load_published: the notebooks' names)
     COLUMNS,
@@ -48,6 +47,7 @@ from evalkit.study.published import (  # noqa: F401  (tables.COLUMNS, tables.loa
     load_published,
     published_rows,
 )
+from evalkit.study.record import MEASURES, PARTS, load_record, official_figures
 
 ALPHA = 0.05
 MARK = "\u00d7"  # Table 1's mark: no significant difference from the reference
@@ -76,7 +76,7 @@ def _not_run_row(study: Study, model: str, reason: str, **values) -> dict:
 
 def human_table(study: Study, data: CSFCube, collection: Collection, measures: list[str],
                 recipe: str = "pool") -> pd.DataFrame:
-    """Per-query values of the Human reference (`evalkit.human`, `recipe` pool or protocol: the
+    """Per-query values of the Human reference (`evalkit.study.human`, `recipe` pool or protocol: the
     study's protocol list), restricted to the study's queries."""
     chosen = study.queries(collection)
     aware = recipe == "protocol"
@@ -139,7 +139,7 @@ def relevance_table(study: Study, collection: Collection, data: CSFCube) -> pd.D
     queries (raw p and Holm-adjusted over the models). `same_as_reference` is "reference"
     for the reference itself, "yes" when p >= 0.05 (no significant difference, the paper's
     mark), `UNTESTED` when there is no p-value (fewer than 5 paired queries, no variance:
-    `evalkit.stats.paired_test`), else "no". Then Human and the paper's published rows."""
+    `evalkit.evaluation.stats.paired_test`), else "no". Then Human and the paper's published rows."""
     measure = study.measure
     made, reasons = study_rows.outcomes(study, collection)
     tables = {m: per_query(collection, run, [measure]) for m, run in made.items()}
@@ -171,7 +171,7 @@ def relevance_table(study: Study, collection: Collection, data: CSFCube) -> pd.D
 def official_table(study: Study, collection: Collection) -> pd.DataFrame:
     """The release's official measures (`MAP_csfcube`, `nDCG_csfcube%20`: x100, the mean of the two
     test-fold means) of every study model that ran, on a pool protocol, then the published CSFCube
-    record (`evalkit.record`) beside them. The record's rows were reported on the pools as released
+    record (`evalkit.study.record`) beside them. The record's rows were reported on the pools as released
     (the ``released`` protocol; the release's SPECTER sample, without the seed, under ``pool``):
     each row names its protocol."""
     if study.protocol not in POOL_PROTOCOLS:
@@ -212,7 +212,7 @@ def official_section(study: Study, collection: Collection):
 
 
 def comparison_table(study: Study, collection: Collection, measures: Sequence[str] | None = None):
-    """The study models' runs x measures table (`evalkit.compare_table`: x100, marks for the runs
+    """The study models' runs x measures table (`evalkit.evaluation.compare_table`: x100, marks for the runs
     each is significantly better than, paired t-test, Holm), saved as ``comparison-TAG`` .md
     and .tex beside the other tables; the reference model first."""
     made, _ = study_rows.outcomes(study, collection)

@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
-from evalkit.evaluation import PMRR  # noqa: E402
+from evalkit.evaluation.evaluate import PMRR  # noqa: E402
 from evalkit.study.figures import MIN_FONT, PAPER_PANEL, colour_of, place_labels
 from evalkit.study.figures import caption as setting
 from evalkit.study.hybrid_study import CV_SETTING, measure_of  # noqa: E402

@@ -1,0 +1,247 @@
+"""The one collection interface every dataset adapter produces and every generic module reads.
+
+A `Collection` is plain data (BEIR-style dicts of records): documents, queries carrying
+their instruction, graded qrels with the collection's own relevance level, and the
+optional parts some collections have:
+
+- ``candidates``: a given list to rerank per query (CSFCube's judged pools, FollowIR's
+  top-ranked lists); without it a model ranks the whole corpus;
+- ``pairs``: for p-MRR, query i -> query i' with the same information need under
+  another instruction (CSFCube: the other annotated facet of a seed, both ways;
+  FollowIR: original -> changed instruction);
+- ``folds``: named dev/test splits of the query ids (CSFCube's official two folds; a
+  dataset's dev and test splits);
+- ``groups``: query -> its instances (InstructIR's robustness@k);
+- ``strata``: query -> a label the tables report separately (CSFCube's facets);
+- ``exclude``: query -> a document never ranked for it (CSFCube's seed paper), explicit
+  rather than BEIR's silent deletion of documents whose id equals the query id; an excluded
+  document is not judged either (`judged`), so no measure counts a document no model could
+  rank; `including_excluded` gives the collection as released, nothing excluded;
+- ``read_corpus``: a reader of a corpus file for the full protocol (CSFCube's ~800k abstracts),
+  so the generic runner streams it without knowing the format;
+- ``variants``: the instruction variants a collection defines (CSFCube's Base, Generic,
+  Definition, Paraphrases, Aspect subset) and the function that makes a variant's query;
+  ``instructions_from`` reads a user's instruction file into other variants (CSFCube's
+  facet instructions), see `with_instructions`.
+
+Nothing here knows any dataset; adapters live in `evalkit.datasets`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from pathlib import Path
+
+from evalkit.core.errors import KitError
+
+Qrels = dict[str, dict[str, int]]
+BASE = "base"
+
+
+@dataclass(frozen=True)
+class Sentence:
+    text: str
+    label: str | None = None  # e.g. CSFCube's facet (background, method, result, other)
+
+
+@dataclass(frozen=True)
+class Document:
+    doc_id: str
+    title: str
+    text: str
+    sentences: tuple[Sentence, ...] = ()  # the body split into (labelled) sentences, where known
+
+    @property
+    def full_text(self) -> str:
+        """Title and body joined by a space: what text models read."""
+        return f"{self.title} {self.text}".strip()
+
+    def labelled(self, label: str) -> tuple[str, ...]:
+        """The sentences labelled `label` (e.g. a CSFCube facet)."""
+        return tuple(s.text for s in self.sentences if s.label == label)
+
+
+@dataclass(frozen=True)
+class Query:
+    """What a model scores against: the query text and the instruction it carries.
+
+    `seed` is the query document of query-by-document collections (CSFCube), `facet` the
+    aspect its instruction names; both are None elsewhere.
+    """
+
+    qid: str
+    text: str
+    instruction: str = ""
+    seed: Document | None = None
+    facet: str | None = None
+
+    @property
+    def focus_sentences(self) -> tuple[str, ...]:
+        """The seed's sentences of the requested facet, else all its sentences (multi-vector models)."""
+        if self.seed is None:
+            return ()
+        sentences = self.seed.labelled(self.facet) if self.facet else ()
+        return sentences or tuple(s.text for s in self.seed.sentences)
+
+    @property
+    def facet_text(self) -> str:
+        """The seed's sentences of the requested facet joined, else the whole seed (the
+        Aspect-subset query text)."""
+        if self.seed is None:
+            raise KitError(f"query {self.qid} has no seed document; facet queries need a query-by-document "
+                           "collection such as CSFCube")
+        return " ".join(self.seed.labelled(self.facet)) if self.facet and self.seed.labelled(self.facet) \
+            else self.seed.full_text
+
+
+@dataclass(frozen=True)
+class Fold:
+    dev: tuple[str, ...]
+    test: tuple[str, ...]
+
+
+def _base_only(query: Query, variant: str) -> Query:
+    if variant != BASE:
+        raise KitError(f"this collection defines no instruction variant {variant!r}; use {BASE}")
+    return query
+
+
+@dataclass(frozen=True)
+class Collection:
+    name: str
+    documents: Mapping[str, Document]
+    queries: Mapping[str, Query]
+    qrels: Mapping[str, Mapping[str, int]]
+    relevance_level: int = 1
+    checksum: str = ""  # identifies the data in run sidecars
+    candidates: Mapping[str, tuple[str, ...]] | None = None
+    pairs: Mapping[str, str] = field(default_factory=dict)
+    folds: Mapping[str, Fold] = field(default_factory=dict)
+    groups: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    strata: Mapping[str, str] = field(default_factory=dict)
+    exclude: Mapping[str, str] = field(default_factory=dict)
+    variants: tuple[str, ...] = (BASE,)
+    make_variant: Callable[[Query, str], Query] = _base_only
+    measures: tuple[str, ...] = ("nDCG@10",)  # the collection's headline measures (ir_measures names)
+    read_corpus: Callable[[Path], Iterator[Document]] | None = None  # the full protocol's corpus file reader
+    # a user's instruction file -> (variants, make_variant); None: the collection takes no such file
+    instructions_from: Callable[[Path], tuple[tuple[str, ...], Callable[[Query, str], Query]]] | None = None
+
+    def with_instructions(self, path: Path) -> Collection:
+        """The collection with the variants of an instruction file instead of its own."""
+        if self.instructions_from is None:
+            raise KitError(f"{self.name} takes no instruction file (its instructions come with its queries); "
+                           "drop --instructions")
+        variants, make_variant = self.instructions_from(Path(path))
+        return replace(self, variants=variants, make_variant=make_variant)
+
+    def query(self, qid: str, variant: str = BASE) -> Query:
+        """The query `qid` under an instruction variant."""
+        if variant not in self.variants:
+            raise KitError(f"{self.name} has no variant {variant!r}; choose one of {', '.join(self.variants)}")
+        return self.make_variant(self.queries[qid], variant)
+
+    def candidates_of(self, qid: str) -> list[Document]:
+        """The documents a model ranks for `qid`: its given list, else the whole corpus; the
+        query's excluded document (e.g. its seed) removed."""
+        ids: Sequence[str] = self.candidates[qid] if self.candidates is not None else list(self.documents)
+        skip = self.exclude.get(qid)
+        return [self.documents[d] for d in ids if d != skip]
+
+    @cached_property
+    def judged(self) -> dict[str, dict[str, int]]:
+        """The qrels measures score against: each query's grades without its excluded document."""
+        return {qid: {d: g for d, g in grades.items() if d != self.exclude.get(qid)}
+                for qid, grades in self.qrels.items()}
+
+    def including_excluded(self) -> Collection:
+        """The same collection with nothing excluded: every given candidate ranked and judged
+        (CSFCube's pools as released, each seed kept where its own pool lists it)."""
+        return replace(self, exclude={})
+
+    @cached_property
+    def by_seed(self) -> dict[str, tuple[str, ...]]:
+        """The seed-to-query map: each seed paper's query ids (CSFCube: its annotated facets), in
+        collection order; empty when no query has a seed."""
+        found: dict[str, list[str]] = {}
+        for qid, query in self.queries.items():
+            if query.seed is not None:
+                found.setdefault(query.seed.doc_id, []).append(qid)
+        return {seed: tuple(qids) for seed, qids in found.items()}
+
+    @cached_property
+    def relevant(self) -> dict[str, frozenset[str]]:
+        """Binary relevance per query: grade >= the collection's relevance level."""
+        return {qid: frozenset(d for d, g in grades.items() if g >= self.relevance_level)
+                for qid, grades in self.qrels.items()}
+
+    def test_fold_of(self, qid: str) -> str | None:
+        """The fold whose test half holds `qid` (for the fold-mean aggregate), or None."""
+        for name, fold in self.folds.items():
+            if qid in fold.test:
+                return name
+        return None
+
+    def has_sentences(self) -> bool:
+        return any(q.seed is not None and q.seed.sentences for q in self.queries.values())
+
+    def has_facet_labels(self) -> bool:
+        return any(q.facet for q in self.queries.values()) and any(
+            s.label for q in self.queries.values() if q.seed for s in q.seed.sentences)
+
+    def select(self, qids: Sequence[str]) -> Collection:
+        """The same collection restricted to some queries (smoke runs); pairs whose partner is
+        dropped are dropped too."""
+        keep = [q for q in self.queries if q in set(qids)]
+        unknown = sorted(set(qids) - set(self.queries))
+        if unknown:
+            raise KitError(f"{self.name} has no query {unknown[0]}; list existing query ids")
+        chosen = set(keep)
+        return replace(
+            self,
+            queries={q: self.queries[q] for q in keep},
+            qrels={q: self.qrels[q] for q in keep if q in self.qrels},
+            candidates=None if self.candidates is None else {q: self.candidates[q] for q in keep
+                                                             if q in self.candidates},
+            pairs={a: b for a, b in self.pairs.items() if a in chosen and b in chosen},
+            groups={g: tuple(q for q in qs if q in chosen) for g, qs in self.groups.items()
+                    if any(q in chosen for q in qs)},
+        )
+
+    def check(self) -> None:
+        """Reject qrels or candidate lists that name documents the corpus lacks, and pairs or
+        folds that name unknown queries, and empty collections: a silent nDCG of 0, or a
+        "complete" run of no query, is worse than an error."""
+        for part, found in (("documents", self.documents), ("queries", self.queries)):
+            if not found:
+                raise KitError(f"{self.name}: the collection has no {part}; check its files (an empty file, "
+                               "or qrels that judge no query)")
+        for source, table in (("qrels", self.qrels), ("candidates", self.candidates or {})):
+            for qid, docs in table.items():
+                missing = next((d for d in docs if d not in self.documents), None)
+                if missing is not None:
+                    raise KitError(f"{self.name}: {source} of query {qid} name document {missing}, absent "
+                                   "from the corpus; fix the corpus or the file")
+        named = [("instruction pair", q) for pair in self.pairs.items() for q in pair]
+        named += [(f"fold {name}", q) for name, fold in self.folds.items() for q in fold.dev + fold.test]
+        named += [(f"group {name}", q) for name, qids in self.groups.items() for q in qids]
+        unknown = next(((where, q) for where, q in named if q not in self.queries), None)
+        if unknown is not None:
+            raise KitError(f"{self.name}: {unknown[0]} names unknown query {unknown[1]}; fix the file that lists it")
+
+
+def queries_of_seeds(seeds: Sequence[str], collection: Collection, option: str = "--seeds") -> tuple[str, ...]:
+    """The query ids of some seed papers (`Collection.by_seed`), seed by seed in the order given;
+    errors name `option` (the CLI's ``--seeds``, the API's ``seeds=``)."""
+    by_seed = collection.by_seed
+    if not by_seed:
+        raise KitError(f"{option} names seed papers; {collection.name} has none: use "
+                       f"{'queries=' if option.endswith('=') else '--queries'}")
+    unknown = next((s for s in seeds if s not in by_seed), None)
+    if unknown is not None:
+        raise KitError(f"{option} {collection.name} has no seed paper {unknown}; give seed ids of its queries"
+                       if option.endswith("=") else
+                       f"{option}: {collection.name} has no seed paper {unknown}; give seed ids of its queries")
+    return tuple(qid for seed in seeds for qid in by_seed[seed])

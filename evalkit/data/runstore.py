@@ -1,0 +1,299 @@
+"""The verified run store: one folder per run, written whole or not at all, reused only when
+complete and matching.
+
+Layout: ``RUNS/PROFILE/DATASET/PROTOCOL/RUN_NAME/`` (smoke runs over a subset of the queries
+get ``RUN_NAME@subset-HASH``, so they never stand in for full runs), holding
+
+- ``run.trec``: every query's ranking, full-precision scores, the kit's tie rule;
+- ``sidecar.json``: what the run is (settings, the model's whole registry entry, its
+  described settings, instructions, protocol, data checksum, kit version) and, for each
+  ranking file, its sha256 and query count;
+- ``accounting.json`` (LLM rerankers): comparisons, prompts, tokens, cache hits, wall time
+  of this execution; it varies between executions, so it is kept out of the sidecar.
+
+The folder is written into a temporary sibling and renamed into place, so a reader sees a
+complete run or none. `load_verified` returns a run only when the sidecar parses, matches
+the expected key, and every listed file has its recorded sha256 and query count; anything
+else counts as absent and the run is made again. Files and sidecars are deterministic: the
+same run twice gives byte-identical files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from evalkit.core.errors import KitError
+from evalkit.data.runs import Run, is_finite_score, parse_trec, write_trec
+
+RANKING = "run.trec"
+SIDECAR = "sidecar.json"
+ACCOUNTING = "accounting.json"
+
+
+# A run name is the TREC tag column and the folder name: one field, no path separators. Every
+# other part of a run folder's path (profile, dataset, protocol) passes the same check, so no
+# name a user gives can lead outside the run store.
+_PATH_PART = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+=@,:-]*")
+
+
+def check_path_part(kind: str, text: str) -> str:
+    """`text` when it is one plain folder name (no separator, not `.` or `..`), else KitError."""
+    if not isinstance(text, str) or not _PATH_PART.fullmatch(text):
+        raise KitError(f"{kind} {text!r} cannot be a folder name in the run store; use letters, digits and "
+                       ". _ - + = @ , : only, starting with a letter, digit or _")
+    return text
+
+
+def check_run_name(name: str) -> str:
+    """`name` when it survives a TREC file (one whitespace-free field) and a folder name, else KitError."""
+    if not isinstance(name, str) or not _PATH_PART.fullmatch(name):
+        raise KitError(f"run name {name!r} cannot round-trip through a TREC file and a folder name; "
+                       "name the model with letters, digits and . _ - + = @ , : only")
+    return name
+
+
+def run_folder(runs_dir: Path, settings: Any, dataset: str) -> Path:
+    """Where the run of `settings` (a `RunSettings`) lives; every path part is checked first."""
+    name = check_run_name(settings.run_name)
+    if settings.queries is not None:
+        subset = hashlib.sha256("\n".join(sorted(settings.queries)).encode()).hexdigest()[:10]
+        name = f"{name}@subset-{subset}"
+    parts = [check_path_part("profile", settings.profile), check_path_part("dataset", _slug(dataset)),
+             check_path_part("protocol", settings.protocol), name]
+    return Path(runs_dir).joinpath(*parts)
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _check_ids(run: Run) -> None:
+    for qid, docs in run.items():
+        bad = next((i for i in (qid, *docs) if not isinstance(i, str) or not i or len(i.split()) != 1), None)
+        if bad is not None:
+            raise KitError(f"id {bad!r} (query {qid}) cannot round-trip through a TREC file; ids must be "
+                           "non-empty and without whitespace")
+
+
+@contextlib.contextmanager
+def _locked(path: Path, blocking: bool = True) -> Iterator[bool]:
+    """An exclusive flock on a folder; yields whether it was taken (always, when blocking).
+
+    The run folder's parent is locked while folders are swapped (concurrent writers); each
+    staging folder is locked by its writer, so cleaning leftovers never removes one in use."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: the renames alone
+        yield True
+        return
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two folders in one atomic step (Linux renameat2 RENAME_EXCHANGE); False where the
+    system or file system cannot, so the caller falls back to two renames."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EPERM):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+def _leftovers(folder: Path) -> list[Path]:
+    """Hidden siblings a killed writer of `folder` may have left: staging (`.NAME.new.*`) and,
+    from the two-rename fallback, the previous run set aside (`.NAME.old.*`)."""
+    pattern = re.compile(rf"\.{re.escape(folder.name)}\.(new|old)\.[A-Za-z0-9_]{{8}}")
+    try:
+        return sorted(p for p in folder.parent.iterdir() if pattern.fullmatch(p.name) and p.is_dir())
+    except OSError:
+        return []
+
+
+def _set_aside(folder: Path) -> Path | None:
+    """The previous run of `folder` left aside by a writer killed between the two fallback renames."""
+    return next((p / "run" for p in _leftovers(folder) if ".old." in p.name and (p / "run").is_dir()), None)
+
+
+def _clean_leftovers(folder: Path) -> None:
+    """Under the parent's lock: put back a run set aside by a killed writer when the folder is
+    missing, then remove every leftover that no live writer holds."""
+    aside = _set_aside(folder)
+    if aside is not None and not folder.exists():
+        os.replace(aside, folder)
+    for path in _leftovers(folder):
+        try:
+            with _locked(path, blocking=False) as free:
+                if free:
+                    shutil.rmtree(path, ignore_errors=True)
+        except FileNotFoundError:  # removed meanwhile by the writer that swapped it out (outside the lock)
+            continue
+
+
+def write_run(folder: Path, run: Run, sidecar: dict, accounting: dict | None = None) -> Path:
+    """Write the run folder atomically (temporary sibling, then one swap); returns the folder.
+
+    At every moment the folder holds the previous complete run or the new one: the staging
+    folder is exchanged with it in one step (renameat2); where the system cannot, the previous
+    run is set aside and readers find it there until the next write puts it back. Concurrent
+    writers of one folder each write their own staging folder; the swap happens under a lock,
+    so the folder ends as one writer's complete run, never a mix."""
+    folder = Path(folder)
+    check_run_name(sidecar["run"])
+    _check_ids(run)
+    _check_scores(run)
+    try:
+        return _write_run(folder, run, sidecar, accounting)
+    except OSError as exc:  # a full disk, a read-only folder: name the run folder (one error line)
+        if exc.filename is None and exc.errno is not None:
+            raise OSError(exc.errno, exc.strerror, str(folder)) from exc
+        raise
+
+
+def _check_scores(run: Run) -> None:
+    """Refuse what `load_verified` would refuse to read: every score a finite number."""
+    for qid, docs in run.items():
+        bad = next((d for d, score in docs.items() if not is_finite_score(score)), None)
+        if bad is not None:
+            raise KitError(f"query {qid}, document {bad}: score {docs[bad]!r} is not a finite number; "
+                           "the model produced it: fix its settings (e.g. a NaN parameter) or its code")
+
+
+def _write_run(folder: Path, run: Run, sidecar: dict, accounting: dict | None) -> Path:
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.ExitStack() as holding:
+        with _locked(folder.parent):  # cleaning and creating under one lock: the new staging folder is
+            _clean_leftovers(folder)  # locked before any other writer's cleaning can see it
+            staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.new.", dir=folder.parent))
+            holding.enter_context(_locked(staging))
+        _write_staged(staging, folder, run, sidecar, accounting)
+    return folder
+
+
+def _write_staged(staging: Path, folder: Path, run: Run, sidecar: dict, accounting: dict | None) -> None:
+    """Fill `staging` (its lock held by the caller) and swap it into place."""
+    try:
+        write_trec(staging / RANKING, run, sidecar["run"])
+        files = {RANKING: {"sha256": _sha256(staging / RANKING), "queries": len(run)}}
+        if accounting is not None:
+            (staging / ACCOUNTING).write_text(json.dumps(accounting, indent=1, sort_keys=True) + "\n")
+        text = json.dumps({**sidecar, "files": files}, indent=1, sort_keys=True) + "\n"
+        (staging / SIDECAR).write_text(text)
+        for path in staging.iterdir():
+            path.chmod(0o644)
+        staging.chmod(0o755)
+        with _locked(folder.parent):
+            _swap_into_place(staging, folder)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)  # the new staging, or the previous run after the swap
+
+
+def _swap_into_place(staging: Path, folder: Path) -> None:
+    if not folder.exists():
+        os.replace(staging, folder)
+    elif not _exchange(staging, folder):
+        old = Path(tempfile.mkdtemp(prefix=f".{folder.name}.old.", dir=folder.parent))
+        os.replace(folder, old / "run")
+        try:
+            os.replace(staging, folder)
+        except OSError:
+            os.replace(old / "run", folder)  # keep the previous complete run
+            raise
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def read_sidecar(folder: Path) -> dict | None:
+    """The sidecar of a run folder, or None when it is missing or unreadable."""
+    try:
+        sidecar = json.loads((Path(folder) / SIDECAR).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):  # unreadable, truncated, not UTF-8, absurdly nested
+        return None
+    return sidecar if isinstance(sidecar, dict) else None
+
+
+def _verified_bytes(folder: Path, expected: dict) -> tuple[Path, dict, dict[str, bytes]] | None:
+    """(the folder read, its sidecar's file list, each listed file's bytes) when the sidecar
+    parses, matches `expected` (every key equal) and every listed file has its recorded sha256;
+    else None. Each file is read once and verified on the bytes read, so a folder swapped by
+    another writer meanwhile gives a mismatch (None), never a mix of two runs or an error.
+
+    A folder missing because its writer was killed between the fallback's two renames is put
+    back first (under the parent's lock), so the folder a caller reports is the one read; where
+    it cannot be put back (a read-only store), the run is read from where it was set aside."""
+    folder = Path(folder)
+    if not folder.exists() and _set_aside(folder) is not None:
+        try:
+            with _locked(folder.parent):
+                _clean_leftovers(folder)
+        except OSError:
+            pass
+        if not folder.exists():
+            folder = _set_aside(folder) or folder
+    sidecar = read_sidecar(folder)
+    if sidecar is None or any(sidecar.get(k) != json.loads(json.dumps(v)) for k, v in expected.items()):
+        return None
+    files = sidecar.get("files")
+    if not isinstance(files, dict) or RANKING not in files:
+        return None
+    try:
+        contents = {name: (Path(folder) / name).read_bytes() for name in files}
+    except OSError:
+        return None
+    for name, recorded in files.items():
+        if not isinstance(recorded, dict) or hashlib.sha256(contents[name]).hexdigest() != recorded.get("sha256"):
+            return None
+    return folder, files, contents
+
+
+def is_verified(folder: Path, expected: dict) -> bool:
+    """Whether the run's files are as its sidecar records them, without parsing the ranking: the
+    sidecar matches `expected` and every file has its recorded sha256. The sha256 was taken of
+    the file the kit wrote from a checked run, so the match pins the content; for a caller
+    that needs the folder only (`evalkit run`)."""
+    return _verified_bytes(folder, expected) is not None
+
+
+def load_verified(folder: Path, expected: dict) -> Run | None:
+    """The stored run when it is complete and matches `expected` (every key equal), else None:
+    verified by sha256 on the bytes read (`is_verified`), then parsed once, and held to its
+    recorded query count."""
+    found = _verified_bytes(folder, expected)
+    if found is None:
+        return None
+    folder, files, contents = found
+    try:
+        run = parse_trec(contents[RANKING], Path(folder) / RANKING)
+    except KitError:
+        return None
+    return run if len(run) == files[RANKING].get("queries") else None

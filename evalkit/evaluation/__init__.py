@@ -1,0 +1,1 @@
+"""Evaluation: measures, per-query values and their aggregation, statistics, dev/test selection, paired comparisons."""

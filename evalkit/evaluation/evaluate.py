@@ -1,0 +1,219 @@
+"""Evaluate a run on any collection: per-query values, then the collection's aggregation.
+
+`per_query` gives one row per run query: its stratum (CSFCube's facet), its test fold,
+every requested measure against the collection's judged qrels (a query's excluded document,
+CSFCube's seed, left out: `Collection.judged`) (`evalkit.evaluation.measures`, with the
+collection's relevance level) and
+p-MRR where the collection pairs instructions. `summarize` aggregates per stratum and
+overall: ranking measures by the fold mean of the test halves when the collection has
+folds (CSFCube's official aggregate), else the plain mean; p-MRR as the mean of the
+stratum means (how the paper's Agg column adds up).
+
+Which measures a table shows is chosen here too, for the CLI, the API and the study notebooks
+alike: `default_measures` (the table ``evalkit evaluate`` prints), `check_measures` (each name
+parsed against the collection before anything is scored), `computed_measures` (what the per-query
+table must hold for them) and `summary_of` (the summary in the requested order).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+
+import pandas as pd
+
+from evalkit.core.errors import KitError
+from evalkit.core.protocols import RELEASED
+from evalkit.data.collection import Collection
+from evalkit.data.runs import Run
+from evalkit.evaluation import aggregate, measures
+
+PMRR = "p-MRR"
+SCALE = 100  # every printed table shows measures x100 (the README's metric conventions); data stays fractions
+ROBUSTNESS = "robustness@"
+ROBUSTNESS_K = re.compile(r"robustness@(\d+)")  # InstructIR's robustness@k, computed from nDCG@k
+AGGREGATIONS = ("folds", "mean")
+CSFCUBE = "csfcube"  # the collection whose default table is the paper's (nDCG@k with a discount, ... p-MRR)
+DISCOUNTS = ("csfcube", "trec")  # nDCG's discount in that table: the release's (nDCG_csfcube@k) or trec_eval's
+DEFAULT_K = 20
+DEFAULT_DISCOUNT = "csfcube"
+
+
+def protocol_collection(collection: Collection, protocol: str) -> Collection:
+    """The collection as a protocol ranks and judges it: ``released`` excludes nothing
+    (`Collection.including_excluded`), every other protocol excludes what the collection does."""
+    return collection.including_excluded() if protocol == RELEASED else collection
+
+
+def check_run(run: Run, collection: Collection, source: str = "run", within_candidates: bool = True) -> None:
+    """Reject an empty run, queries the collection lacks and, with `within_candidates`,
+    documents outside a query's given candidate list (its excluded document included)."""
+    if not run:
+        raise KitError(f"{source}: the run ranks no queries; check the file and --name")
+    for qid, scores in run.items():
+        if qid not in collection.queries:
+            raise KitError(f"{source}: unknown query {qid}; {collection.name} has no such query")
+        if within_candidates and collection.candidates is not None:
+            allowed = set(collection.candidates.get(qid, ())) - {collection.exclude.get(qid)}
+            outside = sorted(set(scores) - allowed)
+            if outside == [collection.exclude.get(qid)]:
+                raise KitError(f"{source}: {qid} ranks its excluded document {outside[0]} (its seed); drop it, or "
+                               f"use --protocol {RELEASED} to evaluate the pools as released")
+            if outside:
+                raise KitError(f"{source}: document {outside[0]} for {qid} is outside the query's candidate list; "
+                               "rank only the given candidates or use --protocol pooled")
+
+
+def ranking_measures(collection: Collection, names: Sequence[str] | None = None) -> list[str]:
+    """The measures `per_query` computes with `evalkit.evaluation.measures` (p-MRR and robustness aside)."""
+    names = list(names) if names is not None else list(collection.measures)
+    return [n for n in names if n != PMRR and not n.startswith(ROBUSTNESS)]
+
+
+def per_query(collection: Collection, run: Run, names: Sequence[str] | None = None,
+              pmrr_ties: str = "kit") -> pd.DataFrame:
+    """One row per run query: stratum, fold, each measure (default: the collection's), p-MRR
+    (tied scores ordered by `pmrr_ties`: ``kit`` or ``mteb``, see `evalkit.evaluation.measures.p_mrr`)."""
+    table = measures.per_query(collection.judged, run, ranking_measures(collection, names),
+                               collection.relevance_level)
+    table.insert(0, "stratum", [collection.strata.get(q, "all") for q in table.index])
+    table.insert(1, "fold", [collection.test_fold_of(q) for q in table.index])
+    if collection.pairs:
+        covered = {a: b for a, b in collection.pairs.items() if a in run and b in run}
+        table[PMRR] = measures.p_mrr(collection.judged, run, covered, collection.relevance_level,
+                                       pmrr_ties).reindex(table.index)
+    return table
+
+
+def default_ndcg(discount: str | None = None, k: int | None = None) -> str:
+    """The nDCG@k of CSFCube's default table under `discount`: the release's (nDCG_csfcube@k,
+    the default) or trec_eval's (nDCG@k); k defaults to `DEFAULT_K`."""
+    k = DEFAULT_K if k is None else k
+    return f"nDCG_csfcube@{k}" if (discount or DEFAULT_DISCOUNT) == "csfcube" else f"nDCG@{k}"
+
+
+def default_measures(collection: Collection, discount: str | None = None, k: int | None = None) -> list[str]:
+    """The collection's own measures; for CSFCube, first the table the CLI always printed:
+    nDCG@k with the chosen discount, AP, RR, P@k, R@k, p-MRR."""
+    own = list(collection.measures)
+    if collection.name != CSFCUBE:
+        if discount is not None or k is not None:
+            option = "--discount" if discount is not None else "--k"
+            raise KitError(f"{option} is a CSFCube convenience; on {collection.name} name the measures with "
+                           f"--measures (its own: {', '.join(own)})")
+        return own
+    k = DEFAULT_K if k is None else k
+    table = [default_ndcg(discount, k), "AP", "RR", f"P@{k}", f"R@{k}", PMRR]
+    return table + [m for m in own if m not in table]
+
+
+def check_measures(names: Sequence[str], collection: Collection) -> None:
+    """Each measure name parsed against `collection` before anything is scored: p-MRR needs
+    instruction pairs, robustness@k query groups; every other name is a `evalkit.evaluation.measures` measure."""
+    for name in names:
+        if name == PMRR:
+            if not collection.pairs:
+                raise KitError(f"{PMRR} needs instruction pairs; {collection.name} has none (drop it from --measures)")
+            continue
+        robust = ROBUSTNESS_K.fullmatch(name)
+        if robust:
+            measures.check_cutoff(name, robust.group(1))
+            if not collection.groups:
+                raise KitError(f"{name} needs query groups (InstructIR); {collection.name} has none")
+            continue
+        measures.parse_measure(name, collection.relevance_level)
+
+
+def computed_measures(names: Sequence[str]) -> list[str]:
+    """Measures for the per-query table: robustness@k needs nDCG@k per instance."""
+    out = [n for n in names if not ROBUSTNESS_K.fullmatch(n)]
+    for name in names:
+        robust = ROBUSTNESS_K.fullmatch(name)
+        if robust and f"nDCG@{robust.group(1)}" not in out:
+            out.append(f"nDCG@{robust.group(1)}")
+    return out
+
+
+def summary_of(collection: Collection, table: pd.DataFrame, names: Sequence[str], aggregate_by: str,
+               settings: dict) -> dict:
+    """{measure: {stratum..., "all": value}} in the requested order (strata in collection order),
+    plus "queries" (counted queries per stratum: the test-fold queries under the fold aggregate)
+    and "settings"."""
+    computed = summarize(collection, table, aggregate_by)
+    order = list(dict.fromkeys(collection.strata.values()))
+    summary: dict = {}
+    for name in names:
+        robust = ROBUSTNESS_K.fullmatch(name)
+        if robust:
+            summary[name] = {"all": robustness_of(collection, table, f"nDCG@{robust.group(1)}")}
+            continue
+        parts = computed.get(name, {})
+        summary[name] = {label: parts.get(label, math.nan) for label in [*order, *parts]}
+    counted = table
+    if aggregate_by == "folds" and collection.folds:
+        counted = table[table["fold"].notna()]
+    strata = counted["stratum"]
+    summary["queries"] = {label: int((strata == label).sum()) for label in order} | {"all": len(counted)}
+    summary["settings"] = settings
+    return summary
+
+
+def summarize(collection: Collection, table: pd.DataFrame, aggregate_by: str = "folds") -> dict[str, dict[str, float]]:
+    """{measure: {stratum..., "all": value}} as fractions (see the module docstring)."""
+    if aggregate_by not in AGGREGATIONS:
+        raise KitError(f"unknown aggregation {aggregate_by!r}; choose one of {', '.join(AGGREGATIONS)}")
+    folds = dict(zip(table.index, table["fold"])) if aggregate_by == "folds" and collection.folds else None
+    strata = {q: collection.strata[q] for q in table.index if q in collection.strata}
+    return aggregate.summarize(table, strata, folds, pmrr_column=PMRR)
+
+
+def robustness_of(collection: Collection, table: pd.DataFrame, measure: str) -> float:
+    """InstructIR's robustness: the mean over query groups of the minimum per-instance `measure`."""
+    return measures.robustness(table[measure].to_dict(), collection.groups)
+
+
+def fold_notes(collection: Collection, table: pd.DataFrame, aggregate_by: str = "folds") -> list[str]:
+    """Where the fold aggregate (the mean of the test folds' means) is undefined on the queries of
+    `table`: a stratum (or all queries) without a test query of some fold, whose value is then
+    the other folds' mean only. One line each; none when every fold is covered."""
+    if aggregate_by != "folds" or not collection.folds:
+        return []
+    strata = list(dict.fromkeys(collection.strata.values()))
+    notes = []
+    for label in [*strata, aggregate.ALL]:
+        rows = table if label == aggregate.ALL else table[table["stratum"] == label]
+        present = set(rows["fold"].dropna())
+        missing = [name for name in collection.folds if name not in present]
+        if not missing:
+            continue
+        if rows.empty:
+            notes.append(f"{label}: no query of it was evaluated (shown as -)")
+        elif not present:
+            notes.append(f"{label}: no evaluated query is in a test fold, so its fold aggregate is undefined "
+                         "(shown as -)")
+        else:
+            notes.append(f"{label}: no evaluated query is in the test half of {', '.join(missing)}, so the fold "
+                         f"aggregate is undefined; the value is the mean over {', '.join(sorted(present))} only "
+                         "(--aggregate mean for the plain mean)")
+    return notes
+
+
+# Measures that are one number under two names on some runs: (shown, dropped when equal to it).
+# AP (trec_eval's, judged documents the run omits count as missed) and the release's MAP_csfcube
+# (over the run's ranked list only) agree whenever a run ranks every judged candidate (the pool
+# protocols' kit runs); they differ on pooled and full runs (README, metric conventions).
+SAME_WHEN_EQUAL = (("AP", "MAP_csfcube"),)
+
+
+def shown_once(names: Sequence[str], tables) -> tuple[list[str], dict[str, str]]:
+    """The default table's measures with a `SAME_WHEN_EQUAL` twin dropped where its per-query
+    values equal the other's on every run (`tables`: per-query tables), and {twin: shown as}
+    (the settings line and JSON say it: ``same_as=MAP_csfcube:AP``)."""
+    names, merged = list(names), {}
+    for kept, twin in SAME_WHEN_EQUAL:
+        if kept in names and twin in names and all(
+                table[kept].fillna(-1.0).equals(table[twin].fillna(-1.0)) for table in tables):
+            names.remove(twin)
+            merged[twin] = kept
+    return names, merged

@@ -1,0 +1,123 @@
+"""Significance and uncertainty over per-query values.
+
+The kit's paired tests (`paired_test`) compare two runs over the units both score: queries,
+or, for a measure whose per-query values are not independent (p-MRR: a seed's two facets are
+one pair of instructions, scored both ways), groups of queries (`groups`: each query's unit),
+each unit's value the mean of its queries'. ``delta`` is the mean of the per-unit differences
+(a minus b), the very quantity the test tests, so its sign is the sign of ``t``. No p-value
+on fewer than `MIN_PAIRED` units, and none when the differences do not vary (a t statistic
+of 0/0 or x/0): then NaN and a note saying why. Tests: ``t`` (the paired two-sided t-test,
+the paper's) and ``fisher`` (Fisher's paired randomization test: the mean difference against
+`permutations` random sign flips of the per-unit differences, seeded, p the share at least
+as extreme, as ranx computes it).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from evalkit.core.errors import KitError
+
+MIN_PAIRED = 5  # fewer paired units than this: no p-value
+TESTS = ("t", "fisher")
+PERMUTATIONS = 10_000  # Fisher's randomization test: random sign flips
+PERMUTATION_SEED = 42
+
+
+@dataclass(frozen=True)
+class PairedTest:
+    """`paired_test`'s answer: delta (mean per-unit difference), statistic (t, or for Fisher's
+    test the mean difference itself), p, n (paired units), note (why p is blank, else None)."""
+
+    delta: float
+    statistic: float
+    pvalue: float
+    n: int
+    note: str | None = None
+
+
+def unit_differences(a: pd.Series, b: pd.Series, groups: Mapping[str, str] | None = None) -> pd.Series:
+    """a - b over the queries both hold, one value per unit: a query, or with `groups`
+    (query -> unit) the mean over the unit's queries both hold."""
+    both = _held_by_both(a, b)
+    diff = both.iloc[:, 0] - both.iloc[:, 1]
+    if groups is None:
+        return diff
+    return diff.groupby([groups.get(q, q) for q in diff.index], sort=True).mean()
+
+
+def paired_test(a: pd.Series, b: pd.Series, test: str = "t", groups: Mapping[str, str] | None = None,
+                permutations: int = PERMUTATIONS, seed: int = PERMUTATION_SEED) -> PairedTest:
+    """The paired test of a against b (see the module docstring)."""
+    if test not in TESTS:
+        raise KitError(f"test={test!r}: choose one of {', '.join(TESTS)}")
+    diff = unit_differences(a, b, groups).to_numpy(dtype=float)
+    n = len(diff)
+    unit = ("query" if n == 1 else "queries") if groups is None else \
+        ("seed" if n == 1 else "seeds") + " (a seed's queries are one unit)"
+    if n == 0:
+        return PairedTest(math.nan, math.nan, math.nan, 0, "no query scored by both runs")
+    delta = float(diff.mean())
+    if n < MIN_PAIRED:
+        return PairedTest(delta, math.nan, math.nan, n, f"no test on {n} paired {unit}; it needs {MIN_PAIRED}")
+    if np.all(diff == diff[0]):
+        return PairedTest(delta, math.nan, math.nan, n, f"no test: every paired difference is {diff[0]:+.4g}, so "
+                          "they have no variance")
+    if test == "t":
+        result = stats.ttest_1samp(diff, 0.0)
+        return PairedTest(delta, float(result.statistic), float(result.pvalue), n)
+    rng = np.random.default_rng(seed)
+    signs = rng.choice(np.array([-1.0, 1.0]), size=(permutations, n))
+    permuted = np.abs((signs * diff).mean(axis=1))
+    extreme = permuted >= abs(delta) * (1 - 1e-12)
+    return PairedTest(delta, delta, float(extreme.mean()), n)
+
+
+def bootstrap_ci(
+    values: pd.Series, confidence: float = 0.95, n_resamples: int = 10_000, seed: int = 0
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean over queries; deterministic for a seed."""
+    data = pd.Series(values).dropna().to_numpy(dtype=float)
+    if len(data) < 2:
+        raise KitError("a bootstrap interval needs at least two query values")
+    if np.all(data == data[0]):
+        return float(data[0]), float(data[0])
+    result = stats.bootstrap(
+        (data,), np.mean, confidence_level=confidence, n_resamples=n_resamples,
+        method="percentile", random_state=np.random.default_rng(seed),
+    )
+    return float(result.confidence_interval.low), float(result.confidence_interval.high)
+
+
+def pvalue_or_nan(a: pd.Series, b: pd.Series, groups: Mapping[str, str] | None = None) -> float:
+    """`paired_test`'s t-test p-value: NaN on fewer than `MIN_PAIRED` paired units or differences
+    without variance (a study table over a smoke run shows a blank, not an error)."""
+    return paired_test(a, b, "t", groups).pvalue
+
+
+def _held_by_both(a: pd.Series, b: pd.Series) -> pd.DataFrame:
+    """The queries both series score, as two columns."""
+    return pd.concat([a, b], axis=1, join="inner").dropna()
+
+
+def interval_or_nan(values: pd.Series, seed: int = 0) -> tuple[float, float]:
+    """`bootstrap_ci`, (NaN, NaN) where it is undefined (fewer than two values)."""
+    return bootstrap_ci(values, seed=seed) if len(pd.Series(values).dropna()) >= 2 else (float("nan"), float("nan"))
+
+
+def holm(pvalues: Mapping[str, float]) -> dict[str, float]:
+    """Holm-Bonferroni adjusted p-values (step-down, monotone, capped at 1); an undefined (NaN)
+    p-value stays NaN and does not count among the tests."""
+    defined = {name: p for name, p in pvalues.items() if not math.isnan(p)}
+    order = sorted(defined, key=lambda name: (defined[name], name))
+    m, running, adjusted = len(order), 0.0, {}
+    for i, name in enumerate(order):
+        running = max(running, min(1.0, (m - i) * defined[name]))
+        adjusted[name] = running
+    return {name: adjusted.get(name, math.nan) for name in pvalues}

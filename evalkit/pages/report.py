@@ -1,0 +1,416 @@
+"""The HTML report: the executed study notebooks as one self-contained page (`evalkit report`).
+
+The page has a title, a table of contents, a provenance block (kit version and git commit, when
+the notebooks ran, profile, protocols, models, the data checksum, the machine, and every
+notebook's parameters, once) and then each notebook's narrative and results: code folded away
+(``<details>``), the parameter cells left out (they are in the provenance block), tables as
+`evalkit.study.printed` shows them, figures embedded with their captions. It loads nothing from
+the network: no scripts, no style sheets, images inline.
+
+Every notebook is read and checked before anything is written; a smoke notebook (one
+executed with SEEDS, or named ``*-smoke-*``) goes into a report only when asked
+(``evalkit report --smoke``), so a smoke result never passes for the full study.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import os
+import platform
+import re
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+from evalkit.core.devices import resolve_device
+from evalkit.core.errors import KitError
+from evalkit.core.version import __version__
+from evalkit.data.runs import write_atomic
+from evalkit.datasets.csfcube import checksum
+from evalkit.models import registry
+from evalkit.study import params, printed
+
+ROOT = Path(__file__).resolve().parents[2]
+SKIPPED_TAGS = {"parameters", "injected-parameters"}  # shown once, in the provenance block
+PRIORITY = ("text/html", "image/png", "image/svg+xml", "text/markdown", "text/plain")
+
+
+def read_notebook(path: Path):
+    """An executed notebook, or a one-line KitError for a missing, folder, garbage or non-notebook file."""
+    import nbformat
+
+    path = Path(path)
+    if path.is_dir():
+        raise KitError(f"{path}: is a folder, not a notebook; give executed .ipynb files")
+    if not path.is_file():
+        raise KitError(f"{path}: no such notebook; give executed .ipynb files")
+    try:
+        notebook = nbformat.read(str(path), as_version=4)
+    except (ValueError, RecursionError, UnicodeDecodeError, KeyError, TypeError, AttributeError,
+            nbformat.ValidationError) as exc:
+        first = str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise KitError(f"{path}: not a readable .ipynb notebook ({first[:200]}); give executed notebooks") from None
+    if not isinstance(getattr(notebook, "cells", None), list):
+        raise KitError(f"{path}: not a notebook (no cells); give executed .ipynb files")
+    return notebook
+
+
+def smoke_seeds(path: Path, notebook) -> str | None:
+    """The SEEDS a notebook was executed with (papermill parameters), or the file's smoke tag; None
+    for a full-study notebook."""
+    parameters = (notebook.metadata.get("papermill") or {}).get("parameters") or {}
+    seeds = parameters.get("SEEDS") if isinstance(parameters, dict) else None
+    if isinstance(seeds, str) and any(part.strip() for part in seeds.split(",")):
+        return seeds
+    if "-smoke-" in Path(path).name:
+        return Path(path).name
+    return None
+
+
+def explore_links(out: Path) -> str:
+    """A Markdown paragraph linking the explore pages (``explore-*.html``, `make explore SEED=...`)
+    beside the report, by relative path; "" when there are none."""
+    folder = Path(out).parent
+    pages = sorted(p.name for p in folder.glob("explore-*.html") if p.name != Path(out).name) \
+        if folder.is_dir() else []
+    if not pages:
+        return ("*Per-seed exploration: `make explore SEED=ID` renders notebooks/explore.ipynb for one seed "
+                "(top k per model with each annotator's grade, the documents p-MRR scores) beside this report.*")
+    links = ", ".join(f"[{name.removesuffix('.html')}]({name})" for name in pages)
+    return f"*Per-seed exploration (notebooks/explore.ipynb, `make explore SEED=ID`): {links}.*"
+
+
+def _parameters(notebook) -> dict:
+    parameters = (notebook.metadata.get("papermill") or {}).get("parameters") or {}
+    return parameters if isinstance(parameters, dict) else {}
+
+
+def notebook_name(path: Path, notebook) -> str:
+    """The study notebook a file was executed from: relevance-offline-pool.ipynb -> relevance."""
+    source = (notebook.metadata.get("papermill") or {}).get("input_path")
+    if isinstance(source, str) and source:
+        return Path(source).stem
+    profile = _parameters(notebook).get("PROFILE")
+    stem = Path(path).stem
+    return stem.split(f"-{profile}-")[0] if profile and f"-{profile}-" in stem else stem
+
+
+def git_commit() -> str:
+    """The kit checkout's commit (short), "+ uncommitted changes" when its files differ; or why not."""
+    try:
+        head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                              text=True, timeout=10)
+        if head.returncode != 0:
+            return "not a git checkout"
+        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown (git not available)"
+    return head.stdout.strip() + (" + uncommitted changes" if dirty else "")
+
+
+def machine() -> str:
+    """The machine building the report: OS, architecture, CPUs, Python, torch and its default device."""
+    parts = [f"{platform.system()} {platform.machine()}", f"{os.cpu_count()} CPUs",
+             f"Python {platform.python_version()}"]
+    try:
+        import torch  # lazy: torch is heavy and optional (the report says "no torch" without it)
+
+        parts.append(f"torch {torch.__version__}, device {resolve_device()}")
+    except ImportError:
+        parts.append("no torch")
+    return ", ".join(parts)
+
+
+def _models(name: str, parameters: dict) -> str:
+    """The models a notebook ran: its MODELS, else its profile's default list (labels beside names)."""
+    profile = parameters.get("PROFILE")
+    if not profile or (name not in params.STUDY_LISTS and "MODELS" not in parameters):
+        return ""
+    try:
+        names = params.split(parameters.get("MODELS", "")) if name not in params.STUDY_LISTS else \
+            params.study_models(profile, name, parameters.get("MODELS", "")) if params.STUDY_LISTS[name] else []
+        return ", ".join(f"{registry.spec(m, profile).label} ({m})" for m in names)
+    except KitError:
+        return str(parameters.get("MODELS", ""))
+
+
+def provenance(read: list[tuple[Path, object]]) -> tuple[str, str]:
+    """(title, HTML block): kit, commit, when the notebooks ran, profile, protocols, models, data, machine,
+    and one table of every notebook's parameters."""
+    import pandas as pd
+
+
+    runs = [(notebook_name(p, nb), _parameters(nb), nb.metadata.get("papermill") or {}) for p, nb in read]
+    profiles = sorted({str(r[1]["PROFILE"]) for r in runs if r[1].get("PROFILE")})
+    protocols = sorted({str(r[1]["PROTOCOL"]) for r in runs if r[1].get("PROTOCOL")})
+    times = sorted(t for r in runs for t in (r[2].get("start_time"), r[2].get("end_time")) if isinstance(t, str))
+    seeds = sorted({str(r[1]["SEEDS"]) for r in runs if str(r[1].get("SEEDS", "")).strip()})
+    executed = f"{times[0][:19].replace('T', ' ')} to {times[-1][:19].replace('T', ' ')} UTC" if times \
+        else "unknown (not executed by papermill)"
+    explored = sorted({str(r[1]["SEED"]) for r in runs if r[0] == "explore" and r[1].get("SEED")})
+    scope = f"smoke run: {'; '.join(seeds)}" if seeds else "all 34 seeds (50 queries)"
+    facts = [("kit", f"evalkit {__version__}, commit {git_commit()}"), ("notebooks executed", executed),
+             ("profile", ", ".join(profiles) or "unknown"), ("protocol", ", ".join(protocols) or "unknown"),
+             ("seeds", f"explored: {', '.join(explored)} (runs over every query)" if explored else scope),
+             ("data", f"CSFCube, manifest sha256 {checksum()} (evalkit/manifests/csfcube.tsv)"),
+             ("machine (report built on)", machine())]
+    models = [(name, m) for name, parameters, _ in runs if (m := _models(name, parameters))]
+    facts += [(f"models: {name}", m) for name, m in dict(models).items()]
+    rows = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in facts)
+    table = pd.DataFrame([{"notebook": f"{name} ({p.name})", **{k: str(v) for k, v in parameters.items()}}
+                          for (p, _), (name, parameters, _) in zip(read, runs)]).fillna("")
+    title = f"evalkit: CSFCube seed {', '.join(explored)} explored" if explored and len(explored) == len(runs) \
+        else "evalkit: instruction-following retrieval on CSFCube"
+    if profiles or protocols:
+        title += f" ({', '.join(profiles)} profile, {', '.join(protocols)} protocol{'s' * (len(protocols) > 1)})"
+    if seeds:
+        title += ", smoke run"
+    block = (f'<table class="provenance">{rows}</table><p class="evalkit-block">Parameters of each notebook '
+             f"(papermill)</p>{printed.show(table, split=False)._repr_html_() if len(table.columns) > 1 else ''}")
+    return title, block
+
+
+def _output(output) -> str:
+    """One cell output as HTML: rich data by `PRIORITY`, print output as text, stderr folded, errors shown."""
+    kind = output.get("output_type")
+    if kind == "stream":
+        text = html.escape("".join(output.get("text", "")))
+        return f"<pre class=\"stdout\">{text}</pre>" if output.get("name") != "stderr" else \
+            f"<details class=\"stderr\"><summary>messages (stderr)</summary><pre>{text}</pre></details>"
+    if kind == "error":
+        error = f"{output.get('ename', '')}: {output.get('evalue', '')}"
+        return f"<pre class=\"error\">{html.escape(error)}</pre>"
+    data = output.get("data", {})
+    for mime in PRIORITY:
+        if mime not in data:
+            continue
+        value = data[mime]
+        value = "".join(value) if isinstance(value, list) else str(value)
+        if mime == "text/html":
+            return f"<div class=\"output\">{sanitize(value)}</div>"
+        if mime == "image/png":
+            return f'<img src="data:image/png;base64,{value.strip()}" alt="figure"/>'
+        if mime == "image/svg+xml":  # as an image: a browser runs no script inside an <img>
+            encoded = base64.b64encode(value.encode()).decode()
+            return f'<img src="data:image/svg+xml;base64,{encoded}" alt="figure"/>'
+        if mime == "text/markdown":
+            from nbconvert.filters.markdown_mistune import markdown2html_mistune
+
+            return sanitize(markdown2html_mistune(value))
+        return f"<pre class=\"stdout\">{html.escape(value)}</pre>"
+    return ""
+
+
+# What notebook HTML may hold in the report: the tags and attributes of tables, text and figures.
+# Anything else (<script>, <iframe>, event handlers, javascript: links) is shown as escaped text.
+SAFE_TAGS = {"a", "abbr", "b", "blockquote", "br", "caption", "code", "col", "colgroup", "dd", "del", "details",
+             "div", "dl", "dt", "em", "figcaption", "figure", "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i", "img",
+             "ins", "kbd", "li", "mark", "ol", "p", "pre", "s", "samp", "small", "span", "strong", "style", "sub",
+             "summary", "sup", "table", "tbody", "td", "tfoot", "th", "thead", "tr", "u", "ul"}
+SAFE_ATTRIBUTES = {"class", "id", "colspan", "rowspan", "align", "title", "alt", "width", "height", "border",
+                   "open", "href", "src", "style", "scope", "start"}
+VOID_TAGS = {"br", "hr", "img", "col"}
+
+
+class _Sanitizer(HTMLParser):
+    def __init__(self):
+        super().__init__(convert_charrefs=False)
+        self.out: list[str] = []
+        self.open: list[str] = []
+
+    def _safe_value(self, name: str, value: str) -> bool:
+        plain = re.sub(r"[\s\x00-\x1f]", "", value).lower()
+        if name == "href":
+            return plain.startswith(("#", "http:", "https:")) or not re.match(r"^[a-z][a-z0-9+.-]*:", plain)
+        if name == "src":
+            return plain.startswith(("data:image/png", "data:image/jpeg", "data:image/gif"))
+        if name == "style":
+            return "url(" not in plain and "expression(" not in plain and "@import" not in plain
+        return True
+
+    def handle_starttag(self, tag, attrs):
+        if tag not in SAFE_TAGS:
+            self.out.append(html.escape(self.get_starttag_text() or f"<{tag}>"))
+            return
+        kept = "".join(f' {n}="{html.escape(v or "", quote=True)}"' for n, v in attrs
+                       if n in SAFE_ATTRIBUTES and self._safe_value(n, v or ""))
+        self.out.append(f"<{tag}{kept}>")
+        if tag not in VOID_TAGS:
+            self.open.append(tag)
+
+    def handle_startendtag(self, tag, attrs):
+        self.handle_starttag(tag, attrs)
+        if tag in SAFE_TAGS and tag not in VOID_TAGS and self.open and self.open[-1] == tag:
+            self.open.pop()
+            self.out.append(f"</{tag}>")
+
+    def handle_endtag(self, tag):
+        if tag in SAFE_TAGS and tag in self.open:
+            while self.open:
+                last = self.open.pop()
+                self.out.append(f"</{last}>")
+                if last == tag:
+                    break
+        elif tag not in VOID_TAGS:
+            self.out.append(html.escape(f"</{tag}>"))
+
+    def handle_data(self, data):
+        inside_style = bool(self.open) and self.open[-1] == "style"
+        if inside_style and re.search(r"@import|url\(|expression\(|</", data, re.I):
+            data = "/* removed: the report loads nothing */"
+        self.out.append(data if inside_style else html.escape(data, quote=False))
+
+    def handle_entityref(self, name):
+        self.out.append(f"&{name};")
+
+    def handle_charref(self, name):
+        self.out.append(f"&#{name};")
+
+    def handle_comment(self, data):
+        pass
+
+    def handle_decl(self, decl):
+        pass
+
+    def unknown_decl(self, data):
+        self.out.append(html.escape(data))
+
+
+def sanitize(fragment: str) -> str:
+    """Notebook HTML as the report shows it: `SAFE_TAGS` with `SAFE_ATTRIBUTES` kept (links to
+    pages and anchors, images inline), everything else escaped, so a cell's ``<script>`` is shown
+    as text and never runs; unclosed tags closed."""
+    parser = _Sanitizer()
+    parser.feed(fragment)
+    parser.close()
+    return "".join(parser.out) + "".join(f"</{tag}>" for tag in reversed(parser.open))
+
+
+def _markdown(source: str, prefix: str) -> str:
+    """Markdown as HTML, headings one level down (the page title is the only h1), ids made unique."""
+    from nbconvert.filters.markdown_mistune import markdown2html_mistune
+
+    body = sanitize(markdown2html_mistune(source))
+    body = re.sub(r"<(/?)h([1-5])\b", lambda m: f"<{m.group(1)}h{int(m.group(2)) + 1}", body)
+    return re.sub(r'(id="|href="#)([^"]+)"', lambda m: f'{m.group(1)}{prefix}-{m.group(2)}"', body)
+
+
+def section(index: int, path: Path, notebook, suffix: str = "") -> str:
+    """One notebook's cells as a section: narrative, folded code and outputs (parameter cells left out);
+    `suffix` goes after its first heading (the protocol, when a report holds several)."""
+    out = [f'<section id="s{index}"><p class="source">Executed notebook: <code>{html.escape(path.name)}</code></p>']
+    for cell in notebook.cells:
+        tags = set(cell.get("metadata", {}).get("tags", []))
+        if tags & SKIPPED_TAGS:
+            continue
+        if cell.cell_type == "markdown":
+            body = _markdown(cell.source, f"s{index}")
+            if suffix and "<h2" in body:
+                marked = html.escape(suffix)
+                body = re.sub(r'(<h2 id="[^"]+">)(.*?)(<a class="anchor-link"|</h2>)',
+                              lambda m, marked=marked: f"{m.group(1)}{m.group(2)} {marked}{m.group(3)}", body, count=1)
+                suffix = ""
+            out.append(body)
+        elif cell.cell_type == "code":
+            if cell.source.strip():
+                out.append(f'<details class="code"><summary>code</summary><pre>{html.escape(cell.source)}</pre>'
+                           "</details>")
+            out.extend(_output(o) for o in cell.get("outputs", []))
+    out.append("</section>")
+    return "\n".join(out)
+
+
+def contents(body: str) -> str:
+    """A table of contents of the sections' headings (h2, with their h3 nested)."""
+    items, open_sub = [], False
+    for level, anchor, text in re.findall(r'<h([23]) id="([^"]+)">(.*?)(?:<a class="anchor-link"|</h[23]>)', body):
+        text = re.sub(r"<[^>]+>", "", text)
+        if level == "2":
+            items.append(("</ul>" if open_sub else "") + f'<li><a href="#{anchor}">{text}</a>')
+            open_sub = False
+        else:
+            items.append(("" if open_sub else "<ul>") + f'<li><a href="#{anchor}">{text}</a></li>')
+            open_sub = True
+    return "<nav><h2>Contents</h2><ol>" + "".join(items) + ("</ul>" if open_sub else "") + \
+        '<li><a href="#provenance">Provenance and parameters</a></li></ol></nav>'
+
+
+CSS = """body{font-family:system-ui,-apple-system,"Segoe UI",Helvetica,Arial,sans-serif;font-size:15px;line-height:1.45;
+color:#1a1a1a;margin:0;padding:0 1em}main{max-width:1200px;margin:0 auto;padding:1em 0 4em 0}
+h1{font-size:1.7em;margin:0.6em 0 0.2em 0}h2{font-size:1.35em;margin-top:2em;border-bottom:1px solid #ccc}
+h3{font-size:1.1em}a.anchor-link{display:none}img,svg{max-width:100%;height:auto}
+pre{background:#f6f6f6;padding:0.5em;overflow-x:auto;font-size:12.5px;white-space:pre-wrap}
+details.code summary,details.stderr summary{color:#777;font-size:12px;cursor:pointer}
+details.code,details.stderr{margin:0.2em 0}p.source{color:#777;font-size:12px;margin-top:2.5em}
+table.provenance{border-collapse:collapse;font-size:13px}table.provenance th{text-align:left;padding:2px 12px 2px 0;
+vertical-align:top;white-space:nowrap}table.provenance td{padding:2px 0;word-break:break-word}
+div.output{overflow-x:auto}p.smoke{background:#fff3cd;padding:0.5em;border:1px solid #e0c060}
+nav ol{padding-left:1.4em}nav ul{padding-left:1.2em}"""
+
+
+def page(title: str, links: str, provenance_html: str, sections: list[str], smoke: bool) -> str:
+    from nbconvert.filters.markdown_mistune import markdown2html_mistune
+
+    body = "\n".join(sections)
+    warning = '<p class="smoke">A smoke run (a few seeds): not the study\'s results.</p>' if smoke else ""
+    return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8"/>\n<title>{html.escape(title)}</title>\n'
+            f"<style>{CSS}</style>\n</head>\n<body><main>\n<h1>{html.escape(title)}</h1>\n{warning}"
+            f"{markdown2html_mistune(links)}\n{contents(body)}\n{body}\n"
+            f'<section id="provenance"><h2>Provenance and parameters</h2>{provenance_html}</section>\n'
+            "</main></body>\n</html>\n")
+
+
+# The other tables `make all` writes (under the report's folder, tables/), shown in their own section.
+CHECKS = {"specter-sample.json": "The release's SPECTER sample rankings through the kit's evaluator (the official "
+                                 "CSFCube script gives nDCG 66.24 / 37.65 / 56.43 / 53.14 for background / method / "
+                                 "result / all)",
+          "human.json": "The Human reference (`evalkit human`, the pool recipe), every measure"}
+
+
+def checks(out: Path) -> str:
+    """HTML of the JSON tables `make all` writes beside the notebooks' (`CHECKS`), x100, measures by
+    facet; "" when there are none."""
+    import json
+
+    import pandas as pd
+
+
+    found = []
+    for name, what in CHECKS.items():
+        path = Path(out).parent / "tables" / name
+        try:
+            values = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        rows = [{"measure": m, **{f: (None if v is None else 100 * v) for f, v in by.items()}}
+                for m, by in values.items() if isinstance(by, dict) and m not in ("queries", "settings")]
+        table = pd.DataFrame(rows)
+        found.append(f"<p>{html.escape(what)} (<code>tables/{name}</code>, x100):</p>"
+                     f"{printed.show(table, split=False)._repr_html_()}")
+    return "<section id=\"checks\"><h2 id=\"checks-h\">Checks built by make all</h2>" + "".join(found) + \
+        "</section>" if found else ""
+
+
+def html_report(notebooks: list[Path], out: Path, smoke: bool = False) -> Path:
+    """One self-contained HTML page of the executed notebooks, in order (see the module docstring), with
+    links to the explore pages beside it (`explore_links`)."""
+    read = [(Path(p), read_notebook(p)) for p in notebooks]
+    found = next(((p, s) for p, nb in read if (s := smoke_seeds(p, nb)) is not None), None)
+    if found is not None and not smoke:
+        raise KitError(f"{found[0]}: a smoke notebook (SEEDS={found[1]}); a report of smoke runs needs "
+                       "--smoke, or give the full-study notebooks")
+    try:
+        title, block = provenance(read)
+        protocols = [str(_parameters(nb).get("PROTOCOL", "")) for _, nb in read]
+        several = len(set(protocols) - {""}) > 1
+        sections = [section(i, p, nb, f"({protocol} protocol)" if several and protocol else "")
+                    for i, ((p, nb), protocol) in enumerate(zip(read, protocols), start=1)]
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:  # cells nbformat read but cannot render
+        first = str(exc).splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        raise KitError(f"cannot render the notebooks ({first}); give notebooks executed by papermill") from None
+    sections.append(checks(out))
+    links = "" if all(notebook_name(p, nb) == "explore" for p, nb in read) else explore_links(out)
+    write_atomic(Path(out), page(title, links, block, sections, found is not None))
+    return Path(out)

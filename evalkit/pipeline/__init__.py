@@ -1,0 +1,1 @@
+"""Running: run settings to a stored, verified run (runner), prerequisites, the cost plan, and runs users give."""

@@ -1,0 +1,267 @@
+"""`evalkit plan`: before any work, what each row of a study needs and what it will cost.
+
+Per row (a model of the profile): what it needs (hub ids and revisions, GPU dtype and an
+estimate of GPU memory, API key variable, server URL), how much work it is (texts to
+encode; LLM comparisons from the heapsort bound or the variant's exact count, prompts,
+prompt tokens counted from the actual CSFCube texts put into the row's template), the
+cost at the per-token prices of `config/costs.yaml` (dated, with their source) and a
+time estimate from the rates there. On the pooled and full protocols the first stage's
+encoding of the corpus is its own row (shared by every reranking row). Missing
+prerequisites (`evalkit.pipeline.prerequisites`) are listed together, each with its fix.
+
+Prompt tokens: a tokenizer of the model when it is already on this machine (the hub cache),
+else ``tokens_per_word`` of costs.yaml times whitespace-separated words (stated in the
+row). On the pool protocol the candidates are each query's judged pool; on pooled and full
+the reranked candidates are not known before the first stage runs, so each query's
+judged pool stands in for their lengths (stated).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+
+from evalkit.data.collection import Collection, Query
+from evalkit.datasets import csfcube_download
+from evalkit.llm.reranker import DEFAULT_TEMPLATES, expected_comparisons
+from evalkit.llm.templates import SEPARATOR, load_template
+from evalkit.models import registry
+from evalkit.models.registry import ModelSpec
+from evalkit.pipeline import prerequisites
+from evalkit.pipeline.prerequisites import Missing, costs
+
+STUDY_KEYS = ("relevance", "sensitivity", "hybrid", "promptriever")
+EMBEDDERS = ("dense", "multivector", "paper-cls", "gritlm", "promptriever", "aspire")
+
+
+@dataclass
+class RowPlan:
+    model: str
+    label: str
+    family: str
+    hub: list[str] = field(default_factory=list)  # "id@revision"
+    gpu_dtype: str | None = None
+    gpu_memory_gb: float | None = None
+    api_key_env: str | None = None
+    server: str | None = None
+    texts: int = 0  # texts this row encodes (queries and candidates)
+    comparisons: int = 0  # LLM judgments (pointwise) or comparisons (PRP), an upper bound for heapsort
+    prompts: int = 0
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+    tokens_by: str = ""
+    cost_usd: float = 0.0
+    hours: float = 0.0
+    notes: list[str] = field(default_factory=list)
+    missing: list[Missing] = field(default_factory=list)
+
+
+def study_models(profile: str) -> list[str]:
+    """Every model the profile's study notebooks run by default, in order."""
+    study = registry.profile_settings(profile).get("study", {})
+    names: list[str] = []
+    for key in STUDY_KEYS:
+        value = study.get(key) or []
+        names += [value] if isinstance(value, str) else list(value)
+    return list(dict.fromkeys(names))
+
+
+def _size_class(spec: ModelSpec) -> str:
+    size = prerequisites.parameters_b(spec)
+    return "large" if size is not None and size >= costs()["gpu_required_from_b"] else "small"
+
+
+def _word_counter() -> tuple[Callable[[str, int], int], str]:
+    per_word = costs()["tokens_per_word"]
+    return (lambda text, budget: round(min(len(text.split()), budget) * per_word),
+            f"approximation: {per_word} tokens per word (no tokenizer on this machine)")
+
+
+def token_counter(spec: ModelSpec) -> tuple[Callable[[str, int], int], str]:
+    """(count(text, budget) -> tokens of the text cut to `budget`, how it counts): the model's
+    tokenizer if it is in the local hub cache, else the per-word approximation."""
+    if not prerequisites.is_api(spec):
+        hub = prerequisites.hub_ids(spec)
+        if hub:
+            try:
+                from transformers import AutoTokenizer
+
+                tokenizer = AutoTokenizer.from_pretrained(hub[0][0], revision=hub[0][1], local_files_only=True)
+            except Exception:  # not downloaded (or no transformers): fall back to the stated approximation
+                return _word_counter()
+
+            def count(text: str, budget: int) -> int:
+                return min(len(tokenizer(text, add_special_tokens=False)["input_ids"]), budget)
+
+            return count, f"tokenizer of {hub[0][0]}"
+    return _word_counter()  # API models: the backend cuts text by words, as this counts
+
+
+def _candidates(collection: Collection, query: Query) -> list[str]:
+    return [d.full_text for d in collection.candidates_of(query.qid)]
+
+
+def _llm_work(row: RowPlan, spec: ModelSpec, queries: Sequence[Query], collection: Collection,
+              protocol: str) -> None:
+    s = spec.settings
+    method, variant = s.get("method", "prp"), s.get("variant", "heapsort")
+    k, depth = int(s.get("k", 20)), int(s.get("depth", 100))
+    template = load_template(s.get("template", DEFAULT_TEMPLATES[method]), s.get("budgets"))
+    count, row.tokens_by = token_counter(spec)
+    budgets = template.budgets
+    shown = 2 if template.pairwise else 1
+    frame = template.prefix.format(instruction="", seed="") + SEPARATOR + \
+        template.suffix.format(**({"a": "", "b": ""} if template.pairwise else {"candidate": ""}))
+    fixed = count(frame + (template.system or ""), 1 << 20)  # the template's own words
+    for query in queries:
+        texts = _candidates(collection, query)
+        n = min(depth, len(texts)) if protocol == "pool" else depth
+        comparisons = expected_comparisons(method, variant, n, k)
+        prompts = comparisons * (2 if method == "prp" else 1)  # PRP asks both orders
+        head = count(query.instruction, budgets["instruction"]) + count(query.text, budgets["seed"])
+        candidate = statistics.fmean(count(t, budgets["candidate"]) for t in texts) if texts else 0.0
+        per_prompt = head + fixed + shown * candidate
+        row.comparisons += comparisons
+        row.prompts += prompts
+        row.prompt_tokens += round(prompts * per_prompt)
+    if protocol != "pool":
+        row.notes.append("candidate lengths from each query's judged pool (the reranked list is known only after "
+                         "the first stage)")
+    if variant == "heapsort" and method == "prp":
+        row.notes.append(f"comparisons: heapsort bound for the top {k} of {depth} (every sift-down to a leaf)")
+    if prerequisites.is_api(spec):
+        row.output_tokens = row.prompts * int(s.get("max_tokens", 5))
+        prices = costs()["prices"]["per_million_tokens"].get(s.get("model"))
+        local = s.get("serve") or (row.server and prerequisites.is_local_url(row.server))
+        if prices is None and not local:
+            row.notes.append(f"no price for {s.get('model')} in costs.yaml: cost not estimated")
+        elif prices is not None:
+            row.cost_usd = (row.prompt_tokens * prices["input"] + row.output_tokens * prices["output"]) / 1e6
+        rate = costs()["rates"]["prompts_per_s"]["api"]
+        if local:
+            rate = costs()["rates"]["prompts_per_s"]["gpu"]["server"]
+    else:
+        device = "gpu" if prerequisites.gpu_count() else "cpu"
+        rate = costs()["rates"]["prompts_per_s"][device][_size_class(spec)]
+    row.hours += row.prompts / rate / 3600
+
+
+def _encoding_work(row: RowPlan, spec: ModelSpec, queries: Sequence[Query], collection: Collection,
+                   protocol: str, depth: int) -> None:
+    if protocol == "pool":
+        row.texts = len({d.doc_id for q in queries for d in collection.candidates_of(q.qid)}) + len(queries)
+    else:
+        row.texts = min(len(queries) * depth, collection_size(collection, protocol)) + len(queries)
+        row.notes.append(f"at most {depth} reranked candidates a query")
+    device = "gpu" if prerequisites.gpu_count() else "cpu"
+    row.hours += row.texts / costs()["rates"]["encode_per_s"][device][_size_class(spec)] / 3600
+
+
+def collection_size(collection: Collection, protocol: str) -> int:
+    return costs()["corpus_papers"] if protocol == "full" else len(collection.documents)
+
+
+def row_plan(spec: ModelSpec, queries: Sequence[Query], collection: Collection, protocol: str) -> RowPlan:
+    s = spec.settings
+    row = RowPlan(spec.name, spec.label, spec.family,
+                  hub=[f"{hub_id}@{revision}" for hub_id, revision in prerequisites.hub_ids(spec)],
+                  api_key_env=s.get("api_key_env"), server=prerequisites.server_url(spec))
+    if s.get("serve"):
+        row.server = f"{s['serve']} started by the kit on a free local port"
+    if not prerequisites.is_api(spec) and row.hub:
+        row.gpu_dtype = prerequisites.gpu_dtype(spec)
+        row.gpu_memory_gb = prerequisites.gpu_memory_gb(spec)
+    if spec.family == "llm":
+        _llm_work(row, spec, queries, collection, protocol)
+    elif spec.family in EMBEDDERS:
+        depth = int(s.get("depth") or registry.profile_settings(spec.profile)["depth"])
+        _encoding_work(row, spec, queries, collection, protocol, depth)
+    row.missing = prerequisites.missing(spec)
+    return row
+
+
+def first_stage_plan(profile: str, protocol: str, queries: Sequence[Query], collection: Collection) -> RowPlan:
+    """The profile's first stage encoding the whole corpus (pooled: CSFCube's papers; full: the ~800k)."""
+    name = registry.profile_settings(profile)["first_stage"]
+    spec = registry.spec(name, profile)
+    row = row_plan(spec, [], collection, "pool")
+    row.model, row.label = f"first stage: {name}", f"{spec.label} encoding the {protocol} corpus"
+    row.texts = collection_size(collection, protocol) + len(queries)
+    device = "gpu" if prerequisites.gpu_count() else "cpu"
+    row.hours = row.texts / costs()["rates"]["encode_per_s"][device][_size_class(spec)] / 3600
+    if protocol == "full":
+        row.notes.append(f"about {costs()['corpus_papers']:,} papers (iesl/CSFCube README: roughly 800k)")
+    return row
+
+
+def plan(profile: str, protocol: str, collection: Collection, models: Sequence[str] | None = None,
+         queries: Sequence[str] | None = None, corpus: str | None = None) -> dict:
+    """The plan of a study: rows, totals and every missing prerequisite."""
+    names = list(models) if models else study_models(profile)
+    chosen = [collection.query(q) for q in (queries if queries is not None else collection.queries)]
+    rows = []
+    if protocol != "pool":
+        rows.append(first_stage_plan(profile, protocol, chosen, collection))
+    rows += [row_plan(registry.spec(name, profile), chosen, collection, protocol) for name in names]
+    missing = [m for row in rows for m in row.missing]
+    if protocol == "full" and not csfcube_download.resolve(corpus):
+        missing.insert(0, Missing("(corpus)", "the full corpus abstracts-preds.zip is not downloaded",
+                                  "evalkit data --corpus (make corpus), or give --corpus PATH"))
+    seen, unique = set(), []
+    for item in missing:  # a first stage shared by many rows is listed once per reason
+        if (item.reason, item.fix) not in seen:
+            seen.add((item.reason, item.fix))
+            unique.append(item)
+    prices = costs()["prices"]
+    return {"profile": profile, "protocol": protocol, "queries": len(chosen), "gpus": prerequisites.gpu_count(),
+            "rows": [asdict(r) for r in rows], "missing": [asdict(m) for m in unique],
+            "total": {"prompts": sum(r.prompts for r in rows), "prompt_tokens": sum(r.prompt_tokens for r in rows),
+                      "cost_usd": round(sum(r.cost_usd for r in rows), 2), "hours": sum(r.hours for r in rows)},
+            "prices": {"as_of": prices["as_of"], "source": prices["source"]},
+            "rates": costs()["rates"]["source"]}
+
+
+def render(result: dict) -> str:
+    """The plan as text: one block per row, the totals, then the missing prerequisites with fixes."""
+    lines = [f"plan: profile {result['profile']}, protocol {result['protocol']}, {result['queries']} queries, "
+             f"{result['gpus']} GPU(s) visible"]
+    for row in result["rows"]:
+        lines.append(f"\n{row['model']}  ({row['label']}; {row['family']})")
+        needs = []
+        if row["hub"]:
+            needs.append("hub " + ", ".join(row["hub"]))
+        if row["gpu_memory_gb"] is not None:
+            needs.append(f"GPU {row['gpu_dtype']} ~{row['gpu_memory_gb']:.1f} GB")
+        if row["api_key_env"]:
+            needs.append(f"key ${row['api_key_env']}")
+        if row["server"]:
+            needs.append(f"server {row['server']}")
+        lines.append("  needs: " + ("; ".join(needs) or "nothing beyond the kit"))
+        work = [f"{row['texts']:,} texts to encode"] if row["texts"] else []
+        if row["prompts"]:
+            work.append(f"{row['comparisons']:,} comparisons, {row['prompts']:,} prompts, "
+                        f"{row['prompt_tokens']:,} prompt tokens ({row['tokens_by']})")
+        lines.append("  work:  " + ("; ".join(work) or "scoring only"))
+        lines.append(f"  cost:  ${row['cost_usd']:,.2f}; time ~{_duration(row['hours'])}")
+        lines += [f"  note:  {note}" for note in row["notes"]]
+        status = "ready" if not row["missing"] else prerequisites_text(row["missing"])
+        lines.append(f"  status: {status}")
+    total = result["total"]
+    lines.append(f"\ntotal: {total['prompts']:,} prompts, {total['prompt_tokens']:,} prompt tokens, "
+                 f"${total['cost_usd']:,.2f}, ~{_duration(total['hours'])} "
+                 f"(prices of {result['prices']['as_of']}, {result['prices']['source']}; rates: {result['rates']})")
+    if result["missing"]:
+        lines.append(f"\nmissing prerequisites ({len(result['missing'])}):")
+        lines += [f"  - {m['model']}: {m['reason']}; fix: {m['fix']}" for m in result["missing"]]
+    else:
+        lines.append("\nmissing prerequisites: none")
+    return "\n".join(lines)
+
+
+def prerequisites_text(missing: list[dict]) -> str:
+    return "not run: " + "; ".join(dict.fromkeys(m["reason"] for m in missing))
+
+
+def _duration(hours: float) -> str:
+    return f"{hours * 60:.0f} min" if hours < 1 else f"{hours:.1f} h"

@@ -1,0 +1,352 @@
+"""`evalkit run`: rank one collection's queries with one model, variant, prompt and protocol.
+
+Every model family goes through this one path on every collection:
+
+    collection (evalkit.datasets) -> candidates per query (protocol) -> model.score -> run
+    -> verified run store (evalkit.data.runstore) -> evaluation (evalkit.evaluation.evaluate)
+
+Protocols, for any collection:
+- ``pool``: each query's given candidate list (CSFCube's judged pool, FollowIR's top-ranked
+  list); a collection without lists is ranked over its whole corpus (top `KEEP` kept);
+- ``released``: the pool protocol with nothing excluded (`Collection.including_excluded`):
+  CSFCube's pools as released, seed 8781666 ranked and judged in its own background and
+  result pools, as every published CSFCube row was computed;
+- ``pooled``: a first-stage model ranks the whole corpus and keeps the top ``depth`` for
+  each query; the model reranks them; unjudged documents count as non-relevant;
+- ``full``: a corpus file streamed by the collection's reader (CSFCube's ~800k abstracts,
+  `Collection.read_corpus`), the first stage's top ``depth`` reranked.
+
+Whole corpora (a pool without lists, the pooled and full first stages) all go through
+`evalkit.retrieval.corpus.rank_corpus`: one batched index search for the embedding models and BM25,
+equal to scoring every document and ranking by the tie rule.
+
+Except under ``released``, a query's excluded document (CSFCube's seed) is never a
+candidate and is not judged (`protocol_collection`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+from functools import cache
+from pathlib import Path
+
+from evalkit.core import progress
+from evalkit.core.errors import KitError
+from evalkit.core.hashing import file_sha256, files_sha256
+from evalkit.core.protocols import POOL_PROTOCOLS, PROTOCOLS
+from evalkit.core.version import __version__
+from evalkit.data.collection import BASE, Collection, Document, Query
+from evalkit.data.runs import Run, ranked
+from evalkit.data.runstore import is_verified, load_verified, run_folder, write_run
+from evalkit.evaluation.evaluate import protocol_collection
+from evalkit.models import adhoc, registry
+from evalkit.models.base import Scorer
+from evalkit.pipeline import prerequisites
+from evalkit.retrieval.corpus import DTYPES, Corpus, documents_of, rank_corpus
+
+KEEP = 1000  # documents kept per query when a whole corpus is ranked (as BEIR runs)
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    model: str
+    dataset: str = "csfcube"
+    profile: str = "offline"
+    protocol: str = "pool"
+    variant: str = BASE
+    prompt: str | None = None  # a generic prompt appended to every query text (Promptriever)
+    first_stage: str | None = None  # pooled and full protocols; default: the profile's
+    depth: int | None = None  # pooled and full protocols; default: the profile's
+    queries: tuple[str, ...] | None = None  # smoke runs: only these query ids
+    corpus: str | None = None  # full protocol: abstracts-preds.zip (or a .jsonl in its format)
+    instructions: str | None = None  # a user's instruction file (its variants replace the collection's)
+    index_dtype: str = "float32"  # whole-corpus vector index: float32, or float16 (half the disk)
+
+    @property
+    def run_name(self) -> str:
+        model = adhoc.run_name_of(self.model)
+        name = model if self.variant == BASE else f"{model}--{self.variant}"
+        name = name if self.index_dtype == "float32" else f"{name}--index-{self.index_dtype}"
+        if self.instructions is not None:
+            name = f"{name}--instructions-{instructions_identity(self.instructions)['sha256'][:10]}"
+        return name if self.prompt is None else f"{name}--prompt-{_digest(self.prompt)}"
+
+
+def instructions_identity(path: str) -> dict:
+    """How sidecars and tables name an instruction file: its file name and sha256."""
+    try:
+        return {"file": Path(path).name, "sha256": file_sha256(Path(path))}
+    except OSError as exc:
+        raise KitError(f"instructions {path}: cannot read the file ({exc.strerror or exc}); give a YAML file "
+                       "shaped as evalkit/config/instructions.yaml") from None
+
+
+def with_settings_instructions(settings: RunSettings, collection: Collection) -> Collection:
+    """The collection under the run's instruction file (its variants), or as it is."""
+    return collection if settings.instructions is None else collection.with_instructions(Path(settings.instructions))
+
+
+def _digest(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(text.encode()).hexdigest()[:10]
+
+
+def with_prompt(text: str, prompt: str | None) -> str:
+    """The query text with a prompt appended after one space (Promptriever's and FollowIR's rule)."""
+    return f"{text} {prompt}" if prompt else text
+
+
+def check_settings(settings: RunSettings, collection: Collection) -> None:
+    """Every setting checked before any model is built or anything is scored."""
+    if settings.protocol not in PROTOCOLS:
+        raise KitError(f"unknown protocol {settings.protocol!r}; choose one of {', '.join(PROTOCOLS)}")
+    collection = with_settings_instructions(settings, collection)
+    if settings.variant not in collection.variants:
+        raise KitError(f"{collection.name} has no variant {settings.variant!r}; "
+                       f"choose one of {', '.join(collection.variants)}")
+    if settings.depth is not None and settings.depth < 1:
+        raise KitError(f"depth {settings.depth} must be a positive integer")
+    if settings.protocol == "full" and not settings.corpus:
+        raise KitError("the full protocol needs --corpus PATH (CORPUS=PATH), a corpus file; for CSFCube, "
+                       "`evalkit data --corpus` downloads abstracts-preds.zip, then no path is needed")
+    if settings.protocol == "full" and collection.read_corpus is None:
+        raise KitError(f"{collection.name} has no corpus file for the full protocol; use --protocol pool or pooled")
+    if settings.index_dtype not in DTYPES:
+        raise KitError(f"index dtype {settings.index_dtype!r} is not one of {', '.join(DTYPES)}")
+    model_spec = registry.spec(settings.model, settings.profile)
+    missing = sorted(registry.needs(model_spec) - capabilities(collection))
+    if missing:
+        raise KitError(f"model {settings.model} cannot rank {collection.name}: it needs {', '.join(missing)} "
+                       f"({NEEDS_HELP[missing[0]]}); choose another model")
+
+
+NEEDS_HELP = {
+    "sentences": "queries that are documents split into sentences, as CSFCube's seeds",
+    "facets": "sentences labelled by facet, as CSFCube's",
+    "qrels": "graded judgments of every query",
+}
+
+
+def capabilities(collection: Collection) -> set[str]:
+    found = {"qrels"} if collection.qrels else set()
+    if collection.has_sentences():
+        found.add("sentences")
+    if collection.has_facet_labels():
+        found.add("facets")
+    return found
+
+
+def queries_of(settings: RunSettings, collection: Collection) -> list[Query]:
+    """The selected queries under the run's variant and prompt, in collection order."""
+    collection = with_settings_instructions(settings, collection)
+    qids = list(settings.queries) if settings.queries is not None else list(collection.queries)
+    unknown = [q for q in qids if q not in collection.queries]
+    if unknown:
+        raise KitError(f"{collection.name} has no query {unknown[0]}; list existing query ids")
+    chosen = [collection.query(qid, settings.variant) for qid in qids]
+    return [replace(q, text=with_prompt(q.text, settings.prompt)) for q in chosen]
+
+
+def whole_corpus(collection: Collection) -> Corpus:
+    """The collection's documents as one corpus (in memory, keyed by their checksum)."""
+    return Corpus.of_documents(list(collection.documents.values()), collection.name)
+
+
+def candidates_for(settings: RunSettings, collection: Collection,
+                   queries: list[Query]) -> tuple[dict[str, list[Document]] | None, dict]:
+    """Candidates per query under the protocol (None: a pool protocol over a whole corpus, which
+    the model ranks itself, `KEEP` kept), and the protocol's description for the sidecar."""
+    if settings.protocol in POOL_PROTOCOLS:
+        if collection.candidates is None:
+            return None, {"protocol": settings.protocol, "corpus_size": len(collection.documents), "keep": KEEP}
+        given = protocol_collection(collection, settings.protocol)
+        return {q.qid: given.candidates_of(q.qid) for q in queries}, {"protocol": settings.protocol}
+    name = settings.first_stage or registry.profile_value(settings.profile, "first_stage")
+    depth = settings.depth or registry.profile_value(settings.profile, "depth")
+    first = registry.build(registry.spec(name, settings.profile), collection)
+    described = {"protocol": settings.protocol, "first_stage": name, "first_stage_model": first.describe(),
+                 "depth": depth}
+    if settings.protocol == "pooled":
+        corpus = whole_corpus(collection)
+        found = first_stage(first, queries, corpus, depth, collection.exclude, settings.index_dtype)
+        return ({qid: [collection.documents[d] for d in hits] for qid, hits in found.items()},
+                {**described, "corpus_size": len(collection.documents)})
+    if not getattr(first, "can_search", lambda excluding: False)(True):  # a file corpus is never scored whole
+        raise KitError(f"the full protocol's first stage must be an embedding model; {name} is not")
+    corpus = Corpus.of_file(Path(settings.corpus), collection.read_corpus)
+    found = first_stage(first, queries, corpus, depth, collection.exclude, settings.index_dtype)
+    texts = documents_of(corpus, {d for hits in found.values() for d in hits})
+    return ({qid: [texts[d] for d in hits] for qid, hits in found.items()},
+            {**described, "corpus": corpus.name, "corpus_sha256": corpus.key,
+             "corpus_size": first.corpus_index(corpus, settings.index_dtype).meta["rows"]})
+
+
+def first_stage(first: Scorer, queries: list[Query], corpus: Corpus, depth: int, exclude,
+                index_dtype: str = "float32") -> dict[str, list[str]]:
+    """The first stage of the pooled and full protocols: each query's top `depth` document ids of
+    `corpus`, best first (`evalkit.retrieval.corpus.rank_corpus`; its excluded document left out)."""
+    found = rank_corpus(first, queries, corpus, depth, exclude, index_dtype)
+    return {qid: ranked(scores) for qid, scores in found.items()}
+
+
+Candidates = dict[str, list[Document]]
+
+
+def prepare(settings: RunSettings, collection: Collection) -> tuple[Scorer, list[Query], Candidates | None, dict]:
+    """The model, the selected queries, each query's candidates under the protocol (None when the
+    model ranks the whole corpus itself) and the protocol's description; every candidate
+    prepared (e.g. encoded) once."""
+    check_settings(settings, collection)
+    queries = queries_of(settings, collection)
+    candidates, protocol = candidates_for(settings, collection, queries)
+    scorer = registry.build(registry.spec(settings.model, settings.profile), collection)
+    if candidates is not None:
+        scorer.prepare(list({d.doc_id: d for cands in candidates.values() for d in cands}.values()))
+    return scorer, queries, candidates, protocol
+
+
+def execute(settings: RunSettings, collection: Collection, runs_dir: Path) -> Path:
+    """Run one model over the selected queries and store the run; returns its folder."""
+    scorer, queries, candidates, protocol = prepare(settings, collection)
+    if candidates is None:  # the whole corpus, top KEEP: one batched search where the model has an index
+        run: Run = rank_corpus(scorer, queries, whole_corpus(collection), KEEP, collection.exclude,
+                               settings.index_dtype)
+    else:
+        run = {}
+        score_many = getattr(scorer, "score_many", None)  # scorers that rank many queries at once (LLM rerankers)
+        together = iter(score_many(queries, [candidates[q.qid] for q in queries])) if score_many else None
+        for query in progress.bar(queries, desc=f"scoring {settings.run_name} ({settings.protocol})", unit="query"):
+            run[query.qid] = next(together) if together else scorer.score(query, candidates[query.qid])
+    accounting = getattr(scorer, "accounting", None)
+    model_spec = registry.spec(settings.model, settings.profile)
+    sidecar = {
+        **sidecar_key(settings, collection),
+        "label": model_spec.label,
+        "role": model_spec.role,
+        "family": model_spec.family,
+        "model_settings": scorer.describe(),
+        "instructions": sorted({q.instruction for q in queries}),
+        **protocol,
+    }
+    return write_run(run_folder(runs_dir, settings, collection.name), run, sidecar,
+                     accounting() if accounting else None)
+
+
+def sidecar_key(settings: RunSettings, collection: Collection) -> dict:
+    """What a stored run must match to be reused: the settings (an instruction file by name and
+    sha256), the model's whole registry entry, the identity of user code behind it
+    (`registry.identity`) and the data. Known before any model is built."""
+    model_spec = registry.spec(settings.model, settings.profile)
+    run_settings = asdict(settings)
+    if settings.instructions is not None:  # the file by name and content, not by its path on this machine
+        run_settings["instructions"] = instructions_identity(settings.instructions)
+    return {"run": settings.run_name, "dataset": collection.name, "data_sha256": collection.checksum,
+            "run_settings": run_settings, "model_entry": asdict(model_spec), "kit_version": __version__,
+            "scoring_code_sha256": scoring_code_digest(), "model_identity": registry.identity(model_spec)}
+
+
+SCORING_CODE = ("data/collection.py", "core/protocols.py", "core/hashing.py", "datasets", "pipeline/runner.py",
+                "retrieval", "study/hybrid_curve.py", "models", "encoders", "llm",
+                "config/instructions.yaml", "config/llm_templates.yaml")
+
+
+@cache
+def scoring_code_digest() -> str:
+    """sha256 of the code and configuration that turn a query into scores: a run made by other
+    scoring code is never reused (embeddings and LLM judgments stay cached, so a rerun is cheap)."""
+    root = Path(__file__).resolve().parents[1]  # the evalkit package
+    files = sorted(p for name in SCORING_CODE for p in ([root / name] if (root / name).is_file()
+                   else (root / name).rglob("*")) if p.is_file() and p.suffix in (".py", ".yaml", ".csv"))
+    return files_sha256(files, [str(p.relative_to(root)) for p in files])
+
+
+@dataclass(frozen=True)
+class NotRun:
+    """A run that was not made, and why ("not run: <reason>")."""
+
+    reason: str
+
+
+def unavailable(settings: RunSettings) -> tuple[str, str] | None:
+    """(reason, fix) when a prerequisite of the run is missing (`evalkit.pipeline.prerequisites`: the model's
+    own, its first stage's, the protocol's first stage on pooled and full), else None."""
+    specs = [registry.spec(settings.model, settings.profile)]
+    if settings.protocol != "pool":
+        specs.append(registry.spec(settings.first_stage or registry.profile_settings(settings.profile)["first_stage"],
+                                   settings.profile))
+    found = list({(m.reason, m.fix): m for spec in specs for m in prerequisites.missing(spec)}.values())
+    if not found:
+        return None
+    return "; ".join(m.reason for m in found), "; ".join(m.fix for m in found)
+
+
+def not_runnable(settings: RunSettings, strict: bool = False) -> NotRun | None:
+    """NotRun when a prerequisite is missing (`strict`: a KitError naming it and its fix), else None."""
+    missing = unavailable(settings)
+    if missing is None:
+        return None
+    if strict:
+        raise KitError(f"{settings.run_name}: {missing[0]}; fix: {missing[1]}")
+    return NotRun(f"not run: {missing[0]}")
+
+
+def run_or_reason(settings: RunSettings, collection: Collection, runs_dir: Path, strict: bool = False) -> Run | NotRun:
+    """`ensure_run`, or, for a run whose prerequisites are missing or which fails with a kit error
+    (a server that dies, weights that cannot be fetched), why it was not run. `strict` raises
+    instead (the first such run stops the study)."""
+    blocked = not_runnable(settings, strict)
+    if blocked is not None:
+        return blocked
+    try:
+        return ensure_run(settings, collection, runs_dir)
+    except KitError as exc:
+        if strict:
+            raise
+        return NotRun(f"not run: {' '.join(str(exc).splitlines())}")
+
+
+def ensure_stored(settings: RunSettings, collection: Collection, runs_dir: Path) -> tuple[Path, Run]:
+    """The folder and run of `settings`: a stored complete, verified, matching run (nothing is
+    written), else a fresh one, stored and read back verified. A model whose user code nothing
+    pins (`registry.identity` None) is always run again."""
+    check_settings(settings, collection)
+    folder = run_folder(runs_dir, settings, collection.name)
+    key = sidecar_key(settings, collection)
+    run = load_verified(folder, key) if key["model_identity"] is not None else None
+    if run is None:
+        folder = execute(settings, collection, runs_dir)
+        run = load_verified(folder, key)
+        if run is None:
+            raise KitError(f"{folder}: the run just written does not read back verified; "
+                           "another writer may have replaced it: run again")
+    return folder, run
+
+
+def _reuse_key(settings: RunSettings, collection: Collection, runs_dir: Path) -> tuple[Path, dict | None]:
+    """(the run's folder, the sidecar key a stored run must match to be reused), the key None for a
+    model whose user code nothing pins (its runs are never reused)."""
+    check_settings(settings, collection)
+    key = sidecar_key(settings, collection)
+    return run_folder(runs_dir, settings, collection.name), key if key["model_identity"] is not None else None
+
+
+def stored_run(settings: RunSettings, collection: Collection, runs_dir: Path) -> Run | None:
+    """The stored complete, verified, matching run of `settings` (as `ensure_stored` reuses it),
+    else None; nothing is computed."""
+    folder, key = _reuse_key(settings, collection, runs_dir)
+    return None if key is None else load_verified(folder, key)
+
+
+def ensure_folder(settings: RunSettings, collection: Collection, runs_dir: Path) -> Path:
+    """The folder of `settings`' run, as `ensure_stored` gives it, for a caller that needs the
+    folder only (`evalkit run`): a stored run verified by its sidecar and sha256s is not parsed."""
+    folder, key = _reuse_key(settings, collection, runs_dir)
+    if key is not None and is_verified(folder, key):
+        return folder
+    return ensure_stored(settings, collection, runs_dir)[0]
+
+
+def ensure_run(settings: RunSettings, collection: Collection, runs_dir: Path) -> Run:
+    """The run of `settings`: a stored complete, verified, matching run, else a fresh one."""
+    return ensure_stored(settings, collection, runs_dir)[1]

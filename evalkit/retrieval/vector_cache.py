@@ -1,0 +1,177 @@
+"""The embedding store: float32 vectors in SQLite, keyed by sha256(model fingerprint + text).
+
+One file per model fingerprint under ``$EVALKIT_CACHE/embeddings``; every `put` commits,
+so a killed encoding resumes with only the missing texts.
+
+Vectors are checked on write (one dimension for the whole file, recorded in its ``meta``
+table; finite values only) and on read: a stored vector of another length or with NaN/inf
+values counts as missing, so it is encoded again and replaced, and the result is the one a
+fresh cache gives. A file SQLite cannot read (truncated, overwritten, not a database), a
+read-only file or a full disk is a one-line `KitError` naming the file and the fix: delete
+the file to rebuild it (its texts are encoded again), or point ``EVALKIT_CACHE`` elsewhere.
+
+Every stored vector carries a checksum (16 bytes of BLAKE2b over its bytes, column
+``checksum``) checked on read: a changed byte makes the vector count as damaged, so it is
+encoded again (with a note) and the result is the one a fresh cache gives. Rows written by
+an older kit have no checksum and are read as before.
+
+Several processes may share one file: SQLite lets one write at a time. A process that finds
+the file locked by another waits (a note on stderr after a few seconds) for up to
+``EVALKIT_LOCK_WAIT_S`` seconds (default 3600), then stops with one line saying which file is
+held; a lock is never reported as damage.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from evalkit.core.errors import KitError
+from evalkit.core.locks import BUSY_MS, is_locked, lock_wait_s, waiting
+
+
+def cache_error(path: Path, exc: BaseException, what: str = "embedding cache") -> KitError:
+    """One line naming the cache file, what went wrong and what the user does about it."""
+    text = str(exc) or type(exc).__name__
+    low = text.lower()
+    if "locked" in low or "busy" in low:
+        fix = (f"the {what} stayed locked by another process for {lock_wait_s():g} s; wait for that process to "
+               "finish (or stop it), or raise EVALKIT_LOCK_WAIT_S")
+    elif "readonly" in low or "read-only" in low or "permission" in low:
+        fix = f"the {what} is read-only; make it writable or set EVALKIT_CACHE to a writable folder"
+    elif "full" in low or "no space" in low:
+        fix = f"no space left for the {what}; free disk space or set EVALKIT_CACHE to another disk"
+    elif "unable to open" in low or "cannot open" in low:
+        fix = f"cannot open the {what}; check the folder exists and is writable, or set EVALKIT_CACHE"
+    else:
+        fix = f"the {what} is damaged; delete {Path(path).name} to rebuild it (its texts are encoded again)"
+    return KitError(f"{path}: {fix} (sqlite: {text})")
+
+
+def checksum(blob: bytes) -> str:
+    return hashlib.blake2b(blob, digest_size=16).hexdigest()
+
+
+class EmbeddingCache:
+    """SQLite store of float32 vectors by (fingerprint, text), checked on read and on write."""
+
+    def __init__(self, path: Path, fingerprint: str):
+        self.path = Path(path)
+        self.fingerprint = fingerprint
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise cache_error(self.path, exc) from None
+        try:
+            self.db = sqlite3.connect(self.path, timeout=BUSY_MS / 1000)
+            waiting(self.path, self._prepare)
+        except sqlite3.Error as exc:
+            raise cache_error(self.path, exc) from None
+
+    def _prepare(self) -> None:
+        with self.db:
+            self.db.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vector BLOB)")
+        try:
+            present = {row[1] for row in self.db.execute("PRAGMA table_info(vectors)")}
+            if "checksum" not in present:
+                with self.db:
+                    self.db.execute("ALTER TABLE vectors ADD COLUMN checksum TEXT")
+        except sqlite3.OperationalError as exc:
+            if is_locked(exc):
+                raise
+            # a read-only file of an older kit: read without checksums (none were written)
+        self.has_checksums = "checksum" in {row[1] for row in self.db.execute("PRAGMA table_info(vectors)")}
+        self.dim = self._stored_dim()
+
+    def _stored_dim(self) -> int | None:
+        try:
+            with self.db:
+                self.db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT)")
+            row = self.db.execute("SELECT value FROM meta WHERE name = 'dim'").fetchone()
+        except sqlite3.OperationalError as exc:  # a read-only file of an older kit: no meta table yet
+            if is_locked(exc):
+                raise
+            row = None
+        if row is not None:
+            text = str(row[0])
+            if not text.isdigit() or int(text) < 1:
+                raise KitError(f"{self.path}: the embedding cache is damaged (its recorded dimension is "
+                               f"{row[0]!r}); delete {self.path.name} to rebuild it (its texts are encoded again)")
+            return int(text)
+        row = self.db.execute("SELECT length(vector) FROM vectors LIMIT 1").fetchone()  # an older file
+        return row[0] // 4 if row and row[0] and row[0] % 4 == 0 else None
+
+    def key(self, text: str) -> str:
+        return hashlib.sha256(f"{self.fingerprint}\0{text}".encode()).hexdigest()
+
+    def get(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
+        """The stored vectors of `keys`; damaged vectors (wrong length, NaN/inf) are left out,
+        so the caller encodes them again."""
+        found, damaged = {}, 0
+        column = "checksum" if self.has_checksums else "NULL"
+        try:
+            for start in range(0, len(keys), 900):  # SQLite's bound on query parameters
+                part = list(keys[start:start + 900])
+                marks = ",".join("?" * len(part))
+                query = f"SELECT key, vector, {column} FROM vectors WHERE key IN ({marks})"
+                for key, blob, check in waiting(self.path, lambda q=query, p=part: self.db.execute(q, p).fetchall()):
+                    vector = self._decode(blob, check)
+                    if vector is None:
+                        damaged += 1
+                    else:
+                        found[key] = vector
+        except sqlite3.Error as exc:
+            raise cache_error(self.path, exc) from None
+        if damaged:
+            print(f"evalkit: note: {self.path}: {damaged} damaged vectors (wrong length, NaN/inf or a changed "
+                  "byte) are encoded again", file=sys.stderr)
+        return found
+
+    def _decode(self, blob, check: str | None = None) -> np.ndarray | None:
+        if not isinstance(blob, bytes) or not blob or len(blob) % 4:
+            return None
+        if check is not None and check != checksum(blob):
+            return None
+        vector = np.frombuffer(blob, dtype=np.float32)
+        if self.dim is not None and vector.shape[0] != self.dim:
+            return None
+        return vector if np.isfinite(vector).all() else None
+
+    def put(self, items: dict[str, np.ndarray]) -> None:
+        """Store vectors (all of the file's one dimension, all finite); nothing is stored otherwise."""
+        if not items:
+            return
+        rows = []
+        for key, value in items.items():
+            vector = np.asarray(value, dtype=np.float32)
+            if vector.ndim != 1 or vector.shape[0] == 0:
+                raise KitError(f"{self.path}: the model gave a vector of shape {vector.shape}; "
+                               "expected one non-empty vector per text")
+            if not np.isfinite(vector).all():
+                raise KitError(f"{self.path}: the model gave NaN or infinite vector values; nothing was cached "
+                               "(check the model's weights and dtype)")
+            if self.dim is None:
+                self.dim = vector.shape[0]
+            if vector.shape[0] != self.dim:
+                raise KitError(f"{self.path}: the model gave {vector.shape[0]}-dimensional vectors where the "
+                               f"cache holds {self.dim}; delete {self.path.name} to rebuild it")
+            blob = vector.tobytes()
+            rows.append((key, blob, checksum(blob)))
+
+        def write():
+            with self.db:
+                self.db.execute("INSERT OR REPLACE INTO meta VALUES ('dim', ?)", (str(self.dim),))
+                if self.has_checksums:
+                    self.db.executemany("INSERT OR REPLACE INTO vectors (key, vector, checksum) VALUES (?, ?, ?)",
+                                        rows)
+                else:  # a read-only file of an older kit (the write fails as read-only)
+                    self.db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?)", [r[:2] for r in rows])
+        try:
+            waiting(self.path, write)
+        except sqlite3.Error as exc:
+            raise cache_error(self.path, exc) from None

@@ -1,0 +1,91 @@
+"""The published CSFCube record (`config/published_csfcube.csv`) and the verify step that sets
+the kit's rows beside it.
+
+Every published CSFCube result outside the study's own tables is reported in the release's
+official measures, MAP and NDCG%20 (x100), on the judged pools, as the mean of the two
+test-fold means: the Aspire code's rows on the pools as released (the kit's ``released``
+protocol, seed 8781666 ranked and judged in its own two pools), the release's SPECTER
+rankings without the seed (the kit's ``pool`` protocol; the official measures read only the
+ranked list, so the seed's judgment does not count).
+
+One CSV row per (published row, measure): its kit model (blank where no registry row
+reproduces it), profile, protocol, the figures per facet and aggregated (blank where not
+published), its source and a note.
+
+`verify` scores each record row whose kit model has weights present (a stored run of the
+row's protocol is reused; otherwise the model runs, never downloading) and prints
+kit against published with the difference, flagging every figure more than `TOLERANCE`
+points away and saying what differs. The release's own SPECTER rankings are always scored
+too: they check the measures, whatever weights are present.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from evalkit.core.cited import read_cited_csv
+from evalkit.core.errors import KitError
+from evalkit.data.runs import ranked
+from evalkit.evaluation.evaluate import per_query, summarize
+
+RECORD = Path(__file__).resolve().parents[1] / "config" / "published_csfcube.csv"
+COLUMNS = ["row", "kit_model", "profile", "protocol", "metric", "background", "method", "result", "all",
+           "source", "note"]
+PARTS = ["background", "method", "result", "all"]
+MEASURES = {"MAP": "MAP_csfcube", "NDCG%20": "nDCG_csfcube%20"}  # published name -> kit measure
+TOLERANCE = 0.5  # points (x100)
+RELEASE_SAMPLE = "release sample (SPECTER rankings)"
+
+
+def load_record(path: Path | None = None) -> pd.DataFrame:
+    """The published record, one row per (published row, measure); figures as floats (NaN = not published)."""
+    path = Path(path) if path else RECORD
+    table = read_cited_csv(path, COLUMNS, "published record")
+    for i, row in table.iterrows():
+        where = f"{path}:{i + 2}"
+        if row["metric"] not in MEASURES:
+            raise KitError(f"{where}: metric {row['metric']!r} must be one of {', '.join(MEASURES)}")
+        if not row["source"].strip():
+            raise KitError(f"{where}: every figure needs its source")
+    for part in PARTS:
+        values = pd.to_numeric(table[part].replace("", math.nan), errors="coerce")
+        bad = values.isna() & (table[part] != "") | (values < 0) | (values > 100)
+        if bad.any():
+            raise KitError(f"{path}:{int(bad.idxmax()) + 2}: {part} must be a number between 0 and 100 or blank")
+        table[part] = values
+    return table
+
+
+def official_figures(collection, run) -> dict[str, dict[str, float]]:
+    """{published metric: {part: value x100}} of a run: the official measures, fold-aggregated."""
+    summary = summarize(collection, per_query(collection, run, list(MEASURES.values())))
+    # a subset of the queries (a smoke run) may lack a facet: its figure is blank
+    return {metric: {part: 100 * summary[kit].get(part, math.nan) for part in PARTS}
+            for metric, kit in MEASURES.items()}
+
+
+def compare(record: pd.DataFrame, row: str, figures: dict[str, dict[str, float]],
+            label: str | None = None) -> pd.DataFrame:
+    """Kit figures against one published row: published, kit, difference and flag (> `TOLERANCE`)."""
+    out = []
+    for _, published in record[record["row"] == row].iterrows():
+        for part in PARTS:
+            if math.isnan(published[part]):
+                continue
+            kit = figures[published["metric"]][part]
+            out.append({"row": label or row, "metric": published["metric"], "part": part,
+                        "published": published[part], "kit": round(kit, 2),
+                        "difference": round(kit - published[part], 2) + 0.0,
+                        "flag": "DIFFERS" if abs(kit - published[part]) > TOLERANCE else ""})
+    return pd.DataFrame(out, columns=["row", "metric", "part", "published", "kit", "difference", "flag"])
+
+
+def ranking_agreement(run, reference) -> tuple[int, int]:
+    """(queries ranked exactly as the reference, queries compared): each run ranked as the kit
+    ranks it (an official file in the order written, `csfcube.read_official`), the run's
+    ranking restricted to the documents the reference ranks."""
+    shared = sorted(set(run) & set(reference))
+    return sum([d for d in ranked(run[q]) if d in reference[q]] == ranked(reference[q]) for q in shared), len(shared)

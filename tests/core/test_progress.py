@@ -1,0 +1,131 @@
+"""Progress bars: to the original stderr under EVALKIT_PROGRESS=terminal, off, or tqdm's default."""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+
+from evalkit.core import progress
+
+
+def streams(monkeypatch) -> tuple[io.StringIO, io.StringIO]:
+    """(terminal, notebook) installed as sys.__stderr__ and sys.stderr, as a papermill kernel has them
+    (inside the test: pytest's capture sets sys.stderr again after fixtures are set up)."""
+    terminal, notebook = io.StringIO(), io.StringIO()
+    monkeypatch.setattr(sys, "__stderr__", terminal)
+    monkeypatch.setattr(sys, "stderr", notebook)
+    return terminal, notebook
+
+
+def test_terminal_mode_writes_to_the_original_stderr_only(monkeypatch):
+    terminal, notebook = streams(monkeypatch)
+    monkeypatch.setenv(progress.ENV, "terminal")
+    for _ in progress.bar(range(5), desc="encoding documents", unit="text"):
+        pass
+    progress.announce("running relevance (profile offline, protocol pool, models minilm)")
+    assert "encoding documents" in terminal.getvalue() and "5/5" in terminal.getvalue()
+    assert "running relevance" in terminal.getvalue()
+    assert notebook.getvalue() == ""
+
+
+def test_off_and_small_totals(monkeypatch):
+    terminal, notebook = streams(monkeypatch)
+    monkeypatch.setenv(progress.ENV, "off")
+    with progress.bar(total=100, desc="x") as bar:
+        bar.update(100)
+    progress.announce("nothing")
+    monkeypatch.setenv(progress.ENV, "terminal")
+    with progress.bar(total=10, desc="tiny", min_total=64) as bar:
+        bar.update(10)
+    with progress.bar(total=10, desc="disabled", disable=True) as bar:
+        bar.update(10)
+    assert terminal.getvalue() == notebook.getvalue() == ""
+
+
+def test_auto_mode_uses_current_stderr(monkeypatch):
+    terminal, notebook = streams(monkeypatch)
+    monkeypatch.delenv(progress.ENV, raising=False)
+    assert progress.mode() == "auto"
+    for _ in progress.bar([1, 2, 3], desc="scoring"):
+        pass
+    assert "scoring" in notebook.getvalue() and terminal.getvalue() == ""
+
+
+def test_start_line_names_the_study_models(monkeypatch):
+    terminal, _ = streams(monkeypatch)
+    monkeypatch.setenv(progress.ENV, "terminal")
+    progress.announce_notebook("hybrid", "offline", "pooled", "")
+    progress.announce_notebook("relevance", "offline", "pool", "bm25,minilm")
+    lines = terminal.getvalue().splitlines()
+    assert lines[0] == "running hybrid (profile offline, protocol pooled, models minilm)"
+    assert lines[1] == "running relevance (profile offline, protocol pool, models bm25,minilm)"
+
+
+def test_encoding_bar_counts_texts(monkeypatch, tmp_path):
+    import numpy as np
+
+    from evalkit.retrieval.embeddings import CachedVectors
+
+    terminal, notebook = streams(monkeypatch)
+    monkeypatch.setenv(progress.ENV, "terminal")
+    vectors = CachedVectors({"model": "fake"}, tmp_path)
+    texts = [f"text {i}" for i in range(100)]
+    vectors.stack(texts, str, lambda chunk: np.ones((len(chunk), 4), dtype=np.float32), "encoding documents")
+    assert "encoding documents" in terminal.getvalue() and "100/100" in terminal.getvalue()
+    assert notebook.getvalue() == ""
+
+
+def test_llm_comparisons_bar_has_expected_total(monkeypatch):
+    from evalkit.llm.prp import sliding_window
+    from evalkit.llm.reranker import expected_comparisons
+
+    assert expected_comparisons("prp", "sliding", 10, 1) == 9
+    assert expected_comparisons("prp", "allpairs", 10, 3) == 45
+    assert expected_comparisons("pw", "heapsort", 10, 3) == 10
+    for n, k in [(10, 3), (50, 10), (200, 20)]:
+        asked = []
+
+        def judge(pairs, asked=asked):
+            asked.extend(pairs)
+            return [0.0] * len(pairs)
+
+        sliding_window([str(i) for i in range(n)], judge, k)
+        assert len(asked) == expected_comparisons("prp", "sliding", n, k)
+
+
+def test_ipykernel_terminal_copy(monkeypatch):
+    """In an ipykernel, fd 2 is forwarded into the notebook: bars go to the kernel's copy of the terminal."""
+    import os
+
+    read, write = os.pipe()
+
+    class KernelStream(io.StringIO):
+        _original_stdstream_copy = write
+
+    notebook = KernelStream()
+    monkeypatch.setattr(sys, "stderr", notebook)
+    monkeypatch.setenv(progress.ENV, "terminal")
+    for _ in progress.bar(range(3), desc="encoding sentences", unit="text"):
+        pass
+    progress._fd_stream(write).close()  # the kit's dup of the terminal copy
+    progress._fd_stream.cache_clear()
+    os.close(write)
+    seen = b""
+    while chunk := os.read(read, 4096):
+        seen += chunk
+    os.close(read)
+    assert b"encoding sentences" in seen and b"3/3" in seen and notebook.getvalue() == ""
+
+
+def test_progress_off_silences_the_hugging_face_loading_bars():
+    import subprocess
+
+    code = ("import evalkit, transformers.utils.logging as t, huggingface_hub.utils as h; "
+            "print(t.is_progress_bar_enabled(), h.are_progress_bars_disabled())")
+    env = {k: v for k, v in os.environ.items() if k != "HF_HUB_DISABLE_PROGRESS_BARS"}
+    off = subprocess.run([sys.executable, "-c", code], env={**env, "EVALKIT_PROGRESS": "off"}, capture_output=True,
+                         text=True, check=True)
+    on = subprocess.run([sys.executable, "-c", code], env={**env, "EVALKIT_PROGRESS": "auto"}, capture_output=True,
+                        text=True, check=True)
+    assert off.stdout.split() == ["False", "True"] and on.stdout.split() == ["True", "False"]

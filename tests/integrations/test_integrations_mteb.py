@@ -1,0 +1,86 @@
+"""CSFCube as mteb tasks (`evalkit.integrations.mteb.csfcube_tasks`): ``mteb.evaluate`` runs them
+with a tiny local sentence-transformer, and mteb's nDCG@20 and p-MRR equal the kit's for the same
+model, the same protocol (pool) and a run without tied scores (so the tie rules cannot differ)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from tiny_models import build_sentence_transformer
+
+from evalkit import api
+from evalkit.core.errors import KitError
+from evalkit.data.runs import has_ties
+
+mteb = pytest.importorskip("mteb")
+from evalkit.integrations.mteb import csfcube_tasks  # noqa: E402  (needs mteb)
+
+SEED = "929877"  # annotated for background and method: one instruction pair, both ways
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_import_evalkit_loads_neither_mteb_nor_ranx():
+    code = ("import sys, evalkit, evalkit.api, evalkit.integrations; "
+            "print(sorted(m for m in ('mteb', 'ranx') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "[]"
+
+
+def test_the_tasks_hold_the_protocols_pools_and_judgments(collection):
+    pool, pairs = csfcube_tasks(collection, seeds=["8781666"])
+    pool.load_data()
+    split = pool.dataset["default"]["test"]
+    qid = "8781666_background"
+    assert "8781666" not in split["top_ranked"][qid] and "8781666" not in split["relevant_docs"][qid]
+    assert split["top_ranked"][qid] == [d.doc_id for d in collection.candidates_of(qid)]
+    query = next(q for q in split["queries"] if q["id"] == qid)
+    assert query["text"] == collection.queries[qid].text and query["instruction"] == collection.queries[qid].instruction
+    released, _ = csfcube_tasks(collection, seeds=["8781666"], protocol="released")
+    released.load_data()
+    assert released.dataset["default"]["test"]["relevant_docs"][qid]["8781666"] == 3
+    # mteb keys its result cache by task name: other settings or data, another name
+    assert pool.metadata.name.startswith("CSFCubeFacetReranking-pool-base-")
+    assert released.metadata.name.startswith("CSFCubeFacetReranking-released-base-")
+    assert csfcube_tasks(collection, seeds=["8781666"])[0].metadata.name == pool.metadata.name
+    assert csfcube_tasks(collection, seeds=["929877"])[0].metadata.name != pool.metadata.name
+    pairs.load_data()
+    assert set(pairs._split_data["changed"]) == set(collection.select(
+        [q for q in collection.queries if q.startswith("8781666_")]).pairs)
+
+
+def test_bad_arguments_are_refused_in_one_line(collection):
+    with pytest.raises(KitError, match="rerank the judged pools"):
+        csfcube_tasks(collection, protocol="full")
+    with pytest.raises(KitError, match="no seed"):
+        csfcube_tasks(collection, seeds=["1"])
+
+
+def test_mteb_evaluate_gives_the_kits_ndcg_and_p_mrr(collection, tmp_path, monkeypatch):
+    from sentence_transformers import SentenceTransformer
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "cache"))
+    # reads a whole query, instruction included (mteb appends it after the seed's abstract)
+    model = SentenceTransformer(str(build_sentence_transformer(tmp_path, max_seq_length=1024)), device="cpu")
+    results = mteb.evaluate(model, tasks=csfcube_tasks(collection, seeds=[SEED]), cache=None,
+                            show_progress_bar=False, co2_tracker=False)
+    scores = {r.task_name.split("-")[0]: r.scores["test"][0] for r in results.task_results}
+
+    kit = api.evaluate(model, "csfcube", name="tiny", revision="1", query_template="{query} {instruction}",
+                       seeds=[SEED], measures=["nDCG@20", "p-MRR"], aggregate="mean", runs_dir=tmp_path / "runs")
+    table = kit.per_query.loc["base"]
+    assert not any(has_ties(docs) for docs in _stored_run(kit).values())  # the tie rules cannot apply
+    # mteb rounds its retrieval scores to 5 decimals
+    assert scores["CSFCubeFacetReranking"]["ndcg_at_20"] == pytest.approx(table["nDCG@20"].mean(), abs=5e-6)
+    assert scores["CSFCubeFacetInstructionPairs"]["p-MRR"] == pytest.approx(table["p-MRR"].dropna().mean(),
+                                                                            abs=1e-9)
+    assert abs(table["p-MRR"].dropna().mean()) > 1e-3  # the instruction moved the ranking: a real check
+
+
+def _stored_run(result):
+    from evalkit.data.runs import read_trec
+
+    return read_trec(Path(result.runs["base"]) / "run.trec")

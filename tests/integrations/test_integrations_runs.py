@@ -1,0 +1,111 @@
+"""Runs and judgments as ranx and ir_measures objects (`evalkit.integrations`): the libraries'
+figures on them equal the kit's, per query, on the release's SPECTER sample and on a run of
+`evalkit.evaluate`; tied scores are ranked by the kit's rule, not the library's."""
+
+from __future__ import annotations
+
+import math
+
+import ir_measures
+import pytest
+import ranx
+
+from evalkit import api
+from evalkit.core.errors import KitError
+from evalkit.evaluation import measures
+from evalkit.integrations.ir_measures import to_ir_measures
+from evalkit.integrations.ranx import ranx_metric, to_ranx
+
+KIT = ["nDCG@20", "AP", "RR", "P@20", "R@20"]
+
+
+def kit_values(collection, run, names=KIT):
+    return measures.per_query(collection.judged, run, names, collection.relevance_level)
+
+
+def ranx_values(qrels, run, names, level):
+    metrics = {ranx_metric(n, level): n for n in names}
+    ranx.evaluate(qrels, run, list(metrics), save_results_in_run=True)
+    return {name: dict(run.scores[metric]) for metric, name in metrics.items()}
+
+
+def assert_equal(kit, other, names):
+    for name in names:
+        for qid, value in kit[name].items():
+            assert other[name][qid] == pytest.approx(value, abs=1e-12), (name, qid)
+
+
+def test_ranx_metric_names():
+    assert ranx_metric("nDCG@20", 2) == "ndcg@20"
+    assert ranx_metric("AP", 2) == "map-l2"
+    assert ranx_metric("P@20", 2) == "precision@20-l2"
+    with pytest.raises(KitError, match="no ranx equivalent"):
+        ranx_metric("nDCG_csfcube@20", 2)
+
+
+def test_ranx_and_ir_measures_give_the_kits_figures_on_the_specter_sample(collection, specter):
+    kit = kit_values(collection, specter)
+    qrels, run = to_ranx(specter, collection)
+    assert isinstance(qrels, ranx.Qrels) and isinstance(run, ranx.Run)
+    assert set(run.keys()) == set(specter)
+    assert_equal(kit, ranx_values(qrels, run, KIT, collection.relevance_level), KIT)
+
+    qrels_it, run_it = to_ir_measures(specter, collection)
+    assert all(isinstance(q, ir_measures.Qrel) for q in qrels_it)
+    names = [*KIT, "nDCG_csfcube@20", "MAP_csfcube"]
+    by_measure = {measures.parse_measure(n, collection.relevance_level): n for n in names}
+    found = {n: {} for n in names}
+    for metric in ir_measures.iter_calc(list(by_measure), qrels_it, run_it):
+        found[by_measure[metric.measure]][metric.query_id] = metric.value
+    assert_equal(kit_values(collection, specter, names), found, names)
+
+
+def test_the_kits_tie_rule_reaches_the_libraries(collection, specter_copy):
+    # every score of one query tied: the kit ranks by document id ascending; the libraries' own
+    # rule (trec_eval, ranx: id descending) gives other values, which keep_scores=True shows
+    qid = next(iter(specter_copy))
+    specter_copy[qid] = dict.fromkeys(specter_copy[qid], 1.0)
+    kit = kit_values(collection, specter_copy, ["nDCG@20"])["nDCG@20"][qid]
+    qrels, run = to_ranx(specter_copy, collection)
+    assert ranx_values(qrels, run, ["nDCG@20"], 2)["nDCG@20"][qid] == pytest.approx(kit, abs=1e-12)
+    qrels, raw = to_ranx(specter_copy, collection, keep_scores=True)
+    assert not math.isclose(ranx_values(qrels, raw, ["nDCG@20"], 2)["nDCG@20"][qid], kit, abs_tol=1e-6)
+    qrels_it, raw_it = to_ir_measures(specter_copy, collection, keep_scores=True)
+    raw_value = next(m.value for m in ir_measures.iter_calc([ir_measures.nDCG @ 20], qrels_it, raw_it)
+                     if m.query_id == qid)
+    assert not math.isclose(raw_value, kit, abs_tol=1e-6)
+
+
+def test_protocol_decides_the_judgments(collection, specter):
+    # seed 8781666 is judged (grade 3) in its own background pool: judged under released only
+    qid = "8781666_background"
+    pool, _ = to_ranx(specter, collection, "pool")
+    released, _ = to_ranx(specter, collection, "released")
+    assert "8781666" not in pool.qrels[qid] and released.qrels[qid]["8781666"] == 3
+
+
+def test_bad_runs_are_refused_in_one_line(collection):
+    with pytest.raises(KitError, match="unknown query"):
+        to_ranx({"nope": {"1": 1.0}}, collection)
+    with pytest.raises(KitError, match="expected"):
+        to_ir_measures([("q", "d", 1.0)], collection)
+
+
+def overlap(query, documents):
+    """Words the query text shares with each candidate."""
+    words = set(query.text.lower().split())
+    return [len(words & set(d.full_text.lower().split())) for d in documents]
+
+
+def test_an_evaluation_converts_to_ranx(tmp_path, monkeypatch):
+    monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "cache"))
+    result = api.evaluate(overlap, "csfcube", name="overlap", revision="1", seeds=["929877"],
+                          measures=["nDCG@20", "AP"], aggregate="mean", runs_dir=tmp_path / "runs")
+    qrels, run = result.to_ranx()
+    values = ranx_values(qrels, run, ["nDCG@20", "AP"], 2)
+    table = result.per_query.loc["base"]
+    for qid in table.index:
+        assert values["nDCG@20"][qid] == pytest.approx(table.loc[qid, "nDCG@20"], abs=1e-12)
+        assert values["AP"][qid] == pytest.approx(table.loc[qid, "AP"], abs=1e-12)
+    with pytest.raises(KitError, match="no run of variant"):
+        result.to_ranx("generic")

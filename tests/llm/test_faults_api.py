@@ -1,0 +1,220 @@
+"""Faults of the LLM API path, each reproduced against a loopback server: poisoned answers,
+bodies of the wrong type, broken cache files and folders, and a server that trickles."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sqlite3
+import time
+
+import pytest
+from fake_llm import CANDIDATES, FIRST, FaultServer, settings
+from loopback import Loopback, chat_completion
+
+from evalkit.core.errors import KitError
+from evalkit.data.runs import ranked
+from evalkit.llm import LLMReranker
+from evalkit.llm.cache import JudgmentCache, Key
+
+
+@pytest.fixture
+def server():
+    with FaultServer() as srv:
+        yield srv
+
+
+def rerank(config):
+    return LLMReranker(config).rerank("find the method", "seed", CANDIDATES, FIRST)
+
+
+def logprob_body(logprob) -> bytes:
+    """Answer "Passage A" whose label token has the given log-probability (any JSON value)."""
+    steps = [("Passage", -0.1, []), (" A", logprob, [(" A", logprob), (" B", -2.0)])]
+    return json.dumps(chat_completion("Passage A", steps)).encode()
+
+
+POISON = {
+    "nan": b'{"choices": [{"message": {"content": "Passage A"}, "logprobs": {"content": [{"token": " A", '
+           b'"logprob": NaN, "top_logprobs": [{"token": " A", "logprob": NaN}]}]}}]}',
+    "null": logprob_body(None),
+    "missing": json.dumps({"choices": [{"message": {"content": "Passage A"}, "logprobs": {"content": [
+        {"token": " A", "top_logprobs": [{"token": " A"}]}]}}]}).encode(),
+    "out_of_range": logprob_body(3.5),
+    "string": logprob_body("-0.2"),
+    "token_not_string": json.dumps({"choices": [{"message": {"content": "Passage A"}, "logprobs": {"content": [
+        {"token": 7, "logprob": -0.1}]}}]}).encode(),
+    "logprobs_wrong_type": json.dumps({"choices": [{"message": {"content": "Passage A"},
+                                                    "logprobs": {"content": "A"}}]}).encode(),
+    "no_label": json.dumps({"choices": [{"message": {"content": "I cannot tell."}}]}).encode(),
+}
+
+
+@pytest.mark.parametrize("fault", POISON)
+def test_a_poisoned_answer_is_never_cached_and_fails_in_one_line(server, tmp_path, fault):
+    server.faults = [POISON[fault]] * 3  # every attempt of the first prompt: 1 + max_retries
+    with pytest.raises(KitError) as failure:
+        rerank(settings(server, tmp_path))
+    assert "3 attempts" in str(failure.value) and "unparsed answer" in str(failure.value)
+    assert "\n" not in str(failure.value)
+    rows = sqlite3.connect(tmp_path / "judgments.sqlite").execute("SELECT p FROM judgments").fetchall()
+    assert rows == []  # nothing stored
+    healthy = LLMReranker(settings(server, tmp_path))  # the next run, against a healthy server, works
+    assert ranked(healthy.rerank("find the method", "seed", CANDIDATES, FIRST))[:2] == ["01", "04"]
+
+
+@pytest.mark.parametrize("fault", ["nan", "no_label"])
+def test_a_poisoned_answer_is_retried_and_counted(server, tmp_path, fault):
+    server.faults = [POISON[fault]] * 2
+    reranker = LLMReranker(settings(server, tmp_path))
+    reranker.rerank("find the method", "seed", CANDIDATES, FIRST)
+    stats = reranker.accounting()
+    assert stats["unparsed"] == 2 and stats["retries"] == 2
+    assert stats["prompts_sent"] + stats["cache_hits"] == stats["judgments"]
+
+
+def test_a_poisoned_row_of_an_older_cache_is_asked_again(server, tmp_path):
+    clean = rerank(settings(server, tmp_path / "clean"))
+    rerank(settings(server, tmp_path))
+    db = sqlite3.connect(tmp_path / "judgments.sqlite")
+    with db:
+        db.execute("UPDATE judgments SET p = NULL WHERE rowid IN (SELECT rowid FROM judgments LIMIT 3)")
+    sent = server.requests
+    reranker = LLMReranker(settings(server, tmp_path))
+    assert reranker.rerank("find the method", "seed", CANDIDATES, FIRST) == clean
+    assert server.requests - sent == 3 and reranker.accounting()["prompts_sent"] == 3
+    assert db.execute("SELECT count(*) FROM judgments WHERE p IS NULL").fetchone()[0] == 0
+
+
+@pytest.mark.parametrize("body", [
+    b'{"choices": "Passage A"}',
+    b'{"choices": [{"message": {"content": 5}}]}',
+    b'{"choices": [{"message": "Passage A"}]}',
+    b'[1, 2]',
+    b'{"choices": [{"message": {"content": "Passage A"}}], "usage": {"prompt_tokens": "many"}}',
+])
+def test_bodies_with_fields_of_the_wrong_type(server, tmp_path, body):
+    server.faults = [body] * 3
+    if b"usage" in body:  # a label in the text, tokens not a number: judged, tokens estimated
+        reranker = LLMReranker(settings(server, tmp_path))
+        reranker.rerank("find the method", "seed", CANDIDATES, FIRST)
+        assert reranker.accounting()["prompt_tokens"] > 0
+        return
+    with pytest.raises(KitError, match=r"no judgment after 3 attempts \(last: malformed body") as failure:
+        rerank(settings(server, tmp_path))
+    assert "\n" not in str(failure.value)
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated"])
+def test_a_corrupted_cache_file_names_the_file_and_the_fix(server, tmp_path, damage):
+    config = settings(server, tmp_path, k=3, depth=5)
+    rerank(config)
+    cache = JudgmentCache(tmp_path / "judgments.sqlite")
+    with cache.db:
+        cache.db.executemany("INSERT INTO judgments VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                             [(f"pad{i}", *("x" * 200,) * 9, 0.5) for i in range(2000)])
+    cache.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    cache.close()
+    path = tmp_path / "judgments.sqlite"
+    data = path.read_bytes()
+    path.write_bytes(b"not a database " * 500 if damage == "garbage" else data[:len(data) // 2])
+    with pytest.raises(KitError, match=r"judgments\.sqlite: judgment cache unusable .*delete it") as failure:
+        rerank(config)
+    assert "\n" not in str(failure.value)
+    for leftover in tmp_path.glob("judgments.sqlite*"):
+        leftover.unlink()
+    rerank(config)  # rebuilt as the message says
+
+
+def test_a_read_only_cache_fails_in_one_line(server, tmp_path):
+    config = settings(server, tmp_path)
+    reranker = LLMReranker(config)
+    path = tmp_path / "judgments.sqlite"
+    reranker.judge.cache.db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+    with pytest.raises(KitError, match=r"judgments\.sqlite: judgment cache unusable \(attempt to write a readonly "
+                                       r"database\); make the folder writable"):
+        reranker.rerank("find the method", "seed", CANDIDATES, FIRST)
+
+
+def test_a_full_disk_fails_in_one_line(server, tmp_path):
+    reranker = LLMReranker(settings(server, tmp_path, k=4, depth=5))
+    db = reranker.judge.cache.db
+    pages = db.execute("PRAGMA page_count").fetchone()[0]
+    db.execute(f"PRAGMA max_page_count = {pages}")  # no room for one more page
+    with pytest.raises(KitError, match=r"judgment cache unusable \(database or disk is full\); free disk space"):
+        reranker.rerank_many([("find the method", f"seed {'long ' * 500}{i}", CANDIDATES, FIRST) for i in range(30)])
+
+
+def test_an_unopenable_cache_folder_fails_in_one_line(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(KitError, match=r"judgment cache unusable"):
+        JudgmentCache(blocker / "judgments.sqlite")  # its folder is a file
+
+
+def test_timeout_bounds_the_whole_request_against_a_trickling_server(server, tmp_path):
+    server.faults = ["trickle"]
+    config = settings(server, tmp_path, timeout_s=0.5, max_retries=0)
+    start = time.perf_counter()
+    with pytest.raises(KitError, match=r"no judgment after 1 attempts \(last: no answer within timeout_s=0\.5 s\)"):
+        rerank(config)
+    assert time.perf_counter() - start < 1.5  # the body alone would take over 20 s
+
+
+def test_a_trickled_answer_is_retried_within_the_budget(server, tmp_path):
+    server.faults = ["trickle"]
+    reranker = LLMReranker(settings(server, tmp_path, timeout_s=0.5, max_retries=1))
+    start = time.perf_counter()
+    reranker.rerank("find the method", "seed", CANDIDATES, FIRST)
+    assert time.perf_counter() - start < 3 and reranker.accounting()["retries"] == 1
+
+
+def test_a_refused_connection_is_transient(tmp_path):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # nothing listens there once closed
+    config = {"backend": "openai", "base_url": f"http://127.0.0.1:{port}/v1", "model": "m", "max_retries": 1,
+              "backoff_s": 0.0, "cache": tmp_path / "j.sqlite"}
+    with pytest.raises(KitError, match=r"2 attempts \(last: no answer \(ConnectionRefusedError"):
+        rerank(config)
+
+
+def test_the_cache_refuses_invalid_probabilities(tmp_path):
+    cache = JudgmentCache(tmp_path / "j.sqlite")
+    key = Key("m", "r", "", "t", "s", "i", "a", "b", "x")
+    for bad in (float("nan"), None, 1.5, -0.1, "0.5", True):
+        with pytest.raises(KitError, match="refusing to cache"):
+            cache.put({key: bad})
+    assert cache.get([key]) == {}
+
+
+# --- bounded reads: a body without end, a huge Content-Length ------------------------------------------
+
+
+class Unbounded(Loopback):
+    """`endless`: a 200 answer whose body never ends; else a Content-Length of 6 GB and a short body."""
+
+    def __init__(self, endless: bool):
+        super().__init__()
+        self.endless = endless
+
+    def respond(self, payload, headers):
+        if self.endless:
+            def body():
+                while True:
+                    yield b" " * (1 << 16)
+            return 200, body()
+        return 200, [b"{}"], {"Content-Length": str(6 << 30)}
+
+
+@pytest.mark.parametrize("endless", [True, False], ids=["body-without-end", "6GB-content-length"])
+def test_an_unbounded_answer_is_one_line_not_a_memory_error(tmp_path, endless):
+    import resource
+
+    with Unbounded(endless) as srv:
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        started = time.monotonic()
+        with pytest.raises(KitError, match="bytes") as caught:
+            rerank(settings(srv, tmp_path, timeout_s=30.0, max_retries=0))
+        assert time.monotonic() - started < 20 and "\n" not in str(caught.value) and srv.url in str(caught.value)
+        assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200_000  # kB: far below 6 GB

@@ -1,0 +1,179 @@
+"""`serve: vllm`: the kit starts `vllm serve` (a stand-in executable on PATH speaking the same API
+on loopback, tests/fake_vllm.py), waits for /v1/models, reranks, and stops it on success, failure
+and interrupt; a server that never becomes ready, exits at once or dies mid-run is one line, and
+the judgments made before a death stay cached."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import sys
+from pathlib import Path
+
+import pytest
+
+from evalkit.core.errors import KitError
+from evalkit.llm import reranker as reranker_module
+from evalkit.llm.reranker import LLMReranker
+
+FAKE = Path(__file__).resolve().parents[1] / "fake_vllm.py"
+DOCS = [(f"doc{i}", f"Candidate paper {i} about topic {i % 3}.") for i in range(5)]
+FIRST = {doc: float(5 - i) for i, (doc, _) in enumerate(DOCS)}
+
+
+@pytest.fixture
+def vllm(tmp_path, monkeypatch):
+    """A `vllm` executable on PATH that runs the stand-in; returns where it writes its argv and pid."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    exe = bin_dir / "vllm"
+    exe.write_text(f"#!{sys.executable}\nimport runpy, sys\nsys.argv[0] = {str(FAKE)!r}\n"
+                   f"runpy.run_path({str(FAKE)!r}, run_name='__main__')\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("EVALKIT_PROGRESS", "off")
+    monkeypatch.setenv("FAKE_VLLM_ARGV", str(tmp_path / "argv.json"))
+    monkeypatch.setenv("FAKE_VLLM_PIDFILE", str(tmp_path / "pid"))
+    monkeypatch.setattr("evalkit.llm.vllm_server.visible_gpus", lambda: 2)
+    return tmp_path
+
+
+def settings(tmp_path, **extra) -> dict:
+    return {"backend": "openai", "serve": "vllm", "model": "fake/llm-7b", "method": "prp", "variant": "sliding",
+            "k": 1, "depth": 5, "max_retries": 1, "backoff_s": 0.01, "cache": str(tmp_path / "judgments.sqlite"),
+            **extra}
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def cached(tmp_path) -> int:
+    with sqlite3.connect(tmp_path / "judgments.sqlite") as db:
+        return db.execute("SELECT COUNT(*) FROM judgments").fetchone()[0]
+
+
+def test_started_with_vllms_flags_reranks_and_is_stopped(vllm):
+    model = LLMReranker(settings(vllm))
+    port = model.server.port
+    scores = model.rerank("Find papers with a similar method.", "A seed paper.", DOCS, FIRST)
+    assert sorted(scores) == sorted(FIRST)
+    argv = json.loads((vllm / "argv.json").read_text())
+    assert argv == ["serve", "fake/llm-7b", "--tensor-parallel-size", "2", "--enable-prefix-caching",
+                    "--host", "127.0.0.1", "--port", str(port)]
+    assert not alive(int((vllm / "pid").read_text()))  # stopped on success
+    assert cached(vllm) == 2 * 4  # sliding, one pass over 5: 4 comparisons, both orders
+    (vllm / "argv.json").unlink()
+    again = LLMReranker(settings(vllm)).rerank("Find papers with a similar method.", "A seed paper.", DOCS, FIRST)
+    assert again == scores and not (vllm / "argv.json").exists()  # every judgment cached: no server started
+
+
+def test_the_model_name_is_one_argument_never_a_shell_command(vllm):
+    name = "fake/x; touch pwned"
+    LLMReranker(settings(vllm, model=name)).rerank("Find.", "Seed.", DOCS[:2], {"doc0": 2.0, "doc1": 1.0})
+    assert json.loads((vllm / "argv.json").read_text())[1] == name
+    assert not Path("pwned").exists() and not (vllm / "pwned").exists()
+
+
+def test_a_server_that_never_answers_is_stopped_after_the_timeout(vllm, monkeypatch):
+    monkeypatch.setenv("FAKE_VLLM_MODE", "never-ready")
+    model = LLMReranker(settings(vllm, ready_timeout_s=1.5))
+    with pytest.raises(KitError, match=r"did not answer .*/v1/models within ready_timeout_s=1.5 s; stopped it"):
+        model.rerank("Find.", "Seed.", DOCS, FIRST)
+    assert not alive(int((vllm / "pid").read_text()))
+
+
+def test_a_server_that_exits_at_once_names_its_last_line(vllm, monkeypatch):
+    monkeypatch.setenv("FAKE_VLLM_MODE", "exit")
+    with pytest.raises(KitError, match=r"exited with status 3 before it answered \(fake vllm: CUDA out of memory\)"):
+        LLMReranker(settings(vllm)).rerank("Find.", "Seed.", DOCS, FIRST)
+
+
+def test_a_server_that_dies_mid_run_keeps_the_judgments_so_far(vllm, monkeypatch):
+    monkeypatch.setenv("FAKE_VLLM_MODE", "die-after:3")
+    with pytest.raises(KitError) as caught:
+        LLMReranker(settings(vllm, max_retries=5, backoff_s=0.5)).rerank("Find.", "Seed.", DOCS, FIRST)
+    message = str(caught.value)
+    assert "exited mid-run (status 1" in message and "judgments so far are cached" in message
+    assert "\n" not in message
+    kept = cached(vllm)  # the server answered 3 prompts; the last may have been in flight beside the failed one
+    assert kept in (2, 3)
+    monkeypatch.setenv("FAKE_VLLM_MODE", "ok")
+    model = LLMReranker(settings(vllm))
+    model.rerank("Find.", "Seed.", DOCS, FIRST)
+    assert model.judge.backend.usage.prompts == 8 - kept  # the rest only
+    assert cached(vllm) == 8
+
+
+def test_an_interrupt_stops_the_server(vllm, monkeypatch):
+    model = LLMReranker(settings(vllm))
+
+    def interrupted(judge, *args, **kwargs):
+        judge.backend.server.ensure_started()
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(reranker_module, "run_tasks", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        model.rerank("Find.", "Seed.", DOCS, FIRST)
+    assert not alive(int((vllm / "pid").read_text()))
+
+
+def test_serve_settings_are_checked(vllm):
+    with pytest.raises(KitError, match="base_url .* is not used; drop one of them"):
+        LLMReranker(settings(vllm, base_url="http://localhost:8000/v1"))
+    with pytest.raises(KitError, match="the kit starts vllm servers for backend openai"):
+        LLMReranker(settings(vllm, serve="tgi"))
+    with pytest.raises(KitError, match="apply to a server the kit starts; add serve: vllm"):
+        LLMReranker({**settings(vllm), "serve": None, "base_url": "http://x/v1", "tensor_parallel_size": 2})
+
+
+PARENT = """
+import sys, time
+from evalkit.llm.vllm_server import VLLMServer
+server = VLLMServer("fake/llm-7b", tensor_parallel_size=1, ready_timeout_s=60)
+server.ensure_started()
+print(server.process.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def running(pid: int) -> bool:
+    """Alive and not a zombie waiting for a reaper."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return alive(pid)
+    return state != "Z"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+@pytest.mark.parametrize("sig", ["SIGKILL", "SIGTERM", "SIGHUP"])
+def test_a_kit_started_server_dies_with_its_parent(vllm, sig):
+    """The kit's process killed outright (no cleanup runs): its server must not outlive it."""
+    import signal
+    import subprocess
+    import time
+
+    parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    server_pid = None
+    try:
+        server_pid = int(parent.stdout.readline())
+        assert running(server_pid)
+        parent.send_signal(getattr(signal, sig))
+        parent.wait(30)
+        deadline = time.monotonic() + 20
+        while running(server_pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not running(server_pid), f"the server outlived its parent killed by {sig}"
+    finally:
+        parent.kill()
+        parent.wait()
+        if server_pid is not None and running(server_pid):  # the test failed: leave no server behind
+            os.kill(server_pid, signal.SIGKILL)

@@ -1,0 +1,171 @@
+"""The explore views (evalkit.pages.explore): the seed with its facet sentences, the top k with each
+annotator's grade, the documents p-MRR scores with their per-document terms (they average to the
+kit's p-MRR), per-query values beside the collection's; static HTML headless, a picker in JupyterLab."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from evalkit.core.errors import KitError
+from evalkit.evaluation.evaluate import PMRR, per_query, summarize
+from evalkit.pages import explore
+
+SEED = "929877"  # annotated for background and method
+
+
+@pytest.fixture(scope="module")
+def explorer(data, collection):
+    # two runs without a model: one facet-blind, one whose order depends on the facet (p-MRR != 0)
+    blind = {q: {d.doc_id: float(int(d.doc_id) % 101) for d in collection.candidates_of(q)} for q in collection.queries}
+    moving = {q: {d.doc_id: float((int(d.doc_id) * (1 + len(collection.queries[q].facet))) % 997)
+                  for d in collection.candidates_of(q)} for q in collection.queries}
+    return explore.Explorer(data, collection, {"blind": blind, "moving": moving}, {"blind": "Blind"})
+
+
+def test_seed_view_highlights_sentences_by_facet(explorer, data):
+    shown = explore.seed_view(explorer, SEED)
+    assert data.papers[SEED].title.split()[0] in shown and "background, method" in shown
+    assert shown.count("<span title=") == len(data.papers[SEED].sentences)
+
+
+def test_top_k_has_titles_and_every_annotators_grade(explorer, data):
+    qid = f"{SEED}_method"
+    frame = explore.top_k(explorer, "moving", qid, k=7)
+    assert list(frame["rank"]) == list(range(1, 8)) and frame.score.is_monotonic_decreasing
+    assert set(data.queries[qid].annotators) <= set(frame.columns)
+    first = frame.iloc[0]
+    assert first.grade == data.queries[qid].grades[first.doc] and first.title == data.papers[first.doc].title
+
+
+def test_movement_lists_the_documents_p_mrr_scores_and_averages_to_it(explorer, collection):
+    for model in ("blind", "moving"):
+        table = per_query(collection, explorer.runs[model], [])
+        for qid in (f"{SEED}_background", f"{SEED}_method"):
+            moved = explore.movement(explorer, model, qid)
+            assert (moved.grade >= 2).all() and not (moved.grade_other >= 2).any()
+            assert moved["p-MRR"].mean() == pytest.approx(100 * table.loc[qid, PMRR])  # x100 on the whole page
+    assert explore.movement(explorer, "moving", f"{SEED}_background")["p-MRR"].abs().sum() > 0
+    unpaired = next(q for q in collection.queries if q not in collection.pairs)
+    assert explore.movement(explorer, "moving", unpaired).empty
+
+
+def test_query_scores_sit_beside_the_collection_values(explorer, collection):
+    scores = explore.query_scores(explorer, SEED)
+    assert list(scores.facet) == ["background", "method"] * 2 and list(scores.model[:1]) == ["Blind"]
+    summary = summarize(collection, per_query(collection, explorer.runs["moving"], ["nDCG_csfcube@20"]))
+    row = scores.iloc[2]
+    assert row["nDCG_csfcube@20 (all)"] == pytest.approx(100 * summary["nDCG_csfcube@20"]["all"])
+    assert row["p-MRR (facet)"] == pytest.approx(100 * summary[PMRR]["background"])
+    assert not math.isnan(row["p-MRR (query)"])
+
+
+def test_render_is_static_and_identical_on_rerun(explorer, monkeypatch):
+    monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
+    page = explore.render(explorer, SEED, ["moving"], k=3)
+    assert page == explore.render(explorer, SEED, ["moving"], k=3) and page.count("<table") == 1 + 2 + 2
+    assert not explore.interactive() and type(explore.explore(explorer, SEED, k=3)).__name__ == "HTML"
+
+
+def test_picker_in_jupyterlab(explorer, monkeypatch):
+    pytest.importorskip("ipywidgets")
+    monkeypatch.setenv("JPY_SESSION_NAME", "explore.ipynb")
+    assert explore.interactive()
+    box = explore.explore(explorer, SEED, ["blind"], k=3)
+    seeds, models, depth = box.children[0].children
+    first = box.children[1].value
+    seeds.value = next(s for s in explorer.seeds if s != SEED)
+    assert box.children[1].value != first and seeds.value in box.children[1].value
+    depth.value = 4
+    assert box.children[1].value.count("<table") > 1
+
+
+@pytest.mark.parametrize("seed,k,match", [("123", 5, "SEED 123 is no CSFCube seed; choose one of the 34 seeds: "),
+                                          (SEED, 0, "K 0"),
+                                          (SEED, "x", "K 'x'")])
+def test_bad_seed_or_k_is_one_line(explorer, seed, k, match):
+    with pytest.raises(KitError, match=match):
+        explore.render(explorer, seed, k=k)
+
+
+def test_an_unknown_seed_lists_every_valid_seed_in_one_line(explorer, data):
+    with pytest.raises(KitError) as raised:
+        explore.render(explorer, "123")
+    message = str(raised.value)
+    assert "\n" not in message and all(seed in message for seed in {q.seed for q in data.queries.values()})
+
+
+def test_models_sit_side_by_side_with_aligned_rows(explorer):
+    page = explore.render(explorer, SEED, ["blind", "moving"], k=4)
+    top = explore.side_by_side(explorer, ["blind", "moving"], f"{SEED}_method", 4)
+    assert top.count("<tr>") == 2 + 4 and top.count('colspan=') == 3  # one line per rank, a group per model
+    assert '<th class="m" colspan=' in top and "Blind" in top and "moving" in top
+    assert all(row.count('class="t') == 2 for row in top.split("<tr>")[3:])  # both models' titles on each line
+    moved = explore.moved_side_by_side(explorer, ["blind", "moving"], f"{SEED}_background")
+    assert moved.count("<tr>") == 2 + len(explore.movement(explorer, "blind", f"{SEED}_background"))
+    assert page.count("<table") == 1 + 2 + 2 and "p-MRR (x100; the query's p-MRR: Blind 0.00" in page
+
+
+def test_check_rejects_bad_parameters_before_loading():
+    with pytest.raises(KitError, match="unknown protocol"):
+        explore.check(PROFILE="offline", PROTOCOL="nope", SEED=SEED, MODELS="bm25")
+    with pytest.raises(KitError, match="one seed paper id"):
+        explore.check(PROFILE="offline", PROTOCOL="pool", SEED="1,2", MODELS="bm25")
+    chosen = explore.check(PROFILE="offline", PROTOCOL="pool", SEED=SEED, MODELS="bm25,minilm", K=5)
+    assert chosen.models == ("bm25", "minilm") and chosen.k == 5 and chosen.measure == "nDCG_csfcube@20"
+
+
+def test_the_explore_page_takes_your_instruction_file(tmp_path, monkeypatch):
+    """INSTRUCTIONS reaches the explore page's runs (their names and sidecars carry the file) and
+    its file name (the file's hash), as it reaches the sensitivity notebook and the API."""
+    from fixtures_datasets import readme_instructions
+
+    from evalkit.study import launch
+
+    monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "cache"))
+    path = readme_instructions(tmp_path)
+    chosen = explore.check(PROFILE="offline", PROTOCOL="pool", SEED="929877", MODELS="bm25",
+                           RUNS_DIR=str(tmp_path / "runs"), INSTRUCTIONS=str(path))
+    assert chosen.instructions == str(path) and "instructions" in chosen.describe()
+    explorer = explore.load_checked(chosen)
+    assert set(explorer.runs) == {"bm25"}
+    folders = [p.parent.name for p in (tmp_path / "runs").rglob("run.trec")]
+    assert folders and all("--instructions-" in name for name in folders)
+    given = {"SEED": "929877", "MODELS": "bm25", "K": "10", "PROFILE": "offline", "PROTOCOL": "pool"}
+    named = launch.explore_stem({**given, "INSTRUCTIONS": str(path)})
+    assert named.startswith("explore-929877-bm25-k10-instructions-") and named != launch.explore_stem(given)
+
+
+def test_one_seeds_page_reuses_stored_full_runs_and_marks_collection_values_it_lacks(
+        tmp_path, monkeypatch, collection):
+    """The static page (`every_query=False`) runs only the seed's queries of a model without a stored
+    run over every query, leaves its collection columns empty and says `make relevance`; once the
+    full run is stored it is reused, collection values included. The seed's per-query values are
+    the full run's either way."""
+    from evalkit.pipeline.runner import RunSettings, ensure_run
+
+    monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "cache"))
+    runs_dir = tmp_path / "runs"
+    cold = explore.load(["bm25"], runs_dir=runs_dir, seed=SEED, every_query=False)
+    assert cold.seed_only == ("bm25",) and set(cold.runs["bm25"]) == {f"{SEED}_background", f"{SEED}_method"}
+    assert [p.parent.name for p in runs_dir.rglob("run.trec")] == [next(runs_dir.rglob("run.trec")).parent.name]
+    assert "@subset-" in next(runs_dir.rglob("run.trec")).parent.name  # the full run was not made
+    scores = explore.query_scores(cold, SEED)
+    assert scores.filter(like="(facet)").isna().all().all() and scores.filter(like="(all)").isna().all().all()
+    assert not scores.filter(like="(query)").isna().any().any()
+    page = explore.render(cold, SEED)
+    assert "collection figures: run <code>make relevance</code> first" in page
+
+    full = ensure_run(RunSettings("bm25", collection.name), collection, runs_dir)  # what make relevance stores
+    warm = explore.load(["bm25"], runs_dir=runs_dir, seed=SEED, every_query=False)
+    assert warm.seed_only == () and warm.runs["bm25"] == full
+    summary = summarize(collection, per_query(collection, full, ["nDCG_csfcube@20"]))
+    warm_scores = explore.query_scores(warm, SEED)
+    assert list(warm_scores["nDCG_csfcube@20 (all)"]) == [100 * summary["nDCG_csfcube@20"]["all"]] * 2
+    assert list(warm_scores["p-MRR (facet)"]) == [100 * summary[PMRR][f] for f in ("background", "method")]
+    assert list(warm_scores["nDCG_csfcube@20 (query)"]) == list(scores["nDCG_csfcube@20 (query)"])
+    assert list(warm_scores["p-MRR (query)"]) == list(scores["p-MRR (query)"])
+    assert "make relevance" not in explore.render(warm, SEED)
+    with pytest.raises(KitError, match="needs the seed"):
+        explore.load(["bm25"], runs_dir=runs_dir, every_query=False)
