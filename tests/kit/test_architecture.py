@@ -52,3 +52,17 @@ def test_no_import_circles():
         TopologicalSorter(imports).prepare()
     except CycleError as exc:
         raise AssertionError(f"an import circle through {', '.join(exc.args[1][:-1])}") from None
+
+
+WHOLE_KIT = "kit"  # tests of the kit as a whole (layers, docs, notebooks, make, benchmarks, start-up)
+
+
+def test_the_tests_mirror_the_package_tree():
+    """Every test lives in tests/<part>/ named for the evalkit subpackage or top-level module it
+    tests (or tests/kit/ for the kit as a whole); the shared helpers sit in tests/ itself."""
+    parts = {p.stem if p.is_file() else p.name for p in (ROOT / "evalkit").iterdir()
+             if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").exists()}
+    folders = {p.parent.relative_to(ROOT / "tests").parts[0] for p in (ROOT / "tests").rglob("test_*.py")
+               if p.parent != ROOT / "tests"}
+    assert not sorted((ROOT / "tests").glob("test_*.py")), "a test file at the top of tests/: move it into its part"
+    assert folders - parts - {WHOLE_KIT} == set(), "a tests/ folder that names no part of evalkit"
