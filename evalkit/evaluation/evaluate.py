@@ -1,18 +1,21 @@
 """Evaluate a run on any collection: per-query values, then the collection's aggregation.
 
-`per_query` gives one row per run query: its stratum (CSFCube's facet), its test fold,
-every requested measure against the collection's judged qrels (a query's excluded document,
-CSFCube's seed, left out: `Collection.judged`) (`evalkit.evaluation.measures`, with the
-collection's relevance level) and
-p-MRR where the collection pairs instructions. `summarize` aggregates per stratum and
-overall: ranking measures by the fold mean of the test halves when the collection has
-folds (CSFCube's official aggregate), else the plain mean; p-MRR as the mean of the
-stratum means (how the paper's Agg column adds up).
+The evaluator reads each measure's declaration (`evalkit.evaluation.measures`: a `MeasureSpec`
+per family), never its name. `per_query` gives one row per run query: its stratum (CSFCube's
+facet), its test fold, every requested ranking measure against the collection's judged qrels (a
+query's excluded document, CSFCube's seed, left out: `Collection.judged`; with the collection's
+relevance level), then each declared per-query column the collection supports (p-MRR where the
+collection pairs instructions). `summarize` aggregates per stratum and overall as each column's
+declaration says: ``QUERY_MEAN`` by the fold mean of the test halves when the collection has
+folds (CSFCube's official aggregate), else the plain mean; ``STRATUM_MEAN`` (p-MRR) as the mean
+of the stratum means (how the paper's Agg column adds up); ``ONE_VALUE`` measures (robustness@k)
+are one value `summary_of` reads from their inputs.
 
 Which measures a table shows is chosen here too, for the CLI, the API and the study notebooks
 alike: `default_measures` (the table ``evalkit evaluate`` prints), `check_measures` (each name
 parsed against the collection before anything is scored), `computed_measures` (what the per-query
-table must hold for them) and `summary_of` (the summary in the requested order).
+table must hold for them), `compared_measures` (those paired tests compare) and `summary_of` (the
+summary in the requested order).
 """
 
 from __future__ import annotations
@@ -31,9 +34,9 @@ from evalkit.evaluation import aggregate, measures
 
 PMRR = measures.PMRR  # "p-MRR", declared in `evalkit.evaluation.measures.pmrr`
 SCALE = 100  # every printed table shows measures x100 (the README's metric conventions); data stays fractions
-# robustness@k's name, for callers that still match it by pattern (the CLI); this module reads declarations
-ROBUSTNESS = f"{measures.ROBUSTNESS_AT_K.family}@"
-ROBUSTNESS_K = re.compile(rf"{re.escape(ROBUSTNESS)}(\d+)")
+# robustness@k's names as a pattern, only for evalkit/cli.py's comparison, which can read
+# `compared_measures` instead (then drop this); nothing here matches measure names
+ROBUSTNESS_K = re.compile(rf"{re.escape(measures.ROBUSTNESS_AT_K.family)}@(\d+)")
 AGGREGATIONS = ("folds", "mean")
 CSFCUBE = "csfcube"  # the collection whose default table is the paper's (nDCG@k with a discount, ... p-MRR)
 DISCOUNTS = ("csfcube", "trec")  # nDCG's discount in that table: the release's (nDCG_csfcube@k) or trec_eval's
