@@ -85,6 +85,8 @@ def test_a_one_value_measure_reads_its_inputs_and_a_column_measure_its_collectio
 def test_declarations_are_checked_and_names_stay_one_measure():
     with pytest.raises(KitError, match="exactly one way"):
         MeasureSpec("Both", "Both", library=measures.BUILT_IN[0].library, value=lambda c, t, k: 0.0)
+    with pytest.raises(KitError, match="column measure takes no cut-off"):
+        replace(RANKED, cutoff=measures.OPTIONAL)
     with pytest.raises(KitError, match="no '@' or '%'"):
         MeasureSpec("Bad@1", "Bad@1", build=SUCCESS.build)
     with pytest.raises(KitError, match="declared already"):

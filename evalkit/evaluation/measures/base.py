@@ -14,7 +14,10 @@ case anywhere else. A declaration says:
     (``(cutoff, relevance_level) -> ir_measures.Measure``, e.g. an ``ir_measures.define`` custom
     measure);
   - a per-query ``column`` computed from the whole collection and run
-    (``(collection, run, options) -> pd.Series`` indexed by query; p-MRR over instruction pairs);
+    (``(collection, run, options) -> pd.Series`` indexed by query; p-MRR over instruction pairs),
+    named by its family, so it takes no cut-off; ``always``: every table of a collection it
+    supports holds it, asked for or not (p-MRR); ``options`` carries the evaluator's settings
+    (``pmrr_ties``);
   - one ``value`` for the whole table, read from other per-query measures (``inputs``:
     ``(cutoff) -> [names]``; ``value``: ``(collection, table, cutoff) -> float``; robustness@k);
 - **what the collection must have** (``requires``: a `Collection` attribute such as ``pairs``,
@@ -90,6 +93,8 @@ class MeasureSpec:
             (self.aggregate not in (QUERY_MEAN, STRATUM_MEAN, ONE_VALUE), f"aggregate {self.aggregate!r} is unknown"),
             (self.units not in (QUERY, PAIR), f"units {self.units!r} must be query or pair"),
             (self.always and self.column is None, "always applies to a column measure only"),
+            (self.column is not None and self.cutoff != FORBIDS,
+             "a column measure takes no cut-off (its per-query column is named by its family); cutoff=FORBIDS"),
         ]
         for broken, why in problems:
             if broken:
