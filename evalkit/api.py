@@ -43,10 +43,10 @@ from evalkit.evaluation.compare_table import compare_table
 from evalkit.evaluation.evaluate import (
     AGGREGATIONS,
     DISCOUNTS,
-    ROBUSTNESS,
     SCALE,
     check_measures,
     check_run,
+    compared_measures,
     computed_measures,
     default_measures,
     fold_notes,
@@ -137,8 +137,7 @@ class Evaluation:
         if len(tables) < 2:
             raise KitError("compare_table needs two runs: evaluate with reference= or pass other results")
         twins = set(self.settings.get("same_as", {})) if measures is None else set()
-        names = [m for m in (measures or self.settings["measures"])
-                 if not m.startswith("robustness@") and m not in twins]
+        names = [m for m in compared_measures(measures or self.settings["measures"]) if m not in twins]
         unknown = next((m for m in names if m not in self.settings["measures"]), None)
         if unknown is not None:
             raise KitError(f"measures= {unknown!r} was not evaluated; choose from "
@@ -336,7 +335,7 @@ def evaluate(model, dataset: str = "csfcube", *, name: str | None = None, revisi
                                                  computed_measures(names))
         if label_of == model_name:
             raise KitError(f"reference={label_of!r} is the model evaluated; name another model or run")
-        compared = [m for m in names if not m.startswith(ROBUSTNESS)]
+        compared = compared_measures(names)
         pairs = {v: {label_of: references[v], model_name: tables[v]} for v in variants}
         tests = pd.concat([compare(collection, pairs[v], compared, used).assign(variant=v) for v in variants],
                           ignore_index=True)

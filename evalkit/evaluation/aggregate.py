@@ -4,16 +4,18 @@
 - `fold_mean`: the official CSFCube aggregate: per test fold, the mean over its queries
   (NaN skipped), then the mean over the folds that have a value. Queries in no test fold
   (``None`` or absent from the mapping) take no part.
-- `summarize`: per stratum (e.g. CSFCube's facets) and over all queries. Ranking measures
-  by `fold_mean` when test folds are given, else by `plain_mean`. p-MRR: the plain mean per
-  stratum over the queries that have a value, and "all" as the mean of the stratum means
-  that exist (how the paper's Agg. column adds up); without strata, the plain mean.
+- `summarize`: per stratum (e.g. CSFCube's facets) and over all queries. Each column by
+  `fold_mean` when test folds are given, else by `plain_mean`; the columns named in
+  `strata_mean` (those whose declaration aggregates by ``STRATUM_MEAN``, p-MRR:
+  `evalkit.evaluation.evaluate.summarize` names them): the plain mean per stratum over the
+  queries that have a value, and "all" as the mean of the stratum means that exist (how the
+  paper's Agg. column adds up); without strata, the plain mean.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 
 import pandas as pd
 
@@ -43,7 +45,7 @@ def summarize(
     table: pd.DataFrame,
     strata: Mapping[str, str],
     test_fold_of: Mapping[str, str | None] | None = None,
-    pmrr_column: str = "p-MRR",
+    strata_mean: Collection[str] = (),
 ) -> dict[str, dict[str, float]]:
     """``{measure: {stratum..., "all": value}}`` over the numeric columns of a per-query table
     (index = qid); other columns are ignored.
@@ -63,7 +65,7 @@ def summarize(
         if not pd.api.types.is_numeric_dtype(table[name]) or pd.api.types.is_bool_dtype(table[name]):
             continue
         column = table[name]
-        if name == pmrr_column:
+        if name in strata_mean:
             parts = {label: plain_mean(column.loc[members[label]]) for label in labels}
             present = [v for v in parts.values() if not math.isnan(v)]
             if labels:

@@ -31,7 +31,7 @@ import pandas as pd
 from evalkit.core.errors import KitError
 from evalkit.data.collection import Collection
 from evalkit.evaluation.aggregate import ALL
-from evalkit.evaluation.evaluate import PMRR, summarize
+from evalkit.evaluation.evaluate import paired_by_units, summarize
 from evalkit.evaluation.stats import PERMUTATION_SEED, PERMUTATIONS, holm, paired_test
 
 COLUMNS = ["measure", "stratum", "run", "aggregate", "delta", "t", "p", "p_holm", "n", "note"]
@@ -58,8 +58,9 @@ def pair_units(collection: Collection) -> dict[str, str]:
 
 
 def units_of(collection: Collection, measure: str) -> dict[str, str] | None:
-    """The grouping `paired_test` uses for `measure`: p-MRR's pair units, else None (queries)."""
-    return pair_units(collection) if measure == PMRR and collection.pairs else None
+    """The grouping `paired_test` uses for `measure`: the pair units where its declaration pairs by
+    them (p-MRR's), else None (queries)."""
+    return pair_units(collection) if paired_by_units(collection, measure) else None
 
 
 def check_common(tables: Mapping[str, pd.DataFrame]) -> None:

@@ -26,7 +26,7 @@ from evalkit.core.latex import latex_escape
 from evalkit.data.collection import Collection
 from evalkit.evaluation.aggregate import ALL
 from evalkit.evaluation.compare import check_common, pair_test
-from evalkit.evaluation.evaluate import PMRR, SCALE, summarize
+from evalkit.evaluation.evaluate import SCALE, paired_by_units, summarize
 from evalkit.evaluation.stats import MIN_PAIRED, PERMUTATION_SEED, PERMUTATIONS, holm
 
 FORMATS = ("text", "markdown", "latex")
@@ -152,8 +152,8 @@ def compare_table(collection: Collection, tables: Mapping[str, pd.DataFrame], me
     for column in better.columns:
         better[column] = better[column].map(lambda m: "".join(sorted(m, key=LETTERS.index)))
     notes = [f"{count} pair(s) not tested: {why}" for why, count in sorted(blank.items())]
-    if any(m == PMRR for m in measures) and collection.pairs:
-        notes.append(f"{PMRR}: a seed's two facets are one unit of the paired test (they are not independent "
+    for m in (m for m in measures if paired_by_units(collection, m)):
+        notes.append(f"{m}: a seed's two facets are one unit of the paired test (they are not independent "
                      f"queries); a stratum needs {MIN_PAIRED} seeds for a test")
     return ComparisonTable(values, better, letters, test, alpha, permutations if test == "fisher" else None,
                            seed if test == "fisher" else None, notes)

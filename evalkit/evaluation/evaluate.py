@@ -1,18 +1,21 @@
 """Evaluate a run on any collection: per-query values, then the collection's aggregation.
 
-`per_query` gives one row per run query: its stratum (CSFCube's facet), its test fold,
-every requested measure against the collection's judged qrels (a query's excluded document,
-CSFCube's seed, left out: `Collection.judged`) (`evalkit.evaluation.measures`, with the
-collection's relevance level) and
-p-MRR where the collection pairs instructions. `summarize` aggregates per stratum and
-overall: ranking measures by the fold mean of the test halves when the collection has
-folds (CSFCube's official aggregate), else the plain mean; p-MRR as the mean of the
-stratum means (how the paper's Agg column adds up).
+The evaluator reads each measure's declaration (`evalkit.evaluation.measures`: a `MeasureSpec`
+per family), never its name. `per_query` gives one row per run query: its stratum (CSFCube's
+facet), its test fold, every requested ranking measure against the collection's judged qrels (a
+query's excluded document, CSFCube's seed, left out: `Collection.judged`; with the collection's
+relevance level), then each declared per-query column the collection supports (p-MRR where the
+collection pairs instructions). `summarize` aggregates per stratum and overall as each column's
+declaration says: ``QUERY_MEAN`` by the fold mean of the test halves when the collection has
+folds (CSFCube's official aggregate), else the plain mean; ``STRATUM_MEAN`` (p-MRR) as the mean
+of the stratum means (how the paper's Agg column adds up); ``ONE_VALUE`` measures (robustness@k)
+are one value `summary_of` reads from their inputs.
 
 Which measures a table shows is chosen here too, for the CLI, the API and the study notebooks
 alike: `default_measures` (the table ``evalkit evaluate`` prints), `check_measures` (each name
 parsed against the collection before anything is scored), `computed_measures` (what the per-query
-table must hold for them) and `summary_of` (the summary in the requested order).
+table must hold for them), `compared_measures` (those paired tests compare) and `summary_of` (the
+summary in the requested order).
 """
 
 from __future__ import annotations
@@ -29,10 +32,11 @@ from evalkit.data.collection import Collection
 from evalkit.data.runs import Run
 from evalkit.evaluation import aggregate, measures
 
-PMRR = "p-MRR"
+PMRR = measures.PMRR  # "p-MRR", declared in `evalkit.evaluation.measures.pmrr`
 SCALE = 100  # every printed table shows measures x100 (the README's metric conventions); data stays fractions
-ROBUSTNESS = "robustness@"
-ROBUSTNESS_K = re.compile(r"robustness@(\d+)")  # InstructIR's robustness@k, computed from nDCG@k
+# robustness@k's names as a pattern, only for evalkit/cli.py's comparison, which can read
+# `compared_measures` instead (then drop this); nothing here matches measure names
+ROBUSTNESS_K = re.compile(rf"{re.escape(measures.ROBUSTNESS_AT_K.family)}@(\d+)")
 AGGREGATIONS = ("folds", "mean")
 CSFCUBE = "csfcube"  # the collection whose default table is the paper's (nDCG@k with a discount, ... p-MRR)
 DISCOUNTS = ("csfcube", "trec")  # nDCG's discount in that table: the release's (nDCG_csfcube@k) or trec_eval's
@@ -65,24 +69,39 @@ def check_run(run: Run, collection: Collection, source: str = "run", within_cand
                                "rank only the given candidates or use --protocol pooled")
 
 
+def _spec(name: str) -> measures.MeasureSpec | None:
+    """The declaration of a measure name; None where it is not one (the parser then says why)."""
+    parsed = measures.find(name)
+    return parsed.spec if parsed else None
+
+
+def _requirement_met(spec: measures.MeasureSpec, collection: Collection) -> bool:
+    return spec.requires is None or bool(getattr(collection, spec.requires))
+
+
 def ranking_measures(collection: Collection, names: Sequence[str] | None = None) -> list[str]:
-    """The measures `per_query` computes with `evalkit.evaluation.measures` (p-MRR and robustness aside)."""
+    """The measures `per_query` computes with `evalkit.evaluation.measures.per_query`: the ranking
+    declarations (a per-query column such as p-MRR, or a one-value measure such as robustness@k, aside)."""
     names = list(names) if names is not None else list(collection.measures)
-    return [n for n in names if n != PMRR and not n.startswith(ROBUSTNESS)]
+    return [n for n in names if (spec := _spec(n)) is None or spec.ranking]
 
 
 def per_query(collection: Collection, run: Run, names: Sequence[str] | None = None,
               pmrr_ties: str = "kit") -> pd.DataFrame:
-    """One row per run query: stratum, fold, each measure (default: the collection's), p-MRR
-    (tied scores ordered by `pmrr_ties`: ``kit`` or ``mteb``, see `evalkit.evaluation.measures.p_mrr`)."""
+    """One row per run query: stratum, fold, each measure (default: the collection's), then each
+    declared column measure the collection supports that is asked for or always computed (p-MRR:
+    every paired collection's table, tied scores ordered by `pmrr_ties`: ``kit`` or ``mteb``, see
+    `evalkit.evaluation.measures.p_mrr`)."""
+    names = list(names) if names is not None else list(collection.measures)
     table = measures.per_query(collection.judged, run, ranking_measures(collection, names),
                                collection.relevance_level)
     table.insert(0, "stratum", [collection.strata.get(q, "all") for q in table.index])
     table.insert(1, "fold", [collection.test_fold_of(q) for q in table.index])
-    if collection.pairs:
-        covered = {a: b for a, b in collection.pairs.items() if a in run and b in run}
-        table[PMRR] = measures.p_mrr(collection.judged, run, covered, collection.relevance_level,
-                                       pmrr_ties).reindex(table.index)
+    asked = {spec.family for n in names if (spec := _spec(n)) is not None}
+    options = {"pmrr_ties": pmrr_ties}
+    for spec in measures.declarations():
+        if spec.column is not None and (spec.always or spec.family in asked) and _requirement_met(spec, collection):
+            table[spec.family] = spec.column(collection, run, options).reindex(table.index)
     return table
 
 
@@ -109,44 +128,47 @@ def default_measures(collection: Collection, discount: str | None = None, k: int
 
 
 def check_measures(names: Sequence[str], collection: Collection) -> None:
-    """Each measure name parsed against `collection` before anything is scored: p-MRR needs
-    instruction pairs, robustness@k query groups; every other name is a `evalkit.evaluation.measures` measure."""
+    """Each measure name parsed against `collection` before anything is scored: its declaration
+    (`evalkit.evaluation.measures.parse`) and what the declaration requires of the collection
+    (p-MRR instruction pairs, robustness@k query groups)."""
     for name in names:
-        if name == PMRR:
-            if not collection.pairs:
-                raise KitError(f"{PMRR} needs instruction pairs; {collection.name} has none (drop it from --measures)")
-            continue
-        robust = ROBUSTNESS_K.fullmatch(name)
-        if robust:
-            measures.check_cutoff(name, robust.group(1))
-            if not collection.groups:
-                raise KitError(f"{name} needs query groups (InstructIR); {collection.name} has none")
-            continue
-        measures.parse_measure(name, collection.relevance_level)
+        parsed = measures.parse(name)
+        spec = parsed.spec
+        if not _requirement_met(spec, collection):
+            raise KitError(f"{name} needs {spec.requires_help or spec.requires}; {collection.name} has none (drop it "
+                           "from --measures)")
+        if spec.ranking:
+            measures.parse_measure(name, collection.relevance_level)
 
 
 def computed_measures(names: Sequence[str]) -> list[str]:
-    """Measures for the per-query table: robustness@k needs nDCG@k per instance."""
-    out = [n for n in names if not ROBUSTNESS_K.fullmatch(n)]
+    """Measures for the per-query table: every name with a per-query value, then the inputs of the
+    one-value measures (robustness@k: nDCG@k per instance) not already there."""
+    out = compared_measures(names)
     for name in names:
-        robust = ROBUSTNESS_K.fullmatch(name)
-        if robust and f"nDCG@{robust.group(1)}" not in out:
-            out.append(f"nDCG@{robust.group(1)}")
+        parsed = measures.find(name)
+        if parsed is not None and parsed.spec.inputs is not None:
+            out += [n for n in parsed.spec.inputs(parsed.cutoff) if n not in out]
     return out
+
+
+def compared_measures(names: Sequence[str]) -> list[str]:
+    """The names with per-query values, which paired tests compare: all but the one-value measures."""
+    return [n for n in names if (spec := _spec(n)) is None or spec.aggregate != measures.ONE_VALUE]
 
 
 def summary_of(collection: Collection, table: pd.DataFrame, names: Sequence[str], aggregate_by: str,
                settings: dict) -> dict:
-    """{measure: {stratum..., "all": value}} in the requested order (strata in collection order),
-    plus "queries" (counted queries per stratum: the test-fold queries under the fold aggregate)
-    and "settings"."""
+    """{measure: {stratum..., "all": value}} in the requested order (strata in collection order;
+    a one-value measure: {"all": value}), plus "queries" (counted queries per stratum: the
+    test-fold queries under the fold aggregate) and "settings"."""
     computed = summarize(collection, table, aggregate_by)
     order = list(dict.fromkeys(collection.strata.values()))
     summary: dict = {}
     for name in names:
-        robust = ROBUSTNESS_K.fullmatch(name)
-        if robust:
-            summary[name] = {"all": robustness_of(collection, table, f"nDCG@{robust.group(1)}")}
+        parsed = measures.find(name)
+        if parsed is not None and parsed.spec.aggregate == measures.ONE_VALUE:
+            summary[name] = {"all": parsed.spec.value(collection, table, parsed.cutoff)}
             continue
         parts = computed.get(name, {})
         summary[name] = {label: parts.get(label, math.nan) for label in [*order, *parts]}
@@ -160,17 +182,27 @@ def summary_of(collection: Collection, table: pd.DataFrame, names: Sequence[str]
 
 
 def summarize(collection: Collection, table: pd.DataFrame, aggregate_by: str = "folds") -> dict[str, dict[str, float]]:
-    """{measure: {stratum..., "all": value}} as fractions (see the module docstring)."""
+    """{measure: {stratum..., "all": value}} as fractions, each column as its declaration
+    aggregates (see the module docstring; a column no declaration names: as a ranking measure)."""
     if aggregate_by not in AGGREGATIONS:
         raise KitError(f"unknown aggregation {aggregate_by!r}; choose one of {', '.join(AGGREGATIONS)}")
     folds = dict(zip(table.index, table["fold"])) if aggregate_by == "folds" and collection.folds else None
     strata = {q: collection.strata[q] for q in table.index if q in collection.strata}
-    return aggregate.summarize(table, strata, folds, pmrr_column=PMRR)
+    by_strata = [c for c in table.columns if isinstance(c, str) and (spec := _spec(c)) is not None
+                 and spec.aggregate == measures.STRATUM_MEAN]
+    return aggregate.summarize(table, strata, folds, strata_mean=by_strata)
 
 
 def robustness_of(collection: Collection, table: pd.DataFrame, measure: str) -> float:
     """InstructIR's robustness: the mean over query groups of the minimum per-instance `measure`."""
     return measures.robustness(table[measure].to_dict(), collection.groups)
+
+
+def paired_by_units(collection: Collection, measure: str) -> bool:
+    """Whether paired tests pair `measure` by the collection's pair units (its declaration's
+    ``units`` is ``PAIR`` and the collection has pairs), not by query."""
+    spec = _spec(measure)
+    return spec is not None and spec.units == measures.PAIR and bool(collection.pairs)
 
 
 def fold_notes(collection: Collection, table: pd.DataFrame, aggregate_by: str = "folds") -> list[str]:

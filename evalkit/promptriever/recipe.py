@@ -34,7 +34,7 @@ import pandas as pd
 from evalkit.core.errors import KitError
 from evalkit.data.collection import Collection
 from evalkit.datasets import SCHEMES, load_dataset
-from evalkit.evaluation.evaluate import PMRR, ROBUSTNESS, per_query, ranking_measures, robustness_of, summarize
+from evalkit.evaluation.evaluate import computed_measures, per_query, ranking_measures, summary_of
 from evalkit.models import registry
 from evalkit.pipeline.runner import RunSettings, check_settings, ensure_run
 from evalkit.promptriever.prompts import TIEBREAK, check_prompts, load_prompts, select_prompt
@@ -104,12 +104,9 @@ def plan_runs(profile: str, models: Sequence[str], datasets: Sequence[Dataset]) 
 
 
 def measure_names(collection: Collection) -> list[str]:
-    """The per-query measures a row needs: the collection's, and nDCG@k for robustness@k."""
-    names = ranking_measures(collection)
-    for name in collection.measures:
-        if name.startswith(ROBUSTNESS) and f"nDCG@{name.removeprefix(ROBUSTNESS)}" not in names:
-            names.append(f"nDCG@{name.removeprefix(ROBUSTNESS)}")
-    return names
+    """The per-query measures a row needs: the collection's ranking measures, then what its other
+    measures read (nDCG@k for robustness@k; p-MRR's column comes with every paired collection's table)."""
+    return ranking_measures(collection, computed_measures(collection.measures))
 
 
 def reported_stratum(collection: Collection) -> str:
@@ -118,11 +115,9 @@ def reported_stratum(collection: Collection) -> str:
 
 
 def _value(collection: Collection, table: pd.DataFrame, name: str) -> float:
-    if name == PMRR:
-        return summarize(collection, table)[PMRR]["all"]
-    if name.startswith(ROBUSTNESS):
-        return robustness_of(collection, table, f"nDCG@{name.removeprefix(ROBUSTNESS)}")
-    return summarize(collection, table)[name][reported_stratum(collection)]
+    """A ranking measure on the reported stratum; the others (p-MRR, robustness@k) over all queries."""
+    stratum = reported_stratum(collection) if ranking_measures(collection, [name]) else "all"
+    return summary_of(collection, table, [name], "folds", {})[name][stratum]
 
 
 def recipe_row(settings: RunSettings, dataset: Dataset, runs_dir: Path, prompts: Sequence[str]) -> dict:

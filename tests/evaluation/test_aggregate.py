@@ -55,11 +55,11 @@ def test_fold_mean_skips_nan_values_empty_folds_and_queries_in_no_test_fold():
 
 def test_summarize_folds_and_mean():
     t, strata, folds = _tiny_table()
-    by_folds = aggregate.summarize(t, strata, folds)
+    by_folds = aggregate.summarize(t, strata, folds, ["p-MRR"])
     # background: ((0.2 + 0.4)/2 + 0.9)/2 = 0.6; method: (1.0 + (0.0 + 0.5)/2)/2 = 0.625
     # result: (0.6 + (0.6 + 0.3)/2)/2 = 0.525; all: 0.505 (above)
     assert by_folds["nDCG@20"] == pytest.approx({"background": 0.6, "method": 0.625, "result": 0.525, "all": 0.505})
-    plain = aggregate.summarize(t, strata, None)
+    plain = aggregate.summarize(t, strata, None, ["p-MRR"])
     # background 1.5/3, method 1.5/3, result 1.5/3, all 4.5/9
     assert plain["nDCG@20"] == pytest.approx({"background": 0.5, "method": 0.5, "result": 0.5, "all": 0.5})
     # p-MRR, same either way: background (0.5 - 0.1)/2 = 0.2, method 0.3, result (-0.4 + 0.1)/2 = -0.15;
@@ -73,7 +73,7 @@ def test_summarize_folds_and_mean():
 def test_summarize_p_mrr_all_skips_strata_without_pairs():
     t, strata, folds = _tiny_table()
     t.loc[[q for q in t.index if strata[q] == "result"], "p-MRR"] = math.nan
-    pmrr = aggregate.summarize(t, strata, folds)["p-MRR"]
+    pmrr = aggregate.summarize(t, strata, folds, ["p-MRR"])["p-MRR"]
     assert math.isnan(pmrr["result"])
     assert pmrr["all"] == pytest.approx((0.2 + 0.3) / 2)
 
@@ -82,9 +82,9 @@ def test_summarize_pmrr_column_name_and_no_strata():
     t, _, folds = _tiny_table()
     t = t.rename(columns={"p-MRR": "p-mrr"})
     # without strata: only "all"; p-MRR then is the plain mean over the queries with a value
-    summary = aggregate.summarize(t, {}, folds, pmrr_column="p-mrr")
+    summary = aggregate.summarize(t, {}, folds, strata_mean=["p-mrr"])
     assert summary == {"nDCG@20": {"all": pytest.approx(0.505)}, "p-mrr": {"all": pytest.approx(0.4 / 5)}}
-    # under the default column name it would count as a ranking measure, by fold mean:
+    # not named in strata_mean it counts as a ranking measure, by fold mean:
     # fold1 (0.5 + 0.3 - 0.4)/3, fold2 (-0.1 + 0.1)/2 -> (0.4/3 + 0)/2
     assert aggregate.summarize(t, {}, folds)["p-mrr"]["all"] == pytest.approx(0.2 / 3)
 
@@ -95,7 +95,7 @@ def test_summarize_strata_without_queries_extra_queries_and_text_columns():
     extra = pd.DataFrame({"nDCG@20": [1.0], "p-MRR": [math.nan], "facet": ["none"]}, index=["q10"])
     t = pd.concat([t, extra])
     strata = dict(strata, q11="other")  # a stratum none of the table's queries belongs to
-    summary = aggregate.summarize(t, strata, None)
+    summary = aggregate.summarize(t, strata, None, ["p-MRR"])
     assert set(summary) == {"nDCG@20", "p-MRR"}
     assert math.isnan(summary["nDCG@20"]["other"]) and math.isnan(summary["p-MRR"]["other"])
     assert summary["nDCG@20"]["background"] == pytest.approx(0.5)

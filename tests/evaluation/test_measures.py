@@ -537,7 +537,7 @@ def specter_run(cube):
 
 def _summary(collection, table, folds=True):
     test_fold_of = {q: collection.test_fold_of(q) for q in table.index} if folds else None
-    return aggregate.summarize(table, collection.strata, test_fold_of)
+    return aggregate.summarize(table, collection.strata, test_fold_of, [measures.PMRR])
 
 
 def _rounded(parts):
