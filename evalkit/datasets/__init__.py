@@ -42,8 +42,11 @@ def schemes() -> tuple[Scheme, ...]:
     return tuple(_REGISTRY.values())
 
 
-for _scheme in (csfcube.SCHEME, beir.SCHEME, followir.SCHEME, instructir.SCHEME, irds.SCHEME):
+# The kit's own schemes, in the order the help lists them: the one registration list.
+KIT_SCHEMES = (csfcube.SCHEME, beir.SCHEME, followir.SCHEME, instructir.SCHEME, irds.SCHEME)
+for _scheme in KIT_SCHEMES:
     register(_scheme)
+del _scheme
 
 
 def dataset_help() -> str:
@@ -97,4 +100,5 @@ def load_dataset(spec: str) -> Collection:
     return scheme.load(_folder(spec, rest, scheme))
 
 
-__all__ = ["DATASET_HELP", "SCHEMES", "Scheme", "dataset_help", "load_dataset", "register", "schemes", "usage"]
+__all__ = ["DATASET_HELP", "KIT_SCHEMES", "SCHEMES", "Scheme", "dataset_help", "load_dataset", "register", "schemes",
+           "usage"]

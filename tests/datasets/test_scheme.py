@@ -4,6 +4,7 @@ the kit's own five are read from the same registry."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -151,3 +152,16 @@ def test_csfcube_loads_no_optional_library():
     assert done.returncode == 0, done.stderr
     modules = set(json.loads(done.stdout.strip().splitlines()[-1]))
     assert "evalkit" in modules and modules & {"ir_datasets", "huggingface_hub", "torch", "datasets"} == set()
+
+
+def test_every_adapter_that_declares_a_scheme_is_registered():
+    """A module of evalkit/datasets declaring a SCHEME that the registration list left out would be a
+    scheme no spec reaches: each declared one is in KIT_SCHEMES, registered under its name."""
+    declared = {}
+    for path in sorted((ROOT / "evalkit" / "datasets").glob("*.py")):
+        module = importlib.import_module(f"evalkit.datasets.{path.stem}")
+        if isinstance(getattr(module, "SCHEME", None), Scheme):
+            declared[path.stem] = module.SCHEME
+    assert set(declared) == {"csfcube", "beir", "followir", "instructir", "irds"}
+    assert set(declared.values()) == set(datasets.KIT_SCHEMES)
+    assert all(datasets._REGISTRY[s.name] is s for s in declared.values())
