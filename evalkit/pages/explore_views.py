@@ -26,6 +26,7 @@ import pandas as pd
 from evalkit.core.errors import KitError
 from evalkit.data.collection import Collection
 from evalkit.data.runs import Run, ranks
+from evalkit.datasets import csfcube
 from evalkit.datasets.csfcube import FACETS, CSFCube
 from evalkit.evaluation.evaluate import PMRR, per_query, summarize
 from evalkit.evaluation.measures import changed_documents, pair_score
@@ -97,8 +98,7 @@ def load(models, profile: str = "offline", protocol: str = "pool", runs_dir: Pat
     uses), minutes less on a cold cache, and is listed in `Explorer.seed_only`: its per-query
     values are the full run's (each query is ranked on its own), its collection values are not
     computed and the page says so."""
-    # lazy (start-up cost): the runner, registry and study load only when a page is built
-    from evalkit.datasets import csfcube
+    # lazy (start-up cost): the runner and registry load only when a page is built
     from evalkit.models import registry
     from evalkit.pipeline.runner import RunSettings, ensure_run, stored_run
 
