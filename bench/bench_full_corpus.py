@@ -4,7 +4,7 @@ Builds a synthetic corpus of ``--papers`` (default 800,000) papers in the format
 ``abstracts-preds.zip`` (one .jsonl in a zip; paper_id, title, abstract as a list of
 sentences, pred_labels), then runs the kit's first stage of the full protocol as it is
 today (`evalkit.pipeline.runner.candidates_for` with ``protocol="full"``: stream, encode through the
-embedding cache into the on-disk vector index of `evalkit.retrieval.corpus`, its exact blocked search,
+embedding cache into the on-disk vector index of `evalkit.retrieval.vector_index`, its exact blocked search,
 second pass for the texts) for CSFCube's 50 queries with a
 tiny encoder (tests/tiny_models.py: a 2-layer, 32-dim BERT), each run in a child process:
 

@@ -16,7 +16,7 @@ One JSON line per check (and, with --out, the list as one JSON file):
 3. ``faiss``: exact inner-product search of ``--vectors`` random 768-dim vectors for 50
    queries (top 200) on the GPU (faiss's GPU build), against the CPU index: time and whether
    the ids agree; "skipped" with faiss-cpu;
-4. ``search``: the kit's whole-corpus search (`evalkit.retrieval.corpus.VectorIndex`) of the same
+4. ``search``: the kit's whole-corpus search (`evalkit.retrieval.vector_index.VectorIndex`) of the same
    ``--vectors`` for 50 queries (top 200) with its block stage in torch on ``--device``
    (`torch_hits`, full float32) against the numpy stage on the CPU: time of each and whether
    every ranking and score is identical (it must be: the shortlist is rescored on the CPU).
@@ -207,8 +207,9 @@ def search_check(device: str, vectors: int, out: list) -> None:
     import numpy as np
 
     from evalkit.data.collection import Document
-    from evalkit.retrieval import corpus as retrieval
-    from evalkit.retrieval.corpus import Corpus, VectorIndex
+    from evalkit.retrieval import exact_search, vector_index
+    from evalkit.retrieval.corpus import Corpus
+    from evalkit.retrieval.vector_index import VectorIndex
 
     rng = np.random.default_rng(1)
     base = rng.standard_normal((vectors, 768), dtype=np.float32)
@@ -218,19 +219,19 @@ def search_check(device: str, vectors: int, out: list) -> None:
     index = VectorIndex.open(corpus, lambda docs: base[[int(d.doc_id[1:]) for d in docs]], {"check": "search"})
     similarity = lambda q, rows: np.einsum("ij,j->i", rows, q)  # noqa: E731  (BiEncoder.similarity)
     nothing = [None] * len(queries)
-    original = retrieval.block_hits
+    original = vector_index.block_hits  # looked up there by the search
     stages = {"numpy": lambda _device, *args: original("cpu", *args),  # each stage's block stage, whatever is visible
-              device: lambda _device, *args: retrieval.torch_hits(device, *args)}
+              device: lambda _device, *args: exact_search.torch_hits(device, *args)}
     times, found = {}, {}
     for stage, hits in stages.items():
-        retrieval.block_hits = hits
+        vector_index.block_hits = hits
         try:
             index.search(queries[:2], 200, nothing[:2], "cosine", similarity)  # warm-up (CUDA context)
             start = time.perf_counter()
             found[stage] = index.search(queries, 200, nothing, "cosine", similarity)
             times[stage] = time.perf_counter() - start
         finally:
-            retrieval.block_hits = original
+            vector_index.block_hits = original
     line({"check": "search", "device": device, "vectors": vectors, "queries": len(queries), "k": 200,
           "numpy_cpu_search_s": round(times["numpy"], 3), "torch_stage_search_s": round(times[device], 3),
           "identical": found["numpy"] == found[device]}, out)

@@ -96,7 +96,8 @@ def dense(docs: int, nq: int, dim: int, k: int, repeat: int, old_path: bool) -> 
     import faiss
 
     from evalkit.data.collection import Document, Query
-    from evalkit.retrieval.corpus import BATCH, Corpus
+    from evalkit.retrieval.corpus import Corpus
+    from evalkit.retrieval.vector_index import BATCH
 
     seed = 7
     rng = np.random.default_rng(seed)

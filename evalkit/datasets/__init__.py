@@ -1,82 +1,104 @@
 """Dataset adapters: each reads one collection's own format and returns a `Collection`.
 
 `load_dataset(spec)` is the one entry point (the CLI's ``--dataset``); a spec names the
-adapter by scheme (`DATASET_HELP`). Adapters import lazily, so a CSFCube run never imports
+adapter by scheme. Each adapter module declares its scheme (``SCHEME``, a `Scheme`:
+`evalkit.datasets.scheme`); this package registers the kit's own in the order the help lists
+them, and everything here reads that one registry: `load_dataset`, the help (``DATASET_HELP``),
+the scheme names (``SCHEMES``) and the usage line of the errors. A collection of a user's
+registers itself with `register` (then ``load_dataset("toy:FOLDER")`` reads it and the help
+lists it). Declaring a scheme imports nothing heavy: an adapter imports its optional library
+(``ir_datasets``, ``huggingface_hub``) inside its loader, so a CSFCube run never imports
 ``ir_datasets`` and a missing optional package is reported only by the scheme that needs it.
 A mistyped folder is reported as not found, never as a missing package.
 """
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 
 from evalkit.core.errors import KitError
 from evalkit.data.collection import Collection
+from evalkit.datasets import beir, csfcube, followir, instructir, irds
+from evalkit.datasets.scheme import FOLDER, NOTHING, Scheme
 
-DATASET_HELP = """\
-datasets (--dataset SPEC):
-  csfcube                  CSFCube (Mysore et al., 2021), fetched and verified by the kit
-  beir:FOLDER              a BEIR folder: corpus.jsonl, queries.jsonl, qrels/test.tsv
-                           (qrels/dev.tsv, or else 10 seeded qrels/train.tsv queries, as the dev fold)
-  followir:FOLDER_OR_NAME  a FollowIR folder (robust04, news21 or core17 in its name), or one
-                           of robust04, news21, core17 fetched from the Hugging Face hub
-  instructir:FOLDER        the InstructIR folder (BEIR layout, queries '<instruction> [SEP] <query>')
-  irds:ID                  an ir_datasets id (beir/scifact/test...) or msmarco-dev, dl19, dl20
-                           (needs pip install 'evalkit[recipe]')"""
-
-SCHEMES = ("csfcube", "beir", "followir", "instructir", "irds")
-_USAGE = "use csfcube, beir:FOLDER, followir:FOLDER_OR_NAME, instructir:FOLDER or irds:ID"
-_FOLDERS = {
-    "beir": "give a BEIR folder holding corpus.jsonl, queries.jsonl and qrels/test.tsv",
-    "followir": "give a FollowIR folder or one of robust04, news21, core17",
-    "instructir": "give the InstructIR folder holding corpus.jsonl, queries.jsonl and qrels/test.tsv",
-}
+_REGISTRY: dict[str, Scheme] = {}
 
 
-def _folder(spec: str, path: str, scheme: str) -> Path:
+def register(scheme: Scheme) -> Scheme:
+    """Make `scheme` a ``--dataset`` scheme (listed last in the help); returns it, so a module can
+    write ``SCHEME = register(Scheme(...))``. Registering the same scheme again is a no-op; another
+    scheme under a registered name is an error (a collection never replaces another silently)."""
+    if not isinstance(scheme, Scheme):
+        raise TypeError(f"register takes a Scheme, not {type(scheme).__name__}")
+    known = _REGISTRY.get(scheme.name)
+    if known is not None and known != scheme:
+        raise KitError(f"dataset scheme {scheme.name!r} is registered already; give yours another name")
+    _REGISTRY[scheme.name] = scheme
+    return scheme
+
+
+def schemes() -> tuple[Scheme, ...]:
+    """The registered schemes, in help order (the kit's own first)."""
+    return tuple(_REGISTRY.values())
+
+
+# The kit's own schemes, in the order the help lists them: the one registration list.
+KIT_SCHEMES = (csfcube.SCHEME, beir.SCHEME, followir.SCHEME, instructir.SCHEME, irds.SCHEME)
+for _scheme in KIT_SCHEMES:
+    register(_scheme)
+del _scheme
+
+
+def dataset_help() -> str:
+    """The help's datasets section: every registered scheme, its spec and what it reads."""
+    return "\n".join(["datasets (--dataset SPEC):", *(line for s in schemes() for line in s.help_lines())])
+
+
+def usage() -> str:
+    """The errors' usage line: ``use csfcube, beir:FOLDER, ... or irds:ID``."""
+    specs = [s.spec for s in schemes()]
+    return "use " + (f"{', '.join(specs[:-1])} or {specs[-1]}" if len(specs) > 1 else specs[0])
+
+
+def __getattr__(name: str):
+    """``DATASET_HELP`` and ``SCHEMES``, read from the registry when asked for (a scheme registered
+    later is in them)."""
+    if name == "DATASET_HELP":
+        return dataset_help()
+    if name == "SCHEMES":
+        return tuple(_REGISTRY)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _folder(spec: str, path: str, scheme: Scheme) -> Path:
     folder = Path(path).expanduser()
     if not folder.exists():
-        raise KitError(f"`{spec}`: folder not found; {_FOLDERS[scheme]}")
+        raise KitError(f"`{spec}`: folder not found; {scheme.hint}")
     if not folder.is_dir():
-        raise KitError(f"`{spec}`: not a folder; {_FOLDERS[scheme]}")
+        raise KitError(f"`{spec}`: not a folder; {scheme.hint}")
     return folder
 
 
 def load_dataset(spec: str) -> Collection:
-    """The collection a spec names (`DATASET_HELP`), checked (`Collection.check`)."""
-    scheme, colon, rest = spec.strip().partition(":")
-    if not colon and scheme == "csfcube":
-        return importlib.import_module("evalkit.datasets.csfcube").load_collection()
+    """The collection a spec names (``DATASET_HELP``), checked (`Collection.check`)."""
+    name, colon, rest = spec.strip().partition(":")
+    scheme = _REGISTRY.get(name)
+    if not colon and scheme is not None and scheme.takes == NOTHING:
+        return scheme.load()
     if not colon:
-        raise KitError(f"`{spec}`: no dataset scheme; {_USAGE} (e.g. beir:{spec})")
-    if scheme == "csfcube":
-        raise KitError(f"`{spec}`: csfcube takes no folder (the kit fetches and verifies it); write csfcube")
-    if scheme not in SCHEMES:
-        raise KitError(f"`{spec}`: unknown dataset scheme {scheme!r}; {_USAGE}")
+        raise KitError(f"`{spec}`: no dataset scheme; {usage()} (e.g. beir:{spec})")
+    if scheme is not None and scheme.takes == NOTHING:
+        raise KitError(f"`{spec}`: {name} takes no folder ({scheme.hint}); write {name}")
+    if scheme is None:
+        raise KitError(f"`{spec}`: unknown dataset scheme {name!r}; {usage()}")
     if not rest:
-        raise KitError(f"`{spec}`: nothing after '{scheme}:'; {_USAGE}")
-    if scheme == "irds":
-        # lazy (start-up cost): an adapter loads only when its scheme is asked for
-        from evalkit.datasets.irds import load_irds
-
-        return load_irds(rest)
-    if scheme == "beir":
-        # lazy (start-up cost): an adapter loads only when its scheme is asked for
-        from evalkit.datasets.beir import load_beir
-
-        return load_beir(_folder(spec, rest, scheme))
-    if scheme == "instructir":
-        # lazy (start-up cost): an adapter loads only when its scheme is asked for
-        from evalkit.datasets.instructir import load_instructir
-
-        return load_instructir(_folder(spec, rest, scheme))
-    # lazy (start-up cost): an adapter loads only when its scheme is asked for
-    from evalkit.datasets.followir import HUB, fetch_followir, load_followir
-
-    if rest.lower() in HUB and not Path(rest).expanduser().is_dir():
-        return load_followir(fetch_followir(rest.lower()), name=rest.lower())
-    return load_followir(_folder(spec, rest, scheme))
+        raise KitError(f"`{spec}`: nothing after '{name}:'; {usage()}")
+    if scheme.takes != FOLDER:
+        return scheme.load(rest)
+    if rest.lower() in scheme.names and not Path(rest).expanduser().is_dir():
+        return scheme.load_name(rest.lower())
+    return scheme.load(_folder(spec, rest, scheme))
 
 
-__all__ = ["DATASET_HELP", "SCHEMES", "load_dataset"]
+__all__ = ["DATASET_HELP", "KIT_SCHEMES", "SCHEMES", "Scheme", "dataset_help", "load_dataset", "register", "schemes",
+           "usage"]

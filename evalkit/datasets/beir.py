@@ -32,6 +32,7 @@ from evalkit.core.errors import KitError
 from evalkit.core.hashing import files_sha256
 from evalkit.data.collection import Collection, Fold, Qrels, Query
 from evalkit.datasets.io import judged_queries, read_corpus, read_qrels, read_queries, text_of
+from evalkit.datasets.scheme import FOLDER, Scheme
 
 DEV_SAMPLE = 10  # prompt-selection queries drawn from the dev split, else from train
 DEV_SAMPLE_SEED = 0
@@ -91,3 +92,11 @@ def load_beir(folder: Path) -> Collection:
     )
     collection.check()
     return collection
+
+
+SCHEME = Scheme(
+    "beir", FOLDER, load_beir, argument="FOLDER",
+    help="a BEIR folder: corpus.jsonl, queries.jsonl, qrels/test.tsv\n"
+         "(qrels/dev.tsv, or else 10 seeded qrels/train.tsv queries, as the dev fold)",
+    hint="give a BEIR folder holding corpus.jsonl, queries.jsonl and qrels/test.tsv",
+)

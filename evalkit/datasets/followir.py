@@ -43,6 +43,7 @@ from evalkit.datasets.io import (
     text_of,
     with_instruction,
 )
+from evalkit.datasets.scheme import FOLDER, Scheme
 
 QUERY_FIELDS = ("_id", "text", "instruction_og", "instruction_changed")
 HUB = {"robust04": "jhu-clsp/robust04-instructions", "news21": "jhu-clsp/news21-instructions",
@@ -126,3 +127,17 @@ def fetch_followir(name: str) -> Path:
     except Exception as exc:  # offline, gated or missing: the user passes a local folder instead
         raise KitError(f"cannot fetch {HUB[name]} from the Hugging Face hub ({type(exc).__name__}); "
                        "download it and pass its folder") from None
+
+
+def load_named(name: str) -> Collection:
+    """One of the `HUB` collections by name, fetched from the hub (`fetch_followir`)."""
+    return load_followir(fetch_followir(name), name=name)
+
+
+SCHEME = Scheme(
+    "followir", FOLDER, load_followir, argument="FOLDER_OR_NAME",
+    help="a FollowIR folder (robust04, news21 or core17 in its name), or one\n"
+         "of robust04, news21, core17 fetched from the Hugging Face hub",
+    hint=f"give a FollowIR folder or one of {', '.join(HUB)}",
+    names=tuple(HUB), load_name=load_named,
+)

@@ -24,6 +24,7 @@ from evalkit.core.errors import KitError
 from evalkit.core.hashing import files_sha256
 from evalkit.data.collection import Collection, Query
 from evalkit.datasets.io import judged_queries, read_corpus, read_qrels, read_queries, text_of, with_instruction
+from evalkit.datasets.scheme import FOLDER, Scheme
 
 SEP = "[SEP]"
 
@@ -62,3 +63,10 @@ def load_instructir(folder: Path, split: str = "test") -> Collection:
     )
     collection.check()
     return collection
+
+
+SCHEME = Scheme(
+    "instructir", FOLDER, load_instructir, argument="FOLDER",
+    help="the InstructIR folder (BEIR layout, queries '<instruction> [SEP] <query>')",
+    hint="give the InstructIR folder holding corpus.jsonl, queries.jsonl and qrels/test.tsv",
+)

@@ -19,6 +19,7 @@ import importlib
 
 from evalkit.core.errors import KitError
 from evalkit.data.collection import Collection, Document, Qrels, Query
+from evalkit.datasets.scheme import NAME, Scheme
 
 # Short names for the ir_datasets ids of the Promptriever in-domain evaluation.
 IR_DATASETS = {
@@ -87,3 +88,10 @@ def load_irds(dataset_id: str) -> Collection:
     )
     collection.check()
     return collection
+
+
+SCHEME = Scheme(
+    "irds", NAME, load_irds, argument="ID",
+    help="an ir_datasets id (beir/scifact/test...) or msmarco-dev, dl19, dl20\n"
+         "(needs pip install 'evalkit[recipe]')",
+)

@@ -40,7 +40,8 @@ from evalkit.core.hashing import file_sha256
 from evalkit.core.locks import exclusive
 from evalkit.data.collection import Document, Query
 from evalkit.data.runs import write_atomic
-from evalkit.retrieval.corpus import TieRule, index_folder
+from evalkit.retrieval.exact_search import TieRule
+from evalkit.retrieval.vector_index import index_folder
 
 QUERY_BATCH = 256  # queries per call of bm25s' retrieve
 METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")  # bm25s' term-frequency variants

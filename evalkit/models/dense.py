@@ -9,8 +9,9 @@ import numpy as np
 from evalkit.core.errors import KitError
 from evalkit.data.collection import Document, Query
 from evalkit.data.runs import ranked
-from evalkit.retrieval.corpus import VectorIndex, search_device
 from evalkit.retrieval.embeddings import Encoder
+from evalkit.retrieval.exact_search import search_device
+from evalkit.retrieval.vector_index import VectorIndex
 
 TEMPLATE_FIELDS = {"query_template": ("instruction", "query"), "empty_instruction_template": ("query",),
                    "doc_template": ("text", "title", "abstract")}
@@ -121,13 +122,13 @@ class BiEncoder:
         return self.first_stage is None and self.document_side().get("fingerprint") is not None
 
     def corpus_index(self, corpus, dtype: str = "float32"):
-        """The `evalkit.retrieval.corpus.VectorIndex` of `corpus` under this model (built once, on disk)."""
+        """The `evalkit.retrieval.vector_index.VectorIndex` of `corpus` under this model (built once, on disk)."""
         return VectorIndex.open(corpus, self.doc_vectors, self.document_side(), dtype, self.vector_stores())
 
     def search(self, queries: Sequence[Query], corpus, k: int, exclude=None,
                dtype: str = "float32") -> dict[str, dict[str, float]]:
         """Each query's top `k` of `corpus` by `similarity`, as `score` over every document ranks
-        them (`evalkit.retrieval.corpus`); queries are encoded in one batch."""
+        them (`evalkit.retrieval.vector_index`); queries are encoded in one batch."""
         exclude = exclude or {}
         search_device()  # a device that cannot search is refused before anything is encoded
         index = self.corpus_index(corpus, dtype)

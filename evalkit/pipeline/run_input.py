@@ -9,7 +9,7 @@ from evalkit.core.errors import KitError
 from evalkit.data.collection import Collection
 from evalkit.data.runs import read_trec
 from evalkit.data.runstore import RANKING, SIDECAR, load_verified, read_sidecar
-from evalkit.datasets.csfcube import load_official_run
+from evalkit.datasets.csfcube_official import load_official_run
 from evalkit.evaluation.evaluate import CSFCUBE
 
 

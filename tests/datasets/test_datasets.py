@@ -360,13 +360,6 @@ def test_load_dataset_reads_each_scheme(tmp_path):
     assert load_dataset(f" instructir:{write_instructir(tmp_path / 'iir')} ").name == "instructir"
 
 
-def test_load_dataset_csfcube_is_lazy(monkeypatch):
-    sentinel = object()
-    fake = types.SimpleNamespace(load_collection=lambda: sentinel)
-    monkeypatch.setitem(sys.modules, "evalkit.datasets.csfcube", fake)
-    assert load_dataset("csfcube") is sentinel
-
-
 @pytest.mark.parametrize("scheme", ["beir", "followir", "instructir"])
 def test_load_dataset_folder_not_found(monkeypatch, tmp_path, scheme):
     monkeypatch.setitem(sys.modules, "ir_datasets", None)  # never the cause named

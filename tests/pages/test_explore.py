@@ -1,6 +1,7 @@
-"""The explore views (evalkit.pages.explore): the seed with its facet sentences, the top k with each
-annotator's grade, the documents p-MRR scores with their per-document terms (they average to the
-kit's p-MRR), per-query values beside the collection's; static HTML headless, a picker in JupyterLab."""
+"""The explore page (evalkit.pages.explore; its data and views: evalkit.pages.explore_views): the seed
+with its facet sentences, the top k with each annotator's grade, the documents p-MRR scores with
+their per-document terms (they average to the kit's p-MRR), per-query values beside the
+collection's; static HTML headless, a picker in JupyterLab."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 from evalkit.core.errors import KitError
 from evalkit.evaluation.evaluate import PMRR, per_query, summarize
-from evalkit.pages import explore
+from evalkit.pages import explore, explore_views
 
 SEED = "929877"  # annotated for background and method
 
@@ -21,7 +22,7 @@ def explorer(data, collection):
     blind = {q: {d.doc_id: float(int(d.doc_id) % 101) for d in collection.candidates_of(q)} for q in collection.queries}
     moving = {q: {d.doc_id: float((int(d.doc_id) * (1 + len(collection.queries[q].facet))) % 997)
                   for d in collection.candidates_of(q)} for q in collection.queries}
-    return explore.Explorer(data, collection, {"blind": blind, "moving": moving}, {"blind": "Blind"})
+    return explore_views.Explorer(data, collection, {"blind": blind, "moving": moving}, {"blind": "Blind"})
 
 
 def test_seed_view_highlights_sentences_by_facet(explorer, data):
@@ -32,7 +33,7 @@ def test_seed_view_highlights_sentences_by_facet(explorer, data):
 
 def test_top_k_has_titles_and_every_annotators_grade(explorer, data):
     qid = f"{SEED}_method"
-    frame = explore.top_k(explorer, "moving", qid, k=7)
+    frame = explore_views.top_k(explorer, "moving", qid, k=7)
     assert list(frame["rank"]) == list(range(1, 8)) and frame.score.is_monotonic_decreasing
     assert set(data.queries[qid].annotators) <= set(frame.columns)
     first = frame.iloc[0]
@@ -43,16 +44,16 @@ def test_movement_lists_the_documents_p_mrr_scores_and_averages_to_it(explorer, 
     for model in ("blind", "moving"):
         table = per_query(collection, explorer.runs[model], [])
         for qid in (f"{SEED}_background", f"{SEED}_method"):
-            moved = explore.movement(explorer, model, qid)
+            moved = explore_views.movement(explorer, model, qid)
             assert (moved.grade >= 2).all() and not (moved.grade_other >= 2).any()
             assert moved["p-MRR"].mean() == pytest.approx(100 * table.loc[qid, PMRR])  # x100 on the whole page
-    assert explore.movement(explorer, "moving", f"{SEED}_background")["p-MRR"].abs().sum() > 0
+    assert explore_views.movement(explorer, "moving", f"{SEED}_background")["p-MRR"].abs().sum() > 0
     unpaired = next(q for q in collection.queries if q not in collection.pairs)
-    assert explore.movement(explorer, "moving", unpaired).empty
+    assert explore_views.movement(explorer, "moving", unpaired).empty
 
 
 def test_query_scores_sit_beside_the_collection_values(explorer, collection):
-    scores = explore.query_scores(explorer, SEED)
+    scores = explore_views.query_scores(explorer, SEED)
     assert list(scores.facet) == ["background", "method"] * 2 and list(scores.model[:1]) == ["Blind"]
     summary = summarize(collection, per_query(collection, explorer.runs["moving"], ["nDCG_csfcube@20"]))
     row = scores.iloc[2]
@@ -103,7 +104,7 @@ def test_models_sit_side_by_side_with_aligned_rows(explorer):
     assert '<th class="m" colspan=' in top and "Blind" in top and "moving" in top
     assert all(row.count('class="t') == 2 for row in top.split("<tr>")[3:])  # both models' titles on each line
     moved = explore.moved_side_by_side(explorer, ["blind", "moving"], f"{SEED}_background")
-    assert moved.count("<tr>") == 2 + len(explore.movement(explorer, "blind", f"{SEED}_background"))
+    assert moved.count("<tr>") == 2 + len(explore_views.movement(explorer, "blind", f"{SEED}_background"))
     assert page.count("<table") == 1 + 2 + 2 and "p-MRR (x100; the query's p-MRR: Blind 0.00" in page
 
 
@@ -147,25 +148,25 @@ def test_one_seeds_page_reuses_stored_full_runs_and_marks_collection_values_it_l
 
     monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "cache"))
     runs_dir = tmp_path / "runs"
-    cold = explore.load(["bm25"], runs_dir=runs_dir, seed=SEED, every_query=False)
+    cold = explore_views.load(["bm25"], runs_dir=runs_dir, seed=SEED, every_query=False)
     assert cold.seed_only == ("bm25",) and set(cold.runs["bm25"]) == {f"{SEED}_background", f"{SEED}_method"}
     assert [p.parent.name for p in runs_dir.rglob("run.trec")] == [next(runs_dir.rglob("run.trec")).parent.name]
     assert "@subset-" in next(runs_dir.rglob("run.trec")).parent.name  # the full run was not made
-    scores = explore.query_scores(cold, SEED)
+    scores = explore_views.query_scores(cold, SEED)
     assert scores.filter(like="(facet)").isna().all().all() and scores.filter(like="(all)").isna().all().all()
     assert not scores.filter(like="(query)").isna().any().any()
     page = explore.render(cold, SEED)
     assert "collection figures: run <code>make relevance</code> first" in page
 
     full = ensure_run(RunSettings("bm25", collection.name), collection, runs_dir)  # what make relevance stores
-    warm = explore.load(["bm25"], runs_dir=runs_dir, seed=SEED, every_query=False)
+    warm = explore_views.load(["bm25"], runs_dir=runs_dir, seed=SEED, every_query=False)
     assert warm.seed_only == () and warm.runs["bm25"] == full
     summary = summarize(collection, per_query(collection, full, ["nDCG_csfcube@20"]))
-    warm_scores = explore.query_scores(warm, SEED)
+    warm_scores = explore_views.query_scores(warm, SEED)
     assert list(warm_scores["nDCG_csfcube@20 (all)"]) == [100 * summary["nDCG_csfcube@20"]["all"]] * 2
     assert list(warm_scores["p-MRR (facet)"]) == [100 * summary[PMRR][f] for f in ("background", "method")]
     assert list(warm_scores["nDCG_csfcube@20 (query)"]) == list(scores["nDCG_csfcube@20 (query)"])
     assert list(warm_scores["p-MRR (query)"]) == list(scores["p-MRR (query)"])
     assert "make relevance" not in explore.render(warm, SEED)
     with pytest.raises(KitError, match="needs the seed"):
-        explore.load(["bm25"], runs_dir=runs_dir, every_query=False)
+        explore_views.load(["bm25"], runs_dir=runs_dir, every_query=False)

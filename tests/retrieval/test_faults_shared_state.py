@@ -34,9 +34,10 @@ from evalkit.data.runstore import load_verified, write_run
 from evalkit.llm.cache import JudgmentCache, Key
 from evalkit.llm.reranker import LLMReranker
 from evalkit.models.bm25 import BM25
-from evalkit.retrieval import corpus as retrieval
-from evalkit.retrieval.corpus import Corpus, VectorIndex
+from evalkit.retrieval import vector_index
+from evalkit.retrieval.corpus import Corpus
 from evalkit.retrieval.vector_cache import EmbeddingCache
+from evalkit.retrieval.vector_index import VectorIndex
 
 FORK = multiprocessing.get_context("fork")
 DELAY_S = 0.01
@@ -80,7 +81,7 @@ def cache(tmp_path, monkeypatch):
 
 def _vector_setup(monkeypatch, docs: int = 40):
     collection, table = planted("gaussian", docs=docs)
-    monkeypatch.setattr(retrieval, "BATCH", 4)  # many commits, so the writers interleave without the lock
+    monkeypatch.setattr(vector_index, "BATCH", 4)  # many commits, so the writers interleave without the lock
     corpus = Corpus.of_documents(list(collection.documents.values()))
     return collection, table, corpus
 
@@ -110,7 +111,7 @@ def test_processes_building_one_vector_index_end_with_the_clean_build(monkeypatc
         return index.ids, [sorted(h.items()) for h in hits]
 
     served = together(build, processes)
-    folder = retrieval.index_folder("dense", {"model": "m", "corpus": corpus.key, "dtype": "float32"})
+    folder = vector_index.index_folder("dense", {"model": "m", "corpus": corpus.key, "dtype": "float32"})
     together_files = _index_files(folder)
     assert counter.value == len(collection.documents)  # one process encoded, the others waited
     monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "clean"))
@@ -144,7 +145,7 @@ def _flip_byte(path: Path, at: int) -> None:
 def test_a_damaged_vector_index_is_one_line_naming_the_file(monkeypatch, damage, expected):
     folder = _built_index(monkeypatch)
     vectors, ids, meta = folder / "vectors.bin", folder / "ids.txt", folder / "meta.json"
-    retrieval._VERIFIED.clear()  # as a new process
+    vector_index._VERIFIED.clear()  # as a new process
     if damage == "flip-vector":
         _flip_byte(vectors, 4 * json.loads(meta.read_text())["dim"] * 5)  # row 5: block 2 of 4-row blocks
     elif damage == "truncate-vectors":
@@ -180,7 +181,7 @@ def test_a_changed_vector_byte_through_the_command_is_one_line(tmp_path, monkeyp
     folder = next(p for p in (tmp_path / "cache" / "indexes").glob("dense-*") if p.is_dir())
     _flip_byte(folder / "vectors.bin", 7)
     capsys.readouterr()
-    retrieval._VERIFIED.clear()
+    vector_index._VERIFIED.clear()
     assert cli.main([*argv[:-1], str(tmp_path / "r2")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "vectors.bin" in err and str(folder) in err, err

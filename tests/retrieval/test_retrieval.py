@@ -1,5 +1,6 @@
-"""The whole-corpus index (evalkit.retrieval.corpus): resumable streaming build, reuse across runs,
-float16 storage, the float32 error bound, BM25's index on disk, and a runner without adapters."""
+"""Whole-corpus retrieval (evalkit.retrieval.corpus, vector_index, exact_search): the index's resumable
+streaming build, reuse across runs, float16 storage, the float32 error bound, BM25's index on disk,
+and a runner without adapters."""
 
 from __future__ import annotations
 
@@ -16,8 +17,10 @@ from evalkit.data.runstore import SIDECAR
 from evalkit.models.bm25 import BM25
 from evalkit.pipeline import runner
 from evalkit.pipeline.runner import RunSettings, execute
-from evalkit.retrieval import corpus as retrieval
-from evalkit.retrieval.corpus import Corpus, VectorIndex, error_bound
+from evalkit.retrieval import exact_search, vector_index
+from evalkit.retrieval.corpus import Corpus
+from evalkit.retrieval.exact_search import error_bound
+from evalkit.retrieval.vector_index import VectorIndex
 
 
 @pytest.fixture(autouse=True)
@@ -39,7 +42,7 @@ def counting(table):
 def test_a_killed_build_resumes_after_its_last_batch_without_encoding_again(monkeypatch):
     collection, table = planted("gaussian", docs=10)
     corpus = Corpus.of_documents(list(collection.documents.values()))
-    monkeypatch.setattr(retrieval, "BATCH", 3)
+    monkeypatch.setattr(vector_index, "BATCH", 3)
     encode, seen = counting(table)
 
     def killed(docs):
@@ -49,7 +52,7 @@ def test_a_killed_build_resumes_after_its_last_batch_without_encoding_again(monk
 
     with pytest.raises(KeyboardInterrupt):
         VectorIndex.open(corpus, killed, {"model": "m"})
-    folder = retrieval.index_folder("dense", {"model": "m", "corpus": corpus.key, "dtype": "float32"})
+    folder = vector_index.index_folder("dense", {"model": "m", "corpus": corpus.key, "dtype": "float32"})
     meta = json.loads((folder / "meta.json").read_text())
     assert (meta["rows"], meta["complete"]) == (6, False)
     with open(folder / "vectors.bin", "ab") as fh:  # half a row written after the last commit
@@ -130,7 +133,7 @@ def test_the_blocked_scores_stay_within_the_error_bound_of_the_exact_ones(metric
 
 def test_a_small_search_block_still_gives_the_exhaustive_top_k(monkeypatch):
     collection, table = planted("ties", docs=500, seed=4)
-    monkeypatch.setattr(retrieval, "SCORE_CELLS", 12 * 64)  # many blocks, many query batches
+    monkeypatch.setattr(vector_index, "SCORE_CELLS", 12 * 64)  # many blocks, many query batches
     scorer = table_scorer(table, "cosine")
     got = scorer.search(list(collection.queries.values()), Corpus.of_documents(list(collection.documents.values())),
                         30)
@@ -143,12 +146,12 @@ def test_the_gpu_block_stage_run_in_torch_on_the_cpu_gives_the_same_top_k(monkey
     """`torch_hits` (the GPU path's products and hit selection) over many blocks, a query's own
     document excluded: the same rankings and scores as the numpy stage and the exhaustive path."""
     collection, table = planted(kind, docs=400, seed=6)
-    monkeypatch.setattr(retrieval, "SCORE_CELLS", 12 * 64)
+    monkeypatch.setattr(vector_index, "SCORE_CELLS", 12 * 64)
     scorer = table_scorer(table, metric)
     queries, corpus = list(collection.queries.values()), Corpus.of_documents(list(collection.documents.values()))
     exclude = {q.qid: d for q, d in zip(queries, collection.documents)}
     numpy_stage = scorer.search(queries, corpus, 30, exclude)
-    monkeypatch.setattr(retrieval, "block_hits", lambda device, *args: retrieval.torch_hits("cpu", *args))
+    monkeypatch.setattr(vector_index, "block_hits", lambda device, *args: exact_search.torch_hits("cpu", *args))
     torch_stage = scorer.search(queries, corpus, 30, exclude)
     assert torch_stage == numpy_stage
     assert {q: list(s.items()) for q, s in torch_stage.items()} == exhaustive(scorer, collection, 30, exclude)
@@ -160,9 +163,9 @@ def test_search_device_follows_the_variable_else_a_visible_gpu(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     monkeypatch.setenv("EVALKIT_SEARCH_DEVICE", "cuda:1")
-    assert retrieval.search_device() == "cuda:1"
+    assert exact_search.search_device() == "cuda:1"
     monkeypatch.delenv("EVALKIT_SEARCH_DEVICE")
-    assert retrieval.search_device() == "cuda"
+    assert exact_search.search_device() == "cuda"
 
 
 def test_bm25_index_is_kept_on_disk_and_read_back_equal(tmp_path):

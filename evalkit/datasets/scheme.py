@@ -1,0 +1,74 @@
+"""A dataset scheme: how ``--dataset SPEC`` names one collection format, and the loader that reads it.
+
+Each adapter module declares its scheme as one frozen `Scheme` (``SCHEME`` beside its loader);
+`evalkit.datasets` registers the kit's own in help order and reads that one registry for
+`load_dataset`, the help (``DATASET_HELP``), the scheme names (``SCHEMES``) and the usage line of
+its errors. A collection of a user's registers itself the same way (``evalkit.datasets.register``),
+as an ``ir_datasets`` collection does.
+
+A scheme takes one of three things after its name:
+
+- `NOTHING`: the spec is the bare name (``csfcube``); the loader is called with no argument;
+- `FOLDER`: ``name:FOLDER``; the folder is checked (found, a folder) before the loader gets its
+  `Path`, and a scheme may also accept some `names` instead (``followir:news21``), read by
+  `load_name` when no folder by that name exists;
+- `NAME`: ``name:TEXT``; the loader gets the text (``irds:dl19``).
+
+Declaring a scheme imports nothing heavy: an adapter imports an optional library (``ir_datasets``,
+``huggingface_hub``) inside its loader, so a CSFCube run never loads them and a missing optional
+package is reported only by the scheme that needs it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from evalkit.data.collection import Collection
+
+NOTHING, FOLDER, NAME = "nothing", "folder", "name"
+TAKES = (NOTHING, FOLDER, NAME)
+HELP_COLUMN = 25  # the width of the spec column in the help
+
+
+@dataclass(frozen=True)
+class Scheme:
+    """One ``--dataset`` scheme (module docstring).
+
+    `help` is the text beside the spec in the help, one line or several (newline-separated);
+    `argument` the word after the colon in the help and the usage line (``FOLDER``, ``ID``; ""
+    for `NOTHING`). `hint` completes the one-line errors: for `FOLDER`, what the folder must hold
+    (``give a BEIR folder holding ...``), said when it is missing or not a folder; for `NOTHING`,
+    why the scheme takes no folder (``the kit fetches and verifies it``)."""
+
+    name: str
+    takes: str
+    load: Callable[..., Collection]
+    help: str
+    argument: str = ""
+    hint: str = ""
+    names: tuple[str, ...] = ()  # FOLDER: names read by `load_name` instead of a folder (lower case)
+    load_name: Callable[[str], Collection] | None = None
+
+    def __post_init__(self):
+        if not self.name or not self.name.isidentifier() or self.name != self.name.lower():
+            raise ValueError(f"scheme name {self.name!r} must be a lower-case identifier (the word before ':')")
+        if self.takes not in TAKES:
+            raise ValueError(f"scheme {self.name}: takes {self.takes!r} is not one of {', '.join(TAKES)}")
+        if (self.takes == NOTHING) != (not self.argument):
+            raise ValueError(f"scheme {self.name}: give an argument word (FOLDER, ID...) unless it takes nothing")
+        if self.names and (self.takes != FOLDER or self.load_name is None):
+            raise ValueError(f"scheme {self.name}: names need a FOLDER scheme and load_name")
+        if not self.help.strip():
+            raise ValueError(f"scheme {self.name}: give a help line")
+
+    @property
+    def spec(self) -> str:
+        """The spec as the help and the usage line write it: ``csfcube``, ``beir:FOLDER``."""
+        return f"{self.name}:{self.argument}" if self.argument else self.name
+
+    def help_lines(self) -> list[str]:
+        """The scheme's lines of the help: the spec, then the help text in a column beside it."""
+        width = max(HELP_COLUMN, len(self.spec) + 2)
+        lines = self.help.splitlines()
+        return [f"  {self.spec.ljust(width)}{lines[0]}", *(f"  {' ' * width}{line}" for line in lines[1:])]

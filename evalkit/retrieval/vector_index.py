@@ -1,0 +1,320 @@
+"""The dense index of whole-corpus retrieval (`VectorIndex`): a corpus's document vectors under
+one model, on disk, built by streaming and searched exactly.
+
+Document vectors are streamed, a batch at a time, into a file of rows under the cache folder
+(``indexes/<key>/``, float32 or, when asked, float16; the dtype is recorded in ``meta.json`` and
+the run's sidecar), keyed by the corpus checksum and what makes a document vector (model
+fingerprint, document template, dtype). Every batch is committed (rows, ids, then the row count
+in ``meta.json``), so a killed build resumes after its last batch without encoding anything
+again; a finished index serves every prompt and variant run (only queries are encoded). The file
+is memory-mapped, so the corpus may exceed memory. Every file is checked against the sizes and
+checksums ``meta.json`` records before it is read (`verify`): a changed byte is a one-line error.
+
+Search is blocked matrix products (the file read one block of rows at a time, all queries of a
+batch against it; numpy on the CPU, torch on a GPU when one is visible or named by
+``EVALKIT_SEARCH_DEVICE``) keeping, per query, every row whose score is within a proven float32
+error bound of the running ``k``-th best; that shortlist is then rescored on the CPU by the
+model's own `similarity` (a function of each row alone, so a document's score is the one an
+exhaustive pass gives it) and ranked by the kit's tie rule (`evalkit.data.runs.ranked`), the
+queries spread over the cores. The bound makes the result the exhaustive one, ties at the
+cut-off included: a row outside the shortlist scores below at least ``k`` rows inside it
+whatever the rounding (`evalkit.retrieval.exact_search.error_bound`), so the device changes the
+time, never the ranking. Blocked products rather than FAISS flat: it reads a memory-mapped or
+float16 file block by block, which FAISS's flat index (all vectors in memory, float32) does not;
+bench/bench_retrieval.py measures the two.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from evalkit.core import progress
+from evalkit.core.errors import KitError
+from evalkit.core.locks import exclusive
+from evalkit.core.workspace import cache_root
+from evalkit.data.collection import Document
+from evalkit.data.runs import write_atomic
+from evalkit.retrieval.corpus import DTYPES, Corpus
+from evalkit.retrieval.exact_search import TieRule, block_hits, error_bound, search_device
+
+INDEX_VERSION = 2  # 2: per-block checksums in meta.json, verified at open
+BATCH = 4096  # documents encoded and committed per step of a build
+SCORE_CELLS = 1 << 24  # query x row scores held at once in a search (64 MB of float32)
+
+
+def index_folder(kind: str, parts: dict) -> Path:
+    """``<cache>/indexes/<kind>-<16 hex digits of sha256(parts)>``."""
+    digest = hashlib.sha256(json.dumps({**parts, "index_version": INDEX_VERSION}, sort_keys=True,
+                                       default=str).encode()).hexdigest()[:16]
+    return cache_root() / "indexes" / f"{kind}-{digest}"
+
+
+
+class VectorIndex:
+    """A corpus's document vectors under one model: a memory-mapped file of rows, built by
+    streaming (resumable), searched by blocked matrix products (module docstring)."""
+
+    def __init__(self, folder: Path):
+        """Open a complete index, every file checked against the sizes and checksums its
+        ``meta.json`` records (`verify`): a changed byte is a one-line error, never a ranking."""
+        self.folder = Path(folder)
+        meta = read_meta(self.folder)
+        if meta is None or not meta.get("complete"):
+            raise KitError(f"{self.folder / 'meta.json'}: the vector index is missing or incomplete; "
+                           "run again to build it")
+        self.meta = meta
+        self.dim, self.dtype, self.max_norm = meta["dim"], np.dtype(meta["dtype"]), meta["max_norm"]
+        verify(self.folder, meta)
+        self.ids = (self.folder / "ids.txt").read_text(encoding="utf-8").splitlines()
+        self.rows = (np.memmap(self.folder / "vectors.bin", dtype=self.dtype, mode="r", shape=(meta["rows"], self.dim))
+                     if meta["rows"] else np.zeros((0, self.dim or 1), dtype=self.dtype))
+
+    @classmethod
+    def open(cls, corpus: Corpus, encode: Callable[[list[Document]], np.ndarray], parts: dict,
+             dtype: str = "float32", stores: Sequence = ()) -> VectorIndex:
+        """The index of `corpus` under `encode` (document vectors of a batch), built or resumed
+        when incomplete. `parts` is what makes a document vector (keys the folder); `stores` are
+        the model's vector caches, kept from holding the whole corpus in memory while streaming.
+
+        One process builds at a time (a lock beside the folder, `evalkit.core.locks`); another that
+        wants the same index waits and then uses the finished one, so concurrent runs never
+        interleave their rows. Readers open only a folder whose ``meta.json`` says complete,
+        which the build writes last."""
+        if dtype not in DTYPES:
+            raise KitError(f"index dtype {dtype!r} is not one of {', '.join(DTYPES)}; fix --index-dtype")
+        folder = index_folder("dense", {**parts, "corpus": corpus.key, "dtype": dtype})
+        meta = read_meta(folder)
+        if meta is None or not meta.get("complete"):
+            with exclusive(folder.with_name(folder.name + ".lock"), f"vector index of {corpus.name}"):
+                meta = read_meta(folder)  # another process may have finished it meanwhile
+                if meta is None or not meta.get("complete"):
+                    with ExitStack() as stack:
+                        for store in stores:
+                            stack.enter_context(store.transient())
+                        _build(folder, corpus, encode, dtype, meta)
+        index = cls(folder)
+        if not index.ids:
+            raise KitError(f"{corpus.name}: the corpus holds no documents")
+        return index
+
+    def search(self, query_vectors: np.ndarray, k: int, exclude: Sequence[str | None], metric: str,
+               similarity: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> list[dict[str, float]]:
+        """Per query, its top `k` rows ({doc id: the model's `similarity`}), `exclude[i]` left out."""
+        queries = np.ascontiguousarray(query_vectors, dtype=np.float32)
+        if queries.shape[1] != self.dim:
+            raise KitError(f"{self.folder}: the index holds {self.dim}-dimensional vectors, the queries have "
+                           f"{queries.shape[1]}; delete the folder to rebuild it")
+        row_of = {doc: i for i, doc in enumerate(self.ids)} if any(exclude) else {}
+        skip = np.array([row_of.get(e, -1) if e else -1 for e in exclude], dtype=np.int64)
+
+        def rescored(q: np.ndarray, rows: np.ndarray) -> np.ndarray:
+            return similarity(q, np.asarray(self.matrix[rows], dtype=np.float32))
+
+        out = []
+        per_batch = max(1, min(len(queries), SCORE_CELLS // max(1, min(len(self.ids), 1 << 16))))
+        with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+            for start in range(0, len(queries), per_batch):
+                part = queries[start:start + per_batch]
+                shortlists = self._shortlists(part, k, skip[start:start + per_batch], metric)
+                # the gathers and products (no GIL) across threads, the tie rule here as they come
+                with threadpool_limits(1, "blas"):
+                    for rows, exact in zip(shortlists, pool.map(rescored, part, shortlists)):
+                        out.append(self.tie_rule.top(rows, exact, k))
+        return out
+
+    @cached_property
+    def matrix(self) -> np.ndarray:
+        """The rows as a plain array over the mapped file (one copy per gather, not two)."""
+        return self.rows.view(np.ndarray)
+
+    @cached_property
+    def tie_rule(self) -> TieRule:
+        return TieRule(self.ids)
+
+    def _shortlists(self, queries: np.ndarray, k: int, skip: np.ndarray, metric: str) -> list[np.ndarray]:
+        """Per query, the rows whose blocked score is within twice `error_bound` of its k-th best
+        (each block's products and hits by `block_hits` for the search's device)."""
+        n = len(self.ids)
+        slack = 2 * error_bound(metric, self.dim, np.linalg.norm(queries.astype(np.float64), axis=1), self.max_norm)
+        block = max(1024, SCORE_CELLS // len(queries))
+        pool_rows = [np.zeros(0, dtype=np.int64) for _ in queries]
+        pool_scores = [np.zeros(0, dtype=np.float32) for _ in queries]
+        floor = np.full(len(queries), -np.inf)
+        hits_of = block_hits(search_device(), queries, metric, k, slack)
+        for begin in range(0, n, block):
+            rows = np.asarray(self.rows[begin:begin + block], dtype=np.float32)
+            inside = np.flatnonzero((skip >= begin) & (skip < begin + len(rows)))
+            hit_q, hit_r, hit_scores = hits_of(rows, (inside, skip[inside] - begin), floor)
+            bounds = np.searchsorted(hit_q, np.arange(len(queries) + 1))
+            for i in range(len(queries)):
+                if bounds[i] == bounds[i + 1]:
+                    continue
+                found = np.concatenate([pool_scores[i], hit_scores[bounds[i]:bounds[i + 1]]])
+                where = np.concatenate([pool_rows[i], hit_r[bounds[i]:bounds[i + 1]] + begin])
+                keep = np.isfinite(found)
+                found, where = found[keep], where[keep]
+                if len(found) >= k:
+                    floor[i] = np.partition(found, len(found) - k)[len(found) - k] - slack[i]
+                    keep = found >= floor[i]
+                    found, where = found[keep], where[keep]
+                pool_scores[i], pool_rows[i] = found, where
+        return [r[np.argsort(self.tie_rule.order[r])] for r in pool_rows]  # in id order (`TieRule.top`)
+
+
+
+def read_meta(folder: Path) -> dict | None:
+    """An index folder's ``meta.json``; None when there is none; a one-line error when it is
+    not what the kit writes (cut, edited, of another shape)."""
+    path = Path(folder) / "meta.json"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise damaged(folder, f"meta.json cannot be read ({exc})") from None
+    try:
+        meta = json.loads(text)
+    except (ValueError, RecursionError):
+        raise damaged(folder, "meta.json is not valid JSON (cut or edited)") from None
+    fields = {"rows": int, "dim": int, "dtype": str, "max_norm": (int, float), "blocks": list, "complete": bool}
+    if not isinstance(meta, dict) or any(not isinstance(meta.get(k), t) or isinstance(meta.get(k), bool) is not
+                                         (t is bool) for k, t in fields.items()) \
+            or meta["rows"] < 0 or meta["dim"] < 0 or meta["dtype"] not in DTYPES \
+            or sum(b[0] for b in meta["blocks"] if _is_block(b)) != meta["rows"] \
+            or not all(_is_block(b) for b in meta["blocks"]):
+        raise damaged(folder, "meta.json does not describe an index of this kit")
+    return meta
+
+
+def _is_block(block) -> bool:
+    return (isinstance(block, list) and len(block) == 2 and isinstance(block[0], int) and block[0] > 0
+            and isinstance(block[1], str) and len(block[1]) == 64)
+
+
+def damaged(folder: Path, problem: str) -> KitError:
+    """The one line for an index folder that is not as its build left it."""
+    return KitError(f"{folder}: the vector index is damaged: {problem}; delete the folder to rebuild it "
+                    "(its vectors come from the embedding cache, nothing is encoded again)")
+
+
+_VERIFIED: set = set()  # (folder, the files' sizes and modification times) checked in this process
+
+
+def verify(folder: Path, meta: dict, rows: int | None = None) -> None:
+    """Check ``vectors.bin`` block by block (sha256 per committed batch) and ``ids.txt`` against
+    `meta`, up to `rows` rows (all by default); once per process while the files are unchanged."""
+    folder = Path(folder)
+    rows = meta["rows"] if rows is None else rows
+    vectors_path, ids_path = folder / "vectors.bin", folder / "ids.txt"
+    try:
+        stats = tuple((p.stat().st_size, p.stat().st_mtime_ns) for p in (vectors_path, ids_path))
+    except OSError as exc:
+        raise damaged(folder, f"{Path(exc.filename or vectors_path).name} is missing") from None
+    token = (str(folder), rows, stats, json.dumps(meta["blocks"]))
+    if token in _VERIFIED:
+        return
+    row_bytes = meta["dim"] * np.dtype(meta["dtype"]).itemsize
+    if stats[0][0] < rows * row_bytes or meta["complete"] and rows == meta["rows"] and stats[0][0] != rows * row_bytes:
+        raise damaged(folder, f"vectors.bin holds {stats[0][0]} bytes where {rows} rows of {meta['dim']} "
+                              f"{meta['dtype']} values take {rows * row_bytes} (truncated or appended to)")
+    raw = ids_path.read_bytes()
+    try:
+        ids = raw.decode("utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise damaged(folder, "ids.txt is not UTF-8 text") from None
+    if len(ids) < rows or meta["complete"] and rows == meta["rows"] and len(ids) != rows:
+        raise damaged(folder, f"ids.txt holds {len(ids)} ids where the index has {rows} rows")
+    if meta["complete"] and hashlib.sha256(raw).hexdigest() != meta.get("ids_sha256"):
+        raise damaged(folder, "ids.txt does not match its checksum")
+    with open(vectors_path, "rb") as fh:
+        done = 0
+        for number, (count, digest) in enumerate(meta["blocks"], 1):
+            if done >= rows:
+                break
+            if hashlib.sha256(fh.read(count * row_bytes)).hexdigest() != digest:
+                raise damaged(folder, f"block {number} of vectors.bin (rows {done}-{done + count - 1}) does not "
+                                      "match its checksum")
+            done += count
+    _VERIFIED.add(token)
+
+
+def _build(folder: Path, corpus: Corpus, encode, dtype: str, meta: dict | None) -> None:
+    """Stream `corpus` into `folder`, resuming after the `meta` rows committed by an earlier run
+    (checked against their checksums first). The caller holds the folder's lock."""
+    folder.mkdir(parents=True, exist_ok=True)
+    done = meta["rows"] if meta else 0
+    dim, max_norm = (meta["dim"], meta["max_norm"]) if meta else (None, 0.0)
+    blocks = list(meta["blocks"]) if meta else []
+    itemsize = np.dtype(dtype).itemsize
+    vectors_path, ids_path = folder / "vectors.bin", folder / "ids.txt"
+    if done:
+        verify(folder, meta)
+    kept = ids_path.read_text(encoding="utf-8").splitlines()[:done] if done else []
+    with open(vectors_path, "ab") as fh:  # drop what a kill left after the last commit
+        fh.truncate(done * (dim or 0) * itemsize)
+    write_atomic(ids_path, "".join(f"{d}\n" for d in kept))
+
+    def commit(batch: list[Document], rows: int) -> int:
+        nonlocal dim, max_norm
+        vectors = np.asarray(encode(batch), dtype=np.float32)
+        if dim is None:
+            dim = vectors.shape[1]
+        if vectors.shape != (len(batch), dim):
+            raise KitError(f"{folder}: the model gave vectors of shape {vectors.shape} for {len(batch)} documents "
+                           f"of a {dim}-dimensional index; delete the folder to rebuild it")
+        stored = vectors.astype(dtype)
+        max_norm = max(max_norm, float(np.linalg.norm(stored.astype(np.float64), axis=1).max()))
+        data = stored.tobytes()
+        with open(vectors_path, "ab") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        with open(ids_path, "a", encoding="utf-8") as fh:
+            fh.write("".join(f"{d.doc_id}\n" for d in batch))
+        rows += len(batch)
+        blocks.append([len(batch), hashlib.sha256(data).hexdigest()])
+        _write_meta(folder, rows, dim, dtype, max_norm, corpus, blocks, complete=False)
+        return rows
+
+    rows, batch = 0, []
+    with progress.bar(total=corpus.size, desc=f"index {corpus.name}", unit="doc", min_total=BATCH) as bar:
+        for position, document in enumerate(corpus.read()):
+            if any(c.isspace() for c in document.doc_id) or not document.doc_id:
+                raise KitError(f"{corpus.name}: document id {document.doc_id!r} is empty or holds whitespace")
+            if position < done:  # committed by an earlier run: not encoded again
+                if kept[position] != document.doc_id:
+                    raise KitError(f"{folder}: the corpus changed under a partial index; delete the folder")
+                rows = position + 1
+                bar.update(1)
+                continue
+            batch.append(document)
+            if len(batch) == BATCH:
+                rows = commit(batch, rows)
+                bar.update(len(batch))
+                batch = []
+        if batch:
+            rows = commit(batch, rows)
+            bar.update(len(batch))
+    if rows < done:
+        raise KitError(f"{folder}: the corpus changed under a partial index (it has {rows} documents, the index "
+                       f"{done}); delete the folder")
+    _write_meta(folder, rows, dim or 0, dtype, max_norm, corpus, blocks, complete=True,
+                ids_sha256=hashlib.sha256(ids_path.read_bytes()).hexdigest())
+
+
+def _write_meta(folder: Path, rows: int, dim: int, dtype: str, max_norm: float, corpus: Corpus, blocks: list,
+                complete: bool, ids_sha256: str | None = None) -> None:
+    write_atomic(folder / "meta.json", json.dumps({"rows": rows, "dim": dim, "dtype": dtype, "max_norm": max_norm,
+                                                   "corpus": corpus.name, "corpus_key": corpus.key,
+                                                   "blocks": blocks, "ids_sha256": ids_sha256,
+                                                   "complete": complete, "index_version": INDEX_VERSION}) + "\n")

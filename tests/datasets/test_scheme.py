@@ -1,0 +1,167 @@
+"""Dataset schemes declare themselves (evalkit.datasets.scheme): a scheme written in one new module
+plus its registration loads through `load_dataset`, is listed in the help and the usage line, and
+the kit's own five are read from the same registry."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+import evalkit.datasets as datasets
+from evalkit.core.errors import KitError
+from evalkit.data.collection import Document, Query
+from evalkit.datasets import csfcube, load_dataset, register
+from evalkit.datasets.scheme import FOLDER, NAME, NOTHING, Scheme
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# A collection of a user's: one module declaring its format's loader and scheme, registering itself.
+TOY_MODULE = '''
+"""A toy collection: a folder holding toy.json {"docs": {id: text}, "queries": {id: text},
+"qrels": {qid: {doc: grade}}}."""
+
+import json
+from pathlib import Path
+
+from evalkit.data.collection import Collection, Document, Query
+from evalkit.datasets import register
+from evalkit.datasets.scheme import FOLDER, Scheme
+
+
+def load_toy(folder: Path) -> Collection:
+    data = json.loads((folder / "toy.json").read_text())
+    collection = Collection("toy", {d: Document(d, "", t) for d, t in data["docs"].items()},
+                            {q: Query(q, t) for q, t in data["queries"].items()}, data["qrels"],
+                            relevance_level=1, measures=("nDCG@10",))
+    collection.check()
+    return collection
+
+
+SCHEME = register(Scheme("toy", FOLDER, load_toy, argument="FOLDER",
+                         help="a toy folder: toy.json with docs, queries and qrels\\n(the registration test's)",
+                         hint="give a toy folder holding toy.json"))
+'''
+
+
+@pytest.fixture
+def registry(monkeypatch):
+    """The registry as it is, restored after the test (a registered scheme stays in this test)."""
+    monkeypatch.setattr(datasets, "_REGISTRY", dict(datasets._REGISTRY))
+
+
+@pytest.fixture
+def toy_module(tmp_path, monkeypatch, registry):
+    (tmp_path / "toy_collection.py").write_text(TOY_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "toy_collection", raising=False)
+    __import__("toy_collection")
+    folder = tmp_path / "toy"
+    folder.mkdir()
+    (folder / "toy.json").write_text(json.dumps({"docs": {"d1": "graph networks", "d2": "parsing"},
+                                                 "queries": {"q1": "graphs"}, "qrels": {"q1": {"d1": 1}}}))
+    return folder
+
+
+def test_a_scheme_declared_in_a_new_module_loads_and_is_listed(toy_module):
+    toy = load_dataset(f"toy:{toy_module}")
+    assert toy.name == "toy" and toy.documents["d2"] == Document("d2", "", "parsing")
+    assert toy.queries == {"q1": Query("q1", "graphs")} and toy.qrels == {"q1": {"d1": 1}}
+    assert datasets.SCHEMES == ("csfcube", "beir", "followir", "instructir", "irds", "toy")
+    assert datasets.DATASET_HELP.endswith(
+        "\n  toy:FOLDER               a toy folder: toy.json with docs, queries and qrels"
+        "\n                           (the registration test's)")
+    assert datasets.usage().endswith("instructir:FOLDER, irds:ID or toy:FOLDER")
+    with pytest.raises(KitError, match=r"^`toy:/nowhere/x`: folder not found; give a toy folder holding toy.json$"):
+        load_dataset("toy:/nowhere/x")
+    with pytest.raises(KitError, match=r"unknown dataset scheme 'toys'; use .* or toy:FOLDER$"):
+        load_dataset("toys:x")
+
+
+def test_the_help_lists_the_kits_schemes_from_their_declarations():
+    assert datasets.SCHEMES == ("csfcube", "beir", "followir", "instructir", "irds")
+    assert [s.name for s in datasets.schemes()] == list(datasets.SCHEMES)
+    lines = datasets.DATASET_HELP.splitlines()
+    assert lines[0] == "datasets (--dataset SPEC):" and len(lines) == 1 + 8  # beir, followir, irds take two
+    assert [line.split()[0] for line in lines[1:] if not line.startswith(" " * 3)] == \
+        ["csfcube", "beir:FOLDER", "followir:FOLDER_OR_NAME", "instructir:FOLDER", "irds:ID"]
+
+
+def test_load_dataset_calls_the_registered_loader(registry):
+    sentinel = object()
+    datasets._REGISTRY["csfcube"] = replace(csfcube.SCHEME, load=lambda: sentinel)
+    assert load_dataset("csfcube") is sentinel
+
+
+def test_a_bare_scheme_and_a_named_one(registry):
+    seen = []
+    register(Scheme("tiny", NOTHING, lambda: "tiny collection", help="a collection the kit holds",
+                    hint="the kit holds it"))
+    register(Scheme("hub", NAME, lambda text: seen.append(text) or "hub collection", argument="ID",
+                    help="a collection by id"))
+    assert load_dataset(" tiny ") == "tiny collection"
+    with pytest.raises(KitError, match=r"^`tiny:x`: tiny takes no folder \(the kit holds it\); write tiny$"):
+        load_dataset("tiny:x")
+    assert load_dataset("hub:a/b:c") == "hub collection" and seen == ["a/b:c"]  # the text after the first colon
+    with pytest.raises(KitError, match=r"^`hub:`: nothing after 'hub:'; use csfcube, .*, tiny or hub:ID$"):
+        load_dataset("hub:")
+
+
+def test_a_registered_name_is_never_replaced(registry):
+    register(csfcube.SCHEME)  # the same scheme again: nothing changes
+    assert datasets.SCHEMES.count("csfcube") == 1
+    other = Scheme("beir", FOLDER, lambda folder: None, argument="FOLDER", help="another BEIR")
+    with pytest.raises(KitError, match="dataset scheme 'beir' is registered already; give yours another name"):
+        register(other)
+    assert datasets.schemes()[1] is not other
+
+
+@pytest.mark.parametrize("fields, problem", [
+    (dict(name="Toy"), "lower-case identifier"),
+    (dict(name="to y"), "lower-case identifier"),
+    (dict(takes="files"), "is not one of nothing, folder, name"),
+    (dict(argument=""), "give an argument word"),
+    (dict(help=" "), "give a help line"),
+    (dict(names=("a",)), "names need a FOLDER scheme and load_name"),
+])
+def test_a_scheme_checks_its_declaration(fields, problem):
+    declared = dict(name="toy", takes=FOLDER, load=lambda folder: None, help="a toy", argument="FOLDER")
+    with pytest.raises(ValueError, match=problem):
+        Scheme(**{**declared, **fields})
+
+
+def test_csfcube_loads_no_optional_library():
+    """Every adapter declares its scheme at import, yet loading CSFCube imports neither ir_datasets nor
+    huggingface_hub (each imported only inside its scheme's loader); a fresh interpreter, so nothing
+    another test imported counts."""
+    probe = textwrap.dedent("""
+        import json, sys
+        from evalkit.datasets import load_dataset
+        assert load_dataset("csfcube").name == "csfcube"
+        print(json.dumps(sorted({m.split(".")[0] for m in sys.modules})))
+    """)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    modules = set(json.loads(done.stdout.strip().splitlines()[-1]))
+    assert "evalkit" in modules and modules & {"ir_datasets", "huggingface_hub", "torch", "datasets"} == set()
+
+
+def test_every_adapter_that_declares_a_scheme_is_registered():
+    """A module of evalkit/datasets declaring a SCHEME that the registration list left out would be a
+    scheme no spec reaches: each declared one is in KIT_SCHEMES, registered under its name."""
+    declared = {}
+    for path in sorted((ROOT / "evalkit" / "datasets").glob("*.py")):
+        module = importlib.import_module(f"evalkit.datasets.{path.stem}")
+        if isinstance(getattr(module, "SCHEME", None), Scheme):
+            declared[path.stem] = module.SCHEME
+    assert set(declared) == {"csfcube", "beir", "followir", "instructir", "irds"}
+    assert set(declared.values()) == set(datasets.KIT_SCHEMES)
+    assert all(datasets._REGISTRY[s.name] is s for s in declared.values())
