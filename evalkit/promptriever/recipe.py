@@ -33,7 +33,8 @@ import pandas as pd
 
 from evalkit.core.errors import KitError
 from evalkit.data.collection import Collection
-from evalkit.datasets import SCHEMES, load_dataset
+from evalkit.datasets import load_dataset, schemes
+from evalkit.datasets.irds import IR_DATASETS
 from evalkit.evaluation.evaluate import computed_measures, per_query, ranking_measures, summary_of
 from evalkit.models import registry
 from evalkit.pipeline.runner import RunSettings, check_settings, ensure_run
@@ -42,7 +43,7 @@ from evalkit.promptriever.prompts import TIEBREAK, check_prompts, load_prompts, 
 RUNS = Path("runs")
 PROTOCOL = "pool"  # FollowIR's candidate lists; the whole corpus where a collection has none
 ORIGINAL = "original"  # FollowIR's stratum whose ranking measures the tables report
-IRDS_SHORT = ("msmarco-dev", "dl19", "dl20")  # bare names taken as irds ids (evalkit.datasets.irds)
+IRDS_SHORT = tuple(IR_DATASETS)  # bare names taken as irds ids: the adapter's short names
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,7 @@ def dataset_spec(kind: str, source: str) -> str:
     folder, or one of `IRDS_SHORT`; anything else is reported as a folder not found.
     """
     scheme, colon, _ = source.partition(":")
-    if colon and scheme in SCHEMES:
+    if colon and scheme in {s.name for s in schemes()}:  # read when called: a user's scheme counts
         return source
     if kind != "beir":
         return f"{kind}:{source}"
