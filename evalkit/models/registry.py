@@ -51,9 +51,19 @@ class ModelSpec:
 
 def family_of(model: ModelSpec) -> Family:
     """The declaration of a model's family (`evalkit.models.family`), or a one-line error."""
-    found = FAMILIES.get(model.family)
+    found = _declared(model.family)
     if found is None:
         raise KitError(f"model {model.name}: unknown family {model.family!r}; choose one of {', '.join(FAMILIES)}")
+    return found
+
+
+def _declared(name) -> Family | None:
+    """The family of that name, None when there is none; a bare builder put into `FAMILIES` (the
+    registration before families declared themselves) is refused with the way to register it."""
+    found = FAMILIES.get(name) if isinstance(name, str) else None
+    if found is not None and not isinstance(found, Family):
+        raise KitError(f"family {name!r} is registered as a bare builder; register it with "
+                       f"registry.register_family(Family({name!r}, BUILDER)) (evalkit.models.family)")
     return found
 
 
@@ -121,8 +131,8 @@ def check_config(path: Path, data) -> None:
         for name, entry in table["models"].items():
             if not isinstance(entry, dict):
                 fail(f"model {name!r} of profile {profile!r}", f"is {type(entry).__name__}, not a mapping of settings")
-            weighted = entry.get("family") in FAMILIES and FAMILIES[entry["family"]].weighted
-            if weighted and not (isinstance(entry.get("model"), str) and entry["model"]):
+            family = _declared(entry.get("family"))
+            if family is not None and family.weighted and not (isinstance(entry.get("model"), str) and entry["model"]):
                 fail(f"model {name!r} of profile {profile!r}", "names no 'model' (a hub id, folder or pypi:PACKAGE)")
         first = table.get("first_stage")
         if first is not None and first not in table["models"]:
@@ -169,7 +179,7 @@ def spec(name: str, profile: str) -> ModelSpec:
         raise KitError(f"unknown model {name!r} in profile {profile}; choose one of {', '.join(models)}")
     settings = dict(models[name])
     family = settings.pop("family", None)
-    if family not in FAMILIES:
+    if _declared(family) is None:
         raise KitError(f"model {name}: unknown family {family!r}; choose one of {', '.join(FAMILIES)}")
     role = settings.pop("role", "agnostic")
     if role not in ROLES:

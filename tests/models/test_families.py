@@ -154,6 +154,9 @@ def test_register_family_takes_a_declaration_and_keeps_the_kits_own(monkeypatch)
         registry.register_family(lambda settings, profile, collection: None)
     with pytest.raises(KitError, match="family 'bm25' is one of the kit's"):
         registry.register_family(Family("bm25", lambda settings, profile, collection: None))
+    registry.FAMILIES["bare"] = lambda settings, profile, collection: None  # how families were registered before
+    with pytest.raises(KitError, match=r"registered as a bare builder; register it with registry.register_family"):
+        registry.family_of(registry.ModelSpec("m", "offline", "bare", "M", "probe", {}))
     with pytest.raises(KitError, match="first_stage 'sometimes'.*work 'tokens'"):
         Family("odd", print, first_stage="sometimes", work="tokens")
     with pytest.raises(KitError, match=r"needs \['vectors'\]"):
