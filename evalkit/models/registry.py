@@ -95,20 +95,21 @@ def _config() -> dict:
         changed = path.stat().st_mtime_ns
     except OSError:
         changed = None
-    return _read_config(path, changed)
+    data = _read_config(path, changed)
+    check_config(path, data)  # at every use, not once: a family registered since (a weighted one) counts
+    return data
 
 
 @cache
 def _read_config(path: Path, changed: int | None) -> dict:
-    """The registry file, read again whenever its modification time changes (`changed`), and
-    checked for its shape before any entry is used."""
+    """The registry file, read again whenever its modification time changes (`changed`); its
+    shape is checked (`check_config`) before any entry is used."""
     try:
         data = yaml.safe_load(configfile.read_text(Path(path)))
     except UnicodeDecodeError as exc:
         raise KitError(f"{path}: the model registry is not UTF-8 text ({exc.reason}); save it as UTF-8") from None
     except (OSError, yaml.YAMLError) as exc:
         raise KitError(f"{path}: cannot read the model registry ({' '.join(str(exc).split())})") from None
-    check_config(path, data)
     return data
 
 

@@ -140,10 +140,12 @@ def test_the_same_builder_without_the_traits_is_read_as_declared(toy_family, tmp
 
 
 def test_a_weighted_family_refuses_an_entry_without_weights(toy_family, tmp_path, monkeypatch):
-    toy_family(DECLARED)
+    """Even when the registry file was read before the family was registered."""
     path = tmp_path / "no-weights.yaml"
     path.write_text(yaml.safe_dump({"profiles": {"t": {"models": {"toy": {"family": "toy"}}}}}))
     monkeypatch.setenv("EVALKIT_MODELS", str(path))
+    assert registry.model_names("t") == ["toy"]  # read (and cached) while no family toy is known
+    toy_family(DECLARED)
     with pytest.raises(KitError, match="model 'toy' of profile 't' names no 'model'"):
         registry.spec("toy", "t")
 
