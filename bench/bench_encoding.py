@@ -30,7 +30,7 @@ import torch
 from sentence_transformers import SentenceTransformer
 
 from evalkit.datasets import csfcube
-from evalkit.models.registry import resolve_location
+from evalkit.models.locations import resolve_location
 from evalkit.retrieval.embeddings import Encoder
 
 

@@ -6,8 +6,8 @@ One JSON line per check (and, with --out, the list as one JSON file):
    GritLM-7B, E5-Mistral, Promptriever) on its tiny local stand-in (tests/tiny_models.py:
    `build_paper_stand_ins`, random weights, the same architectures and code paths), built
    through the registry on ``--device`` in the dtype the profile uses there
-   (config/costs.yaml ``gpu_dtype``: bfloat16 for GritLM and Promptriever, float32 for the
-   BERT models), against float32 on the CPU: the largest score difference over CSFCube
+   (each family's declared ``gpu_dtype``, evalkit/models/families/: bfloat16 for GritLM and
+   Promptriever, float32 for the BERT models), against float32 on the CPU: the largest score difference over CSFCube
    queries' pools and whether the rankings agree (identical orders, and the mean Kendall tau);
 2. ``throughput``: a BERT-base-sized model (12 layers, 768 dims, random weights) encoding
    ``--texts`` (20,000) synthetic abstracts through the kit's SciNCL path (family paper-cls,
@@ -57,7 +57,6 @@ def check_registry(stand_ins: dict[str, str], device: str) -> Path:
     import yaml
 
     from evalkit.models import registry
-    from evalkit.pipeline import prerequisites
 
     paper = yaml.safe_load(registry.MODELS_FILE.read_text(encoding="utf-8"))["profiles"]["paper"]["models"]
     models = {}
@@ -74,7 +73,7 @@ def check_registry(stand_ins: dict[str, str], device: str) -> Path:
             else:
                 placed["device"] = where
             if family in ("gritlm", "promptriever"):
-                placed["dtype"] = "float32" if where == "cpu" else prerequisites.costs()["gpu_dtype"][family]
+                placed["dtype"] = "float32" if where == "cpu" else registry.FAMILIES[family].gpu_dtype
             models[f"{name}@{where}"] = placed
     path = Path(tempfile.mkdtemp(prefix="gpu-check-")) / "models.yaml"
     path.write_text(yaml.safe_dump({"profiles": {"check": {"first_stage": f"scincl@{device}", "depth": 200,

@@ -88,8 +88,9 @@ def main() -> None:
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     from evalkit.models import registry
+    from evalkit.models.locations import resolve_location
 
-    folder = registry.resolve_location(registry.spec(args.model, "offline").settings["model"])
+    folder = resolve_location(registry.spec(args.model, "offline").settings["model"])
     with tempfile.TemporaryDirectory() as tmp:
         work = args.workdir or Path(tmp)
         beir, runs_dir = work / f"synthetic-{args.docs}-{args.doc_words or 'all'}", work / "runs"

@@ -31,7 +31,8 @@ from evalkit.models.identity import folder_identity
 PREFIX = "st:"
 KEYS = {"query": "query_template", "doc": "doc_template", "empty": "empty_instruction_template",
         "revision": "revision", "role": "role", "label": "label"}
-PYTHON_FAMILY = "python"
+PYTHON_FAMILY = "python"  # the family of the Python objects the API registers
+ST_FAMILY = "dense"  # the family an st: spec builds (a sentence-transformers bi-encoder)
 
 # name -> (model object, identity, label, role, templates): Python models registered in this process
 _OBJECTS: dict[str, tuple[object, dict | None, str, str, dict]] = {}

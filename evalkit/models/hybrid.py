@@ -58,3 +58,22 @@ def combine(whole: Run, facet: Run, alpha: float) -> Run:
         return {qid: dict(scores) for qid, scores in whole.items()}
     return {qid: {d: alpha * s + (1 - alpha) * facet[qid][d] for d, s in scores.items()}
             for qid, scores in whole.items()}
+
+
+# The entry settings of the facet hybrid, and what it needs of a collection wherever an entry sets
+# ``hybrid_alpha`` (whatever the family: `evalkit.models.registry.needs`).
+SETTINGS = ("hybrid_alpha", "hybrid_candidate_facet")
+NEEDS = frozenset({"sentences", "facets"})
+
+
+def split(settings: dict) -> tuple[dict, dict]:
+    """(the entry's settings without the hybrid's, the hybrid's settings)."""
+    return ({k: v for k, v in settings.items() if k not in SETTINGS},
+            {k: v for k, v in settings.items() if k in SETTINGS})
+
+
+def over(model, hybrid: dict):
+    """The facet hybrid over an embedding model when `hybrid` sets ``hybrid_alpha``, else the model."""
+    if "hybrid_alpha" not in hybrid:
+        return model
+    return FacetHybrid(model, hybrid["hybrid_alpha"], hybrid.get("hybrid_candidate_facet", False))

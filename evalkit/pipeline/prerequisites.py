@@ -5,8 +5,9 @@ off or cannot be reached.
 
 `evalkit plan` lists every missing prerequisite with its fix before any work; the study
 tables turn a row whose prerequisites are missing into "not run: <reason>"
-(`evalkit.study.tables`). Estimates (parameter counts, GPU dtypes) come from
-`config/costs.yaml`.
+(`evalkit.study.tables`). Estimates (parameter counts) come from `config/costs.yaml`; a
+family's traits (its GPU dtype, which backends are remote APIs) from its declaration
+(`evalkit.models.family`).
 """
 
 from __future__ import annotations
@@ -67,7 +68,9 @@ def hub_ids(spec: ModelSpec) -> list[tuple[str, str]]:
 
 
 def is_api(spec: ModelSpec) -> bool:
-    return spec.family == "llm" and spec.settings.get("backend") == "openai"
+    """Whether the entry is a remote API model: its ``backend`` is one of its family's
+    `Family.api_backends` (the llm family's ``openai``)."""
+    return spec.settings.get("backend") in registry.family_of(spec).api_backends
 
 
 def parameters_b(spec: ModelSpec) -> float | None:
@@ -76,10 +79,12 @@ def parameters_b(spec: ModelSpec) -> float | None:
 
 
 def gpu_dtype(spec: ModelSpec) -> str:
+    """The dtype the entry loads in on a GPU: its own ``dtype`` (an LLM entry's, or its ``cuda``
+    value), else its family's (`Family.gpu_dtype`)."""
     dtype = spec.settings.get("dtype")
     if isinstance(dtype, dict):
         dtype = dtype.get("cuda")
-    return dtype if isinstance(dtype, str) else costs()["gpu_dtype"].get(spec.family, "float32")
+    return dtype if isinstance(dtype, str) else registry.family_of(spec).gpu_dtype
 
 
 def gpu_memory_gb(spec: ModelSpec) -> float | None:

@@ -79,7 +79,7 @@ def test_bad_settings(tiny, tmp_path):
 
 
 def test_registry_passes_backend(tiny):
-    from evalkit.models.registry import _encoder
+    from evalkit.models.families.dense import encoder
 
-    enc = _encoder({"model": str(tiny), "backend": "onnx", "threads": 1})
+    enc = encoder({"model": str(tiny), "backend": "onnx", "threads": 1})
     assert enc.backend == "onnx" and enc.threads == 1

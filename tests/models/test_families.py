@@ -1,0 +1,210 @@
+"""Model families declare themselves (`evalkit.models.family`): a family written in one new file
+and registered is built, priced by `evalkit plan`, and its needs, weights, first stage, GPU
+dtype and API backends read from its declaration, by the registry, the plan and the
+prerequisite checks alike; the kit's own families are one module each, all registered, with the
+traits the study relies on; and the modules that read the declarations name no family."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import pytest
+import yaml
+
+from evalkit.core.errors import KitError
+from evalkit.data.collection import Collection, Document, Query, Sentence
+from evalkit.models import families, registry
+from evalkit.models.bm25 import BM25
+from evalkit.models.family import Family
+from evalkit.pipeline import plan, prerequisites, runner
+from evalkit.pipeline.runner import RunSettings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# A whole family in one file, as a user (or the kit) writes it: the class, its builder and its declaration.
+TOY = '''
+from evalkit.models.family import ENCODING, OPTIONAL, Family
+
+
+class Toy:
+    """Scores a candidate by its title's length; remembers the first stage it was handed."""
+
+    reads_instruction = False
+
+    def __init__(self, first_stage, depth, weights):
+        self.first_stage, self.depth, self.weights = first_stage, depth, weights
+
+    def prepare(self, documents):
+        pass
+
+    def score(self, query, candidates):
+        return {d.doc_id: float(len(d.title)) for d in candidates}
+
+    def describe(self):
+        return {"weights": self.weights}
+
+
+def build(settings, profile, collection, first_stage, depth):
+    return Toy(first_stage, depth, settings["model"])
+
+
+FAMILY = Family("toy", build, {declaration})
+'''
+DECLARED = ('weighted=True, needs={"sentences"}, first_stage=OPTIONAL, work=ENCODING, gpu_dtype="bfloat16", '
+            'api_backends={"remote"}')
+PLAIN = "first_stage=OPTIONAL"  # the same builder, every other trait left at its default
+
+
+def toy_collection(sentences: bool) -> Collection:
+    """Two queries whose seeds are split into sentences (or not), three candidates each."""
+    docs = {f"d{i}": Document(f"d{i}", "t" * i, "some words") for i in range(1, 5)}
+    split = (Sentence("first sentence"), Sentence("second")) if sentences else ()
+    queries = {q: Query(q, "seed text", "find", seed=Document(f"seed-{q}", "Seed", "seed text", split))
+               for q in ("q1", "q2")}
+    return Collection("toys", docs, queries, {"q1": {"d1": 1}, "q2": {"d2": 1}},
+                      candidates={"q1": ("d1", "d2", "d3"), "q2": ("d2", "d3", "d4")})
+
+
+@pytest.fixture
+def toy_family(tmp_path, monkeypatch):
+    """Writes the toy family's file with a declaration, imports it, registers it (for this test
+    only) and points the registry at a profile using it; returns the module."""
+    monkeypatch.setattr(registry, "FAMILIES", dict(registry.FAMILIES))  # registrations end with the test
+    weights = tmp_path / "toy-weights"
+    weights.mkdir()
+    (weights / "weights.bin").write_bytes(b"\x00\x01")
+    models = {"bm25": {"family": "bm25"},
+              "toy": {"family": "toy", "model": str(weights)},
+              "toy-reranker": {"family": "toy", "model": str(weights), "first_stage": "bm25"},
+              "toy-remote": {"family": "toy", "model": "toy-model", "backend": "remote"}}
+    path = tmp_path / "models.yaml"
+    path.write_text(yaml.safe_dump({"profiles": {"t": {"first_stage": "bm25", "depth": 7, "models": models}}}))
+    monkeypatch.setenv("EVALKIT_MODELS", str(path))
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def declare(declaration: str):
+        name = f"toy_family_{tmp_path.name.replace('-', '_')}"  # one module name per test: never a stale import
+        (tmp_path / f"{name}.py").write_text(TOY.replace("{declaration}", declaration))
+        importlib.invalidate_caches()
+        module = importlib.import_module(name)
+        registry.register_family(module.FAMILY)
+        return module
+
+    return declare
+
+
+def test_a_family_declared_in_one_file_is_built_priced_and_read_by_its_declaration(toy_family, monkeypatch):
+    toy = toy_family(DECLARED)
+    spec = registry.spec("toy", "t")
+    scorer = registry.build(spec, toy_collection(True))
+    assert isinstance(scorer, toy.Toy) and scorer.first_stage is None and scorer.depth is None
+    reranker = registry.build(registry.spec("toy-reranker", "t"), toy_collection(True))
+    assert isinstance(reranker.first_stage, BM25) and reranker.depth == 7  # the profile's depth, built by the registry
+    # needs: sentences, so a collection whose seeds are not split is refused before anything is built
+    assert registry.needs(spec) == {"sentences"}
+    runner.check_settings(RunSettings(model="toy", dataset="toys", profile="t"), toy_collection(True))
+    with pytest.raises(KitError, match="it needs sentences"):
+        runner.check_settings(RunSettings(model="toy", dataset="toys", profile="t"), toy_collection(False))
+    # weighted: the entry must name its weights, and their folder's files key its runs (as the builder's code does)
+    found = registry.identity(spec)
+    assert set(found) == {"family_code", "folder"}
+    assert found["family_code"]["object"].endswith("build")
+    # priced as an encoder: every candidate of the two queries once, and the two queries
+    monkeypatch.setattr(prerequisites, "gpu_count", lambda: 0)
+    collection = toy_collection(True)
+    row = plan.row_plan(spec, list(collection.queries.values()), collection, "pool")
+    assert row.texts == 4 + 2 and row.hours > 0
+    # its GPU dtype, and the backend it declares remote makes an entry an API model (no hub weights to fetch)
+    assert prerequisites.gpu_dtype(spec) == "bfloat16"
+    remote = registry.spec("toy-remote", "t")
+    assert prerequisites.is_api(remote) and prerequisites.hub_ids(remote) == []
+    assert not prerequisites.is_api(spec)
+
+
+def test_the_same_builder_without_the_traits_is_read_as_declared(toy_family, tmp_path, monkeypatch):
+    """The contrast of the test above: a registry that ignored the declaration would give both
+    declarations the same needs, identity, plan and dtype."""
+    toy_family(PLAIN)
+    spec = registry.spec("toy", "t")
+    assert registry.needs(spec) == set()
+    runner.check_settings(RunSettings(model="toy", dataset="toys", profile="t"), toy_collection(False))
+    assert set(registry.identity(spec)) == {"family_code"}  # not weighted: its folder is not read
+    monkeypatch.setattr(prerequisites, "gpu_count", lambda: 0)
+    collection = toy_collection(True)
+    row = plan.row_plan(spec, list(collection.queries.values()), collection, "pool")
+    assert row.texts == 0 and row.hours == 0  # scoring only
+    assert prerequisites.gpu_dtype(spec) == "float32"
+    assert not prerequisites.is_api(registry.spec("toy-remote", "t"))
+
+
+def test_a_weighted_family_refuses_an_entry_without_weights(toy_family, tmp_path, monkeypatch):
+    """Even when the registry file was read before the family was registered."""
+    path = tmp_path / "no-weights.yaml"
+    path.write_text(yaml.safe_dump({"profiles": {"t": {"models": {"toy": {"family": "toy"}}}}}))
+    monkeypatch.setenv("EVALKIT_MODELS", str(path))
+    assert registry.model_names("t") == ["toy"]  # read (and cached) while no family toy is known
+    toy_family(DECLARED)
+    with pytest.raises(KitError, match="model 'toy' of profile 't' names no 'model'"):
+        registry.spec("toy", "t")
+
+
+def test_register_family_takes_a_declaration_and_keeps_the_kits_own(monkeypatch):
+    monkeypatch.setattr(registry, "FAMILIES", dict(registry.FAMILIES))
+    with pytest.raises(KitError, match="takes a Family"):
+        registry.register_family(lambda settings, profile, collection: None)
+    with pytest.raises(KitError, match="family 'bm25' is one of the kit's"):
+        registry.register_family(Family("bm25", lambda settings, profile, collection: None))
+    registry.FAMILIES["bare"] = lambda settings, profile, collection: None  # how families were registered before
+    with pytest.raises(KitError, match=r"registered as a bare builder; register it with registry.register_family"):
+        registry.family_of(registry.ModelSpec("m", "offline", "bare", "M", "probe", {}))
+    with pytest.raises(KitError, match="first_stage 'sometimes'.*work 'tokens'"):
+        Family("odd", print, first_stage="sometimes", work="tokens")
+    with pytest.raises(KitError, match=r"needs \['vectors'\]"):
+        Family("odd", print, needs={"vectors"})
+
+
+def test_every_family_module_is_registered_once():
+    """Adding a family is one module of evalkit/models/families/ plus its line in `ALL`: a module
+    left out of the list (or listed twice) fails here."""
+    folder = ROOT / "evalkit" / "models" / "families"
+    modules = sorted(p.stem for p in folder.glob("*.py") if p.stem != "__init__")
+    declared = [importlib.import_module(f"evalkit.models.families.{m}").FAMILY for m in modules]
+    assert sorted(f.name for f in declared) == sorted(f.name for f in families.ALL)
+    assert len({f.name for f in families.ALL}) == len(families.ALL)
+    assert all(f in families.ALL for f in declared)
+    assert list(registry.FAMILIES) == [f.name for f in families.ALL]
+
+
+def test_the_kit_families_declare_the_traits_the_study_relies_on():
+    """The traits as the registry, the plan and costs.yaml held them before families declared
+    themselves (WEIGHTED, needs(), plan.EMBEDDERS, costs.yaml gpu_dtype, is_api)."""
+    traits = {f.name: (f.weighted, set(f.needs), f.first_stage, f.work, f.gpu_dtype, set(f.api_backends))
+              for f in families.ALL}
+    assert traits == {
+        "bm25": (False, set(), "none", "scoring", "float32", set()),
+        "dense": (True, set(), "optional", "encoding", "float32", set()),
+        "multivector": (True, {"sentences"}, "none", "encoding", "float32", set()),
+        "gritlm": (True, set(), "optional", "encoding", "bfloat16", set()),
+        "promptriever": (True, set(), "optional", "encoding", "bfloat16", set()),
+        "paper-cls": (True, set(), "optional", "encoding", "float32", set()),
+        "aspire": (True, {"sentences"}, "optional", "encoding", "float32", set()),
+        "llm": (True, set(), "always", "prompts", "float32", {"openai"}),
+        "oracle": (False, {"qrels"}, "always", "scoring", "float32", set()),
+        "python": (False, set(), "none", "scoring", "float32", set()),
+    }
+
+
+@pytest.mark.parametrize("module", ["evalkit/models/registry.py", "evalkit/pipeline/plan.py",
+                                    "evalkit/pipeline/prerequisites.py"])
+def test_the_readers_of_the_declarations_name_no_family(module):
+    """The registry, the plan and the prerequisite checks switch on traits, never on a family's name."""
+    tree = ast.parse((ROOT / module).read_text())
+    for node in ast.walk(tree):  # words that name a family and something else: the role oracle, the study promptriever
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] in (["ROLES"],
+                                                                                              ["STUDY_KEYS"]):
+            node.value = ast.Constant(None)
+    names = {f.name for f in families.ALL}
+    literals = {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and node.value in names}
+    assert not literals, f"{module} names families {sorted(literals)}"
