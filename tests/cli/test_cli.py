@@ -576,7 +576,7 @@ def test_bad_run_exits_2_before_scoring(capsys, run_ctx, case):
 
 
 def test_unwritable_runs_dir_is_refused(capsys, run_ctx, monkeypatch):
-    monkeypatch.setattr(cli.os, "access", lambda path, mode: False)  # root may write anywhere
+    monkeypatch.setattr(os, "access", lambda path, mode: False)  # root may write anywhere
     assert cli.main(_run(run_ctx)) == 2
     _assert_one_line_error(capsys.readouterr().err, [str(run_ctx["tmp"]), "not writable"])
 
