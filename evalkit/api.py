@@ -312,8 +312,9 @@ def evaluate(model, dataset: str = "csfcube", *, name: str | None = None, revisi
     runs_dir = Path(runs_dir)
 
     def settings_of(variant: str) -> RunSettings:
-        return RunSettings(model_name, dataset, profile, protocol, variant, None, first_stage, depth, subset, corpus,
-                           instructions)
+        return RunSettings(model=model_name, dataset=dataset, profile=profile, protocol=protocol, variant=variant,
+                           first_stage=first_stage, depth=depth, queries=subset, corpus=corpus,
+                           instructions=instructions)
 
     tables, folders = {}, {}
     for variant in variants:

@@ -36,8 +36,7 @@ def _model_spec(args: argparse.Namespace) -> str:
 
 def cmd_run(args: argparse.Namespace) -> None:
     # lazy: loaded only when this command runs (start-up cost, tests/kit/test_imports.py)
-    from evalkit.models import registry
-    from evalkit.pipeline.runner import RunSettings, check_settings, ensure_folder
+    from evalkit.pipeline.runner import RunSettings, check_settings, ensure_folder, resolve
 
     if args.depth is not None and args.depth < 1:
         raise KitError(f"--depth {args.depth}: the first-stage depth must be a positive integer")
@@ -67,13 +66,11 @@ def cmd_run(args: argparse.Namespace) -> None:
         unknown = next((q for q in queries if q not in collection.queries), None)
         if unknown is not None:
             raise KitError(f"--queries: {collection.name} has no query {unknown}; give ids of its queries")
-    settings = RunSettings(model, dataset=args.dataset, profile=args.profile, protocol=args.protocol,
-                           variant=args.variant, prompt=args.prompt, first_stage=args.first_stage,
-                           depth=args.depth, queries=queries, corpus=args.corpus, instructions=args.instructions,
-                           index_dtype=args.index_dtype)
-    check_settings(settings, collection)
-    if args.first_stage:
-        registry.spec(args.first_stage, args.profile)
+    settings = resolve(RunSettings(model=model, dataset=args.dataset, profile=args.profile, protocol=args.protocol,
+                                   variant=args.variant, prompt=args.prompt, first_stage=args.first_stage,
+                                   depth=args.depth, queries=queries, corpus=args.corpus,
+                                   instructions=args.instructions, index_dtype=args.index_dtype))  # looked up once
+    check_settings(settings, collection)  # an unknown --first-stage too: one line, before any work
     run_folder(runs_dir, settings, collection.name)  # the run name must round-trip through a TREC file
     print(ensure_folder(settings, collection, runs_dir))  # a matching stored run is reused, not rewritten or parsed
 

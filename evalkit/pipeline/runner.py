@@ -27,7 +27,7 @@ candidate and is not judged (`protocol_collection`).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
 
 from evalkit.core import progress
@@ -41,14 +41,20 @@ from evalkit.data.runstore import is_verified, load_verified, run_folder, write_
 from evalkit.evaluation.evaluate import protocol_collection
 from evalkit.models import adhoc, registry
 from evalkit.models.base import Scorer
+from evalkit.models.registry import ModelSpec
 from evalkit.pipeline import prerequisites
 from evalkit.retrieval.corpus import DTYPES, Corpus, documents_of, rank_corpus
 
 KEEP = 1000  # documents kept per query when a whole corpus is ranked (as BEIR runs)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunSettings:
+    """What a run is made of, built by keyword (``RunSettings(model="bm25", protocol="pooled")``): every
+    field is in the run-store key (`sidecar_key`), the model, variant, index dtype, instruction
+    file and prompt in the run's folder name (`run_name`). The registry entries a run reads are
+    looked up once per run, by `Resolved`."""
+
     model: str
     dataset: str = "csfcube"
     profile: str = "offline"
@@ -70,6 +76,56 @@ class RunSettings:
         if self.instructions is not None:
             name = f"{name}--instructions-{instructions_identity(self.instructions)['sha256'][:10]}"
         return name if self.prompt is None else f"{name}--prompt-{_digest(self.prompt)}"
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """One run's settings with the registry entries it reads, each looked up once, on first use
+    (`model_spec`, `first_stage_name`, `first_stage_spec`, `first_stage_depth`). Every entry point
+    of the runner (`ensure_stored`, `run_or_reason`, `execute`, ...) resolves its settings once
+    (`resolve`) and passes this down, so every step of one run reads the same entries; the
+    settings' own fields and `run_name` read through (``resolved.protocol``). A later run
+    resolves afresh (a registry edited between runs is seen)."""
+
+    settings: RunSettings
+
+    def __getattr__(self, name: str):
+        if name == "settings":  # not yet set (copy, unpickling): no recursion
+            raise AttributeError(name)
+        return getattr(self.settings, name)
+
+    @cached_property
+    def model_spec(self) -> ModelSpec:
+        """The model's registry entry (`registry.spec`; a one-line error for an unknown model)."""
+        return registry.spec(self.settings.model, self.settings.profile)
+
+    @cached_property
+    def first_stage_name(self) -> str | None:
+        """pooled and full: the first-stage model, ``first_stage`` or the profile's; None on the
+        pool protocols, which rank each query's given candidates."""
+        if self.settings.protocol in POOL_PROTOCOLS:
+            return None
+        return self.settings.first_stage or registry.profile_value(self.settings.profile, "first_stage")
+
+    @cached_property
+    def first_stage_spec(self) -> ModelSpec | None:
+        """pooled and full: the first-stage model's registry entry; None on the pool protocols."""
+        return None if self.first_stage_name is None else registry.spec(self.first_stage_name, self.settings.profile)
+
+    @cached_property
+    def first_stage_depth(self) -> int | None:
+        """pooled and full: the documents the first stage keeps per query, ``depth`` or the profile's."""
+        if self.settings.protocol in POOL_PROTOCOLS:
+            return None
+        return self.settings.depth or registry.profile_value(self.settings.profile, "depth")
+
+
+Settings = RunSettings | Resolved  # what the runner's functions take: a run's settings, or them resolved
+
+
+def resolve(settings: Settings) -> Resolved:
+    """The run's `Resolved` settings (a `Resolved` as it is: resolving twice looks nothing up again)."""
+    return settings if isinstance(settings, Resolved) else Resolved(settings)
 
 
 def instructions_identity(path: str) -> dict:
@@ -97,8 +153,9 @@ def with_prompt(text: str, prompt: str | None) -> str:
     return f"{text} {prompt}" if prompt else text
 
 
-def check_settings(settings: RunSettings, collection: Collection) -> None:
+def check_settings(settings: Settings, collection: Collection) -> None:
     """Every setting checked before any model is built or anything is scored."""
+    settings = resolve(settings)
     if settings.protocol not in PROTOCOLS:
         raise KitError(f"unknown protocol {settings.protocol!r}; choose one of {', '.join(PROTOCOLS)}")
     collection = with_settings_instructions(settings, collection)
@@ -114,11 +171,15 @@ def check_settings(settings: RunSettings, collection: Collection) -> None:
         raise KitError(f"{collection.name} has no corpus file for the full protocol; use --protocol pool or pooled")
     if settings.index_dtype not in DTYPES:
         raise KitError(f"index dtype {settings.index_dtype!r} is not one of {', '.join(DTYPES)}")
-    model_spec = registry.spec(settings.model, settings.profile)
-    missing = sorted(registry.needs(model_spec) - capabilities(collection))
+    missing = sorted(registry.needs(settings.model_spec) - capabilities(collection))
     if missing:
         raise KitError(f"model {settings.model} cannot rank {collection.name}: it needs {', '.join(missing)} "
                        f"({NEEDS_HELP[missing[0]]}); choose another model")
+    first = settings.first_stage_spec  # pooled and full: an unknown first stage is refused here, before any work
+    missing = sorted(registry.needs(first) - capabilities(collection)) if first is not None else []
+    if missing:
+        raise KitError(f"first stage {first.name} cannot rank {collection.name}: it needs {', '.join(missing)} "
+                       f"({NEEDS_HELP[missing[0]]}); choose another first stage (--first-stage)")
 
 
 NEEDS_HELP = {
@@ -153,18 +214,18 @@ def whole_corpus(collection: Collection) -> Corpus:
     return Corpus.of_documents(list(collection.documents.values()), collection.name)
 
 
-def candidates_for(settings: RunSettings, collection: Collection,
+def candidates_for(settings: Settings, collection: Collection,
                    queries: list[Query]) -> tuple[dict[str, list[Document]] | None, dict]:
     """Candidates per query under the protocol (None: a pool protocol over a whole corpus, which
     the model ranks itself, `KEEP` kept), and the protocol's description for the sidecar."""
+    settings = resolve(settings)
     if settings.protocol in POOL_PROTOCOLS:
         if collection.candidates is None:
             return None, {"protocol": settings.protocol, "corpus_size": len(collection.documents), "keep": KEEP}
         given = protocol_collection(collection, settings.protocol)
         return {q.qid: given.candidates_of(q.qid) for q in queries}, {"protocol": settings.protocol}
-    name = settings.first_stage or registry.profile_value(settings.profile, "first_stage")
-    depth = settings.depth or registry.profile_value(settings.profile, "depth")
-    first = registry.build(registry.spec(name, settings.profile), collection)
+    name, depth = settings.first_stage_name, settings.first_stage_depth
+    first = registry.build(settings.first_stage_spec, collection)
     described = {"protocol": settings.protocol, "first_stage": name, "first_stage_model": first.describe(),
                  "depth": depth}
     if settings.protocol == "pooled":
@@ -193,21 +254,23 @@ def first_stage(first: Scorer, queries: list[Query], corpus: Corpus, depth: int,
 Candidates = dict[str, list[Document]]
 
 
-def prepare(settings: RunSettings, collection: Collection) -> tuple[Scorer, list[Query], Candidates | None, dict]:
+def prepare(settings: Settings, collection: Collection) -> tuple[Scorer, list[Query], Candidates | None, dict]:
     """The model, the selected queries, each query's candidates under the protocol (None when the
     model ranks the whole corpus itself) and the protocol's description; every candidate
     prepared (e.g. encoded) once."""
+    settings = resolve(settings)
     check_settings(settings, collection)
     queries = queries_of(settings, collection)
     candidates, protocol = candidates_for(settings, collection, queries)
-    scorer = registry.build(registry.spec(settings.model, settings.profile), collection)
+    scorer = registry.build(settings.model_spec, collection)
     if candidates is not None:
         scorer.prepare(list({d.doc_id: d for cands in candidates.values() for d in cands}.values()))
     return scorer, queries, candidates, protocol
 
 
-def execute(settings: RunSettings, collection: Collection, runs_dir: Path) -> Path:
+def execute(settings: Settings, collection: Collection, runs_dir: Path) -> Path:
     """Run one model over the selected queries and store the run; returns its folder."""
+    settings = resolve(settings)
     scorer, queries, candidates, protocol = prepare(settings, collection)
     if candidates is None:  # the whole corpus, top KEEP: one batched search where the model has an index
         run: Run = rank_corpus(scorer, queries, whole_corpus(collection), KEEP, collection.exclude,
@@ -219,7 +282,7 @@ def execute(settings: RunSettings, collection: Collection, runs_dir: Path) -> Pa
         for query in progress.bar(queries, desc=f"scoring {settings.run_name} ({settings.protocol})", unit="query"):
             run[query.qid] = next(together) if together else scorer.score(query, candidates[query.qid])
     accounting = getattr(scorer, "accounting", None)
-    model_spec = registry.spec(settings.model, settings.profile)
+    model_spec = settings.model_spec
     sidecar = {
         **sidecar_key(settings, collection),
         "label": model_spec.label,
@@ -233,12 +296,13 @@ def execute(settings: RunSettings, collection: Collection, runs_dir: Path) -> Pa
                      accounting() if accounting else None)
 
 
-def sidecar_key(settings: RunSettings, collection: Collection) -> dict:
+def sidecar_key(settings: Settings, collection: Collection) -> dict:
     """What a stored run must match to be reused: the settings (an instruction file by name and
     sha256), the model's whole registry entry, the identity of user code behind it
     (`registry.identity`) and the data. Known before any model is built."""
-    model_spec = registry.spec(settings.model, settings.profile)
-    run_settings = asdict(settings)
+    settings = resolve(settings)
+    model_spec = settings.model_spec
+    run_settings = asdict(settings.settings)
     if settings.instructions is not None:  # the file by name and content, not by its path on this machine
         run_settings["instructions"] = instructions_identity(settings.instructions)
     return {"run": settings.run_name, "dataset": collection.name, "data_sha256": collection.checksum,
@@ -268,21 +332,20 @@ class NotRun:
     reason: str
 
 
-def unavailable(settings: RunSettings) -> tuple[str, str] | None:
+def unavailable(settings: Settings) -> tuple[str, str] | None:
     """(reason, fix) when a prerequisite of the run is missing (`evalkit.pipeline.prerequisites`: the model's
     own, its first stage's, the protocol's first stage on pooled and full), else None."""
-    specs = [registry.spec(settings.model, settings.profile)]
-    if settings.protocol != "pool":
-        specs.append(registry.spec(settings.first_stage or registry.profile_settings(settings.profile)["first_stage"],
-                                   settings.profile))
+    settings = resolve(settings)
+    specs = [settings.model_spec] + ([] if settings.first_stage_spec is None else [settings.first_stage_spec])
     found = list({(m.reason, m.fix): m for spec in specs for m in prerequisites.missing(spec)}.values())
     if not found:
         return None
     return "; ".join(m.reason for m in found), "; ".join(m.fix for m in found)
 
 
-def not_runnable(settings: RunSettings, strict: bool = False) -> NotRun | None:
+def not_runnable(settings: Settings, strict: bool = False) -> NotRun | None:
     """NotRun when a prerequisite is missing (`strict`: a KitError naming it and its fix), else None."""
+    settings = resolve(settings)
     missing = unavailable(settings)
     if missing is None:
         return None
@@ -291,10 +354,11 @@ def not_runnable(settings: RunSettings, strict: bool = False) -> NotRun | None:
     return NotRun(f"not run: {missing[0]}")
 
 
-def run_or_reason(settings: RunSettings, collection: Collection, runs_dir: Path, strict: bool = False) -> Run | NotRun:
+def run_or_reason(settings: Settings, collection: Collection, runs_dir: Path, strict: bool = False) -> Run | NotRun:
     """`ensure_run`, or, for a run whose prerequisites are missing or which fails with a kit error
     (a server that dies, weights that cannot be fetched), why it was not run. `strict` raises
     instead (the first such run stops the study)."""
+    settings = resolve(settings)
     blocked = not_runnable(settings, strict)
     if blocked is not None:
         return blocked
@@ -306,10 +370,11 @@ def run_or_reason(settings: RunSettings, collection: Collection, runs_dir: Path,
         return NotRun(f"not run: {' '.join(str(exc).splitlines())}")
 
 
-def ensure_stored(settings: RunSettings, collection: Collection, runs_dir: Path) -> tuple[Path, Run]:
+def ensure_stored(settings: Settings, collection: Collection, runs_dir: Path) -> tuple[Path, Run]:
     """The folder and run of `settings`: a stored complete, verified, matching run (nothing is
     written), else a fresh one, stored and read back verified. A model whose user code nothing
     pins (`registry.identity` None) is always run again."""
+    settings = resolve(settings)
     check_settings(settings, collection)
     folder = run_folder(runs_dir, settings, collection.name)
     key = sidecar_key(settings, collection)
@@ -323,30 +388,34 @@ def ensure_stored(settings: RunSettings, collection: Collection, runs_dir: Path)
     return folder, run
 
 
-def _reuse_key(settings: RunSettings, collection: Collection, runs_dir: Path) -> tuple[Path, dict | None]:
+def _reuse_key(settings: Settings, collection: Collection, runs_dir: Path) -> tuple[Path, dict | None]:
     """(the run's folder, the sidecar key a stored run must match to be reused), the key None for a
     model whose user code nothing pins (its runs are never reused)."""
+    settings = resolve(settings)
     check_settings(settings, collection)
     key = sidecar_key(settings, collection)
     return run_folder(runs_dir, settings, collection.name), key if key["model_identity"] is not None else None
 
 
-def stored_run(settings: RunSettings, collection: Collection, runs_dir: Path) -> Run | None:
+def stored_run(settings: Settings, collection: Collection, runs_dir: Path) -> Run | None:
     """The stored complete, verified, matching run of `settings` (as `ensure_stored` reuses it),
     else None; nothing is computed."""
+    settings = resolve(settings)
     folder, key = _reuse_key(settings, collection, runs_dir)
     return None if key is None else load_verified(folder, key)
 
 
-def ensure_folder(settings: RunSettings, collection: Collection, runs_dir: Path) -> Path:
+def ensure_folder(settings: Settings, collection: Collection, runs_dir: Path) -> Path:
     """The folder of `settings`' run, as `ensure_stored` gives it, for a caller that needs the
     folder only (`evalkit run`): a stored run verified by its sidecar and sha256s is not parsed."""
+    settings = resolve(settings)
     folder, key = _reuse_key(settings, collection, runs_dir)
     if key is not None and is_verified(folder, key):
         return folder
     return ensure_stored(settings, collection, runs_dir)[0]
 
 
-def ensure_run(settings: RunSettings, collection: Collection, runs_dir: Path) -> Run:
+def ensure_run(settings: Settings, collection: Collection, runs_dir: Path) -> Run:
     """The run of `settings`: a stored complete, verified, matching run, else a fresh one."""
+    settings = resolve(settings)
     return ensure_stored(settings, collection, runs_dir)[1]

@@ -102,7 +102,7 @@ def test_the_relevance_notebooks_official_section_sets_the_record_beside_the_kit
     tables.official_section(study, collection)
     table = pd.read_csv(tmp_path / "build" / "tables" / f"relevance-official-{study.tag}.csv")
     kit = table[table["source"] == "kit"].set_index("measure")
-    expected = official_figures(collection, ensure_run(RunSettings("bm25"), collection, tmp_path / "runs"))
+    expected = official_figures(collection, ensure_run(RunSettings(model="bm25"), collection, tmp_path / "runs"))
     for metric, parts in expected.items():
         shown = kit.loc[metric, ["background", "method", "result", "all"]].tolist()
         assert shown == pytest.approx(list(parts.values()))
