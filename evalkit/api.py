@@ -46,11 +46,11 @@ from evalkit.evaluation.evaluate import (
     ROBUSTNESS,
     SCALE,
     check_measures,
-    check_run,
     computed_measures,
     default_measures,
     fold_notes,
     per_query,
+    protocol_collection,
     shown_once,
     summary_of,
 )
@@ -60,7 +60,7 @@ from evalkit.models.adhoc import is_st
 from evalkit.models.dense import TEMPLATE_FIELDS, check_template
 from evalkit.models.identity import identity_and_reason
 from evalkit.models.objects import as_scorer, prepare_object
-from evalkit.pipeline.run_input import load_any_run
+from evalkit.pipeline.run_input import read_run
 from evalkit.pipeline.runner import RunSettings, ensure_run, instructions_identity, run_folder
 
 ROLES_READING = "instructed"
@@ -237,15 +237,17 @@ def _reference_tables(reference, settings_of, collection: Collection, variants: 
         for variant in variants:
             chosen = settings_of(variant)
             run = ensure_run(replace(chosen, model=text), collection, runs_dir)
-            tables[variant] = per_query(collection, run, names)
+            tables[variant] = per_query(protocol_collection(collection, chosen.protocol), run, names)
         return text, tables
     path = Path(text).expanduser()
     if not path.exists():
         raise KitError(f"reference={text!r} is neither a model of profile {settings.profile} nor a run file or folder; "
                        "name a model (evalkit models) or give a run")
-    run, recorded = load_any_run(path, None, collection)
-    check_run(run, collection, source=str(path), within_candidates=(recorded or settings.protocol) == "pool")
-    table = per_query(collection, run, names)
+    run, protocol, judged = read_run(path, None, collection, default=settings.protocol)
+    if protocol != settings.protocol:
+        raise KitError(f"reference={text!r} was made under the {protocol} protocol, this evaluation under "
+                       f"{settings.protocol}; give a run of one protocol")
+    table = per_query(judged, run, names)
     return text, dict.fromkeys(variants, table)
 
 
@@ -316,21 +318,22 @@ def evaluate(model, dataset: str = "csfcube", *, name: str | None = None, revisi
                            first_stage=first_stage, depth=depth, queries=subset, corpus=corpus,
                            instructions=instructions)
 
+    judged = protocol_collection(collection, protocol)  # released: the seed judged too, as `evalkit evaluate`
     tables, folders = {}, {}
     for variant in variants:
         settings = settings_of(variant)
         run = ensure_run(settings, collection, runs_dir)
         folders[variant] = run_folder(runs_dir, settings, collection.name)
-        tables[variant] = per_query(collection, run, computed_measures(names))
+        tables[variant] = per_query(judged, run, computed_measures(names))
     used = "mean" if not collection.folds else aggregate
     twins = shown_once(names, tables.values())[1] if measures is None else {}
     rows = []
     for variant, table in tables.items():
-        summary = summary_of(collection, table, names, aggregate, {})
+        summary = summary_of(judged, table, names, aggregate, {})
         rows += [{"variant": variant, "measure": m, **summary[m]} for m in names]
     measures_table = pd.DataFrame(rows).set_index(["variant", "measure"])
     per_query_table = pd.concat(tables, names=["variant", "qid"])
-    notes = sorted({n for t in tables.values() for n in fold_notes(collection, t, used)})
+    notes = sorted({n for t in tables.values() for n in fold_notes(judged, t, used)})
     tests, pairs = None, {}
     if reference is not None:
         label_of, references = _reference_tables(reference, settings_of, collection, variants, runs_dir,
@@ -339,7 +342,7 @@ def evaluate(model, dataset: str = "csfcube", *, name: str | None = None, revisi
             raise KitError(f"reference={label_of!r} is the model evaluated; name another model or run")
         compared = [m for m in names if not m.startswith(ROBUSTNESS)]
         pairs = {v: {label_of: references[v], model_name: tables[v]} for v in variants}
-        tests = pd.concat([compare(collection, pairs[v], compared, used).assign(variant=v) for v in variants],
+        tests = pd.concat([compare(judged, pairs[v], compared, used).assign(variant=v) for v in variants],
                           ignore_index=True)
         tests = tests[["variant", *[c for c in tests.columns if c != "variant"]]]
         blank = tests[(tests["note"] != "") & (tests["note"] != "reference")]
@@ -358,4 +361,4 @@ def evaluate(model, dataset: str = "csfcube", *, name: str | None = None, revisi
         notes.append(f"{model_name}: nothing pins this model's files (a hub id without a revision), so its runs are "
                      "made again every time and never reused; give a revision")
     return Evaluation(model_name, collection.name, per_query_table, measures_table, tests, folders, notes, settings,
-                      pairs, collection)
+                      pairs, judged)

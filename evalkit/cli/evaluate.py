@@ -19,14 +19,13 @@ from evalkit.cli.options import (
 )
 from evalkit.cli.printing import null_nan, print_summary, summary_settings, summary_title, write_per_query
 from evalkit.core.errors import KitError
-from evalkit.core.protocols import DEFAULT_PROTOCOL, POOL_PROTOCOLS, PROTOCOLS
+from evalkit.core.protocols import PROTOCOLS
 from evalkit.data.runstore import RANKING, read_sidecar
 from evalkit.datasets import load_dataset
 from evalkit.evaluation.evaluate import (
     ROBUSTNESS_K,
     SCALE,
     check_measures,
-    check_run,
     computed_measures,
     default_measures,
     fold_notes,
@@ -36,7 +35,7 @@ from evalkit.evaluation.evaluate import (
     summary_of,
 )
 from evalkit.evaluation.measures import PMRR_TIES
-from evalkit.pipeline.run_input import load_any_run
+from evalkit.pipeline.run_input import read_run
 
 
 def _run_labels(paths: list[Path]) -> dict[Path, str]:
@@ -72,10 +71,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     check_measures(names, collection)
     tables, protocols = {}, {}
     for runs in paths:
-        run, recorded = load_any_run(runs, args.name, collection)
-        protocols[runs] = args.protocol or recorded or DEFAULT_PROTOCOL
-        judged = protocol_collection(collection, protocols[runs])
-        check_run(run, judged, source=str(runs), within_candidates=protocols[runs] in POOL_PROTOCOLS)
+        run, protocols[runs], judged = read_run(runs, args.name, collection, args.protocol)
         tables[runs] = per_query(judged, run, computed_measures(names), args.pmrr_ties)
     if len(set(protocols.values())) > 1:
         raise KitError(f"the runs were made under different protocols ({', '.join(sorted(set(protocols.values())))}); "
