@@ -13,7 +13,8 @@ measures and statistics (the same path as ``evalkit run`` and ``evalkit evaluate
 
 and returns an `Evaluation`: per-query values, the default measures table ``evalkit
 evaluate`` prints (per stratum and all), and, with ``reference=`` (a registry model, an
-``st:`` spec, a run file or run-store folder, or another `Evaluation`), paired two-sided
+``st:`` spec, a run file or run-store folder of the same protocol, checked and judged as ``evalkit
+evaluate`` does, `evalkit.pipeline.run_input.read_run`, or another `Evaluation`), paired two-sided
 tests against it (`evalkit.evaluation.compare`: ``delta`` the mean per-query difference, ``aggregate``
 the fold aggregate) and `Evaluation.compare_table`. Runs are stored in the verified run
 store with their sidecars (`evalkit.pipeline.runner.ensure_run`), keyed by the model's identity: the
@@ -35,7 +36,7 @@ import pandas as pd
 
 from evalkit.core.errors import KitError
 from evalkit.core.protocols import PROTOCOLS
-from evalkit.data.collection import BASE, Collection, queries_of_seeds
+from evalkit.data.collection import BASE, Collection, check_query_ids, queries_of_seeds
 from evalkit.data.runstore import check_run_name
 from evalkit.datasets import load_dataset
 from evalkit.evaluation.compare import compare
@@ -214,10 +215,7 @@ def _queries(collection: Collection, seeds: Sequence[str] | None, queries: Seque
     if seeds is not None:
         return queries_of_seeds(tuple(str(s) for s in seeds), collection, "seeds=")
     if queries is not None:
-        unknown = next((q for q in queries if q not in collection.queries), None)
-        if unknown is not None:
-            raise KitError(f"queries= {collection.name} has no query {unknown}; give ids of its queries")
-        return tuple(queries)
+        return check_query_ids(queries, collection, "queries=")
     return None
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from evalkit.cli.options import check_runs_dir, full_corpus, split_ids
 from evalkit.core.errors import KitError
 from evalkit.core.protocols import DEFAULT_PROTOCOL, POOL_PROTOCOLS, PROTOCOLS
-from evalkit.data.collection import queries_of_seeds
+from evalkit.data.collection import check_query_ids, queries_of_seeds
 from evalkit.data.runstore import run_folder
 from evalkit.datasets import load_dataset
 
@@ -63,9 +63,7 @@ def cmd_run(args: argparse.Namespace) -> None:
     if seeds is not None:
         queries = queries_of_seeds(seeds, collection)
     if queries is not None:
-        unknown = next((q for q in queries if q not in collection.queries), None)
-        if unknown is not None:
-            raise KitError(f"--queries: {collection.name} has no query {unknown}; give ids of its queries")
+        check_query_ids(queries, collection)
     settings = resolve(RunSettings(model=model, dataset=args.dataset, profile=args.profile, protocol=args.protocol,
                                    variant=args.variant, prompt=args.prompt, first_stage=args.first_stage,
                                    depth=args.depth, queries=queries, corpus=args.corpus,
