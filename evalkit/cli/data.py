@@ -34,7 +34,7 @@ def _data_corpus(path_only: bool) -> None:
 
 
 def add_parser(command) -> None:
-    """The subcommand's options."""
+    """Add `evalkit data`, its options and its handler (`command` makes the subparser)."""
     data = command("data", "fetch (if needed) and verify the CSFCube files; with --corpus, download the full "
                            "corpus")
     data.add_argument("--path", action="store_true", help="print only the verified data folder (or corpus file)")

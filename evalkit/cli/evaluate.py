@@ -165,7 +165,7 @@ def _pvalue(value) -> str:
 
 
 def add_parser(command) -> None:
-    """The subcommand's options."""
+    """Add `evalkit evaluate`, its options and its handler (`command` makes the subparser)."""
     evaluate = command("evaluate", "score a run against a dataset's judgments")
     evaluate.add_argument("--dataset", required=True, metavar="SPEC", help="see datasets below")
     evaluate.add_argument("--runs", required=True, metavar="PATH", action="append",

@@ -30,7 +30,7 @@ def cmd_export(args: argparse.Namespace) -> None:
 
 
 def add_parser(command) -> None:
-    """The subcommand's options."""
+    """Add `evalkit export`, its options and its handler (`command` makes the subparser)."""
     export = command("export", "write CSFCube as BEIR folders (one per facet), FollowIR instruction pairs "
                                "or TREC qrels, for other tools")
     export.add_argument("--dataset", default=CSFCUBE, metavar="SPEC", help="csfcube (the only dataset exported)")

@@ -50,7 +50,7 @@ def cmd_human(args: argparse.Namespace) -> None:
 
 
 def add_parser(command) -> None:
-    """The subcommand's options."""
+    """Add `evalkit human`, its options and its handler (`command` makes the subparser)."""
     human = command("human", "CSFCube's Human reference row (annotators ranked against adjudication)")
     human.add_argument("--dataset", default=CSFCUBE, metavar="SPEC", help="csfcube (the only dataset with it)")
     human.add_argument("--recipe", choices=("pool", "protocol"), default="pool",

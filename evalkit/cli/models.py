@@ -15,7 +15,7 @@ def cmd_models(args: argparse.Namespace) -> None:
 
 
 def add_parser(command) -> None:
-    """The subcommand's options."""
+    """Add `evalkit models`, its options and its handler (`command` makes the subparser)."""
     models = command("models", "list the models of a profile")
     models.add_argument("--profile", default="offline")
     models.set_defaults(func=cmd_models)

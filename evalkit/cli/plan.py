@@ -35,7 +35,7 @@ def cmd_plan(args: argparse.Namespace) -> None:
 
 
 def add_parser(command) -> None:
-    """The subcommand's options."""
+    """Add `evalkit plan`, its options and its handler (`command` makes the subparser)."""
     plan = command("plan", "before any work: what each row of a study needs (weights, GPU memory, keys, servers), "
                            "its work (texts, LLM prompts and tokens), cost and time, and every missing prerequisite "
                            "with its fix")

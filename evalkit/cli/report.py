@@ -28,7 +28,7 @@ def cmd_report(args: argparse.Namespace) -> None:
 
 
 def add_parser(command) -> None:
-    """The subcommand's options."""
+    """Add `evalkit report`, its options and its handler (`command` makes the subparser)."""
     report = command("report", "merge executed notebooks into one HTML report")
     report.add_argument("notebooks", nargs="+", help="executed notebooks, in order")
     report.add_argument("--out", required=True, help="HTML file to write (a regular file; a symlink is written "

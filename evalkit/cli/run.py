@@ -74,7 +74,7 @@ def cmd_run(args: argparse.Namespace) -> None:
 
 
 def add_parser(command) -> None:
-    """The subcommand's options."""
+    """Add `evalkit run`, its options and its handler (`command` makes the subparser)."""
     run = command("run", "rank a dataset with one model and store the run (prints its folder)")
     run.add_argument("--dataset", required=True, metavar="SPEC", help="see datasets below")
     run.add_argument("--model", required=True,

@@ -31,7 +31,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def add_parser(command) -> None:
-    """The subcommand's options."""
+    """Add `evalkit verify`, its options and its handler (`command` makes the subparser)."""
     verify = command("verify", "the kit's rows against the published CSFCube record (MAP, NDCG%%20), with the "
                                "difference; status 1 when a figure is more than 0.5 points away")
     verify.add_argument("--runs-dir", required=True, metavar="DIR",
