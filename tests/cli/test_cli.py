@@ -184,6 +184,16 @@ def test_models_lists_the_profile(capsys):
     assert ["bm25", "bm25", "agnostic", "BM25"] in rows
 
 
+def test_each_command_is_handled_by_its_own_module():
+    """The CLI split by command: `evalkit NAME` is parsed and handled in `evalkit/cli/NAME.py`."""
+    import argparse
+
+    commands = next(a for a in cli.build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    assert list(commands) == ["run", "evaluate", "human", "models", "report", "export", "plan", "verify", "data"]
+    assert {name: sub.get_default("func").__module__ for name, sub in commands.items()} == \
+        {name: f"evalkit.cli.{name}" for name in commands}
+
+
 def test_protocol_choices_are_the_library_protocols():
     """Every command's --protocol offers exactly `evalkit.core.protocols.PROTOCOLS` (one definition)."""
     import argparse
