@@ -70,7 +70,7 @@ def main() -> None:
             code = ("import sys; from pathlib import Path; from evalkit.datasets import csfcube; "
                     "from evalkit.pipeline.runner import RunSettings, ensure_run; "
                     "c = csfcube.to_collection(csfcube.load()); "
-                    "[ensure_run(RunSettings(m, c.name), c, Path(sys.argv[1])) for m in sys.argv[2:]]")
+                    "[ensure_run(RunSettings(model=m, dataset=c.name), c, Path(sys.argv[1])) for m in sys.argv[2:]]")
             start = time.perf_counter()
             subprocess.run([sys.executable, "-c", code, str(work / "runs"), *models], check=True, env=env, cwd=ROOT)
             report["full_runs_seconds"] = round(time.perf_counter() - start, 1)

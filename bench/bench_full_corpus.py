@@ -104,7 +104,7 @@ def child(corpus: Path) -> None:
 
     embeddings.CachedVectors.__init__ = counting  # counts the texts each cache sends to the model
     collection = csfcube.load_collection()
-    settings = RunSettings("tiny", profile="bench", protocol="full", corpus=str(corpus))
+    settings = RunSettings(model="tiny", profile="bench", protocol="full", corpus=str(corpus))
     start = time.perf_counter()
     chosen, described = candidates_for(settings, collection, queries_of(settings, collection))
     wall = time.perf_counter() - start

@@ -13,7 +13,8 @@ measures and statistics (the same path as ``evalkit run`` and ``evalkit evaluate
 
 and returns an `Evaluation`: per-query values, the default measures table ``evalkit
 evaluate`` prints (per stratum and all), and, with ``reference=`` (a registry model, an
-``st:`` spec, a run file or run-store folder, or another `Evaluation`), paired two-sided
+``st:`` spec, a run file or run-store folder of the same protocol, checked and judged as ``evalkit
+evaluate`` does, `evalkit.pipeline.run_input.read_run`, or another `Evaluation`), paired two-sided
 tests against it (`evalkit.evaluation.compare`: ``delta`` the mean per-query difference, ``aggregate``
 the fold aggregate) and `Evaluation.compare_table`. Runs are stored in the verified run
 store with their sidecars (`evalkit.pipeline.runner.ensure_run`), keyed by the model's identity: the
@@ -35,7 +36,7 @@ import pandas as pd
 
 from evalkit.core.errors import KitError
 from evalkit.core.protocols import PROTOCOLS
-from evalkit.data.collection import BASE, Collection, queries_of_seeds
+from evalkit.data.collection import BASE, Collection, check_query_ids, queries_of_seeds
 from evalkit.data.runstore import check_run_name
 from evalkit.datasets import load_dataset
 from evalkit.evaluation.compare import compare
@@ -45,12 +46,12 @@ from evalkit.evaluation.evaluate import (
     DISCOUNTS,
     SCALE,
     check_measures,
-    check_run,
     compared_measures,
     computed_measures,
     default_measures,
     fold_notes,
     per_query,
+    protocol_collection,
     shown_once,
     summary_of,
 )
@@ -60,7 +61,7 @@ from evalkit.models.adhoc import is_st
 from evalkit.models.dense import TEMPLATE_FIELDS, check_template
 from evalkit.models.identity import identity_and_reason
 from evalkit.models.objects import as_scorer, prepare_object
-from evalkit.pipeline.run_input import load_any_run
+from evalkit.pipeline.run_input import read_run
 from evalkit.pipeline.runner import RunSettings, ensure_run, instructions_identity, run_folder
 
 ROLES_READING = "instructed"
@@ -213,10 +214,7 @@ def _queries(collection: Collection, seeds: Sequence[str] | None, queries: Seque
     if seeds is not None:
         return queries_of_seeds(tuple(str(s) for s in seeds), collection, "seeds=")
     if queries is not None:
-        unknown = next((q for q in queries if q not in collection.queries), None)
-        if unknown is not None:
-            raise KitError(f"queries= {collection.name} has no query {unknown}; give ids of its queries")
-        return tuple(queries)
+        return check_query_ids(queries, collection, "queries=")
     return None
 
 
@@ -236,15 +234,17 @@ def _reference_tables(reference, settings_of, collection: Collection, variants: 
         for variant in variants:
             chosen = settings_of(variant)
             run = ensure_run(replace(chosen, model=text), collection, runs_dir)
-            tables[variant] = per_query(collection, run, names)
+            tables[variant] = per_query(protocol_collection(collection, chosen.protocol), run, names)
         return text, tables
     path = Path(text).expanduser()
     if not path.exists():
         raise KitError(f"reference={text!r} is neither a model of profile {settings.profile} nor a run file or folder; "
                        "name a model (evalkit models) or give a run")
-    run, recorded = load_any_run(path, None, collection)
-    check_run(run, collection, source=str(path), within_candidates=(recorded or settings.protocol) == "pool")
-    table = per_query(collection, run, names)
+    run, protocol, judged = read_run(path, None, collection, default=settings.protocol)
+    if protocol != settings.protocol:
+        raise KitError(f"reference={text!r} was made under the {protocol} protocol, this evaluation under "
+                       f"{settings.protocol}; give a run of one protocol")
+    table = per_query(judged, run, names)
     return text, dict.fromkeys(variants, table)
 
 
@@ -311,24 +311,26 @@ def evaluate(model, dataset: str = "csfcube", *, name: str | None = None, revisi
     runs_dir = Path(runs_dir)
 
     def settings_of(variant: str) -> RunSettings:
-        return RunSettings(model_name, dataset, profile, protocol, variant, None, first_stage, depth, subset, corpus,
-                           instructions)
+        return RunSettings(model=model_name, dataset=dataset, profile=profile, protocol=protocol, variant=variant,
+                           first_stage=first_stage, depth=depth, queries=subset, corpus=corpus,
+                           instructions=instructions)
 
+    judged = protocol_collection(collection, protocol)  # released: the seed judged too, as `evalkit evaluate`
     tables, folders = {}, {}
     for variant in variants:
         settings = settings_of(variant)
         run = ensure_run(settings, collection, runs_dir)
         folders[variant] = run_folder(runs_dir, settings, collection.name)
-        tables[variant] = per_query(collection, run, computed_measures(names))
+        tables[variant] = per_query(judged, run, computed_measures(names))
     used = "mean" if not collection.folds else aggregate
     twins = shown_once(names, tables.values())[1] if measures is None else {}
     rows = []
     for variant, table in tables.items():
-        summary = summary_of(collection, table, names, aggregate, {})
+        summary = summary_of(judged, table, names, aggregate, {})
         rows += [{"variant": variant, "measure": m, **summary[m]} for m in names]
     measures_table = pd.DataFrame(rows).set_index(["variant", "measure"])
     per_query_table = pd.concat(tables, names=["variant", "qid"])
-    notes = sorted({n for t in tables.values() for n in fold_notes(collection, t, used)})
+    notes = sorted({n for t in tables.values() for n in fold_notes(judged, t, used)})
     tests, pairs = None, {}
     if reference is not None:
         label_of, references = _reference_tables(reference, settings_of, collection, variants, runs_dir,
@@ -337,7 +339,7 @@ def evaluate(model, dataset: str = "csfcube", *, name: str | None = None, revisi
             raise KitError(f"reference={label_of!r} is the model evaluated; name another model or run")
         compared = compared_measures(names)
         pairs = {v: {label_of: references[v], model_name: tables[v]} for v in variants}
-        tests = pd.concat([compare(collection, pairs[v], compared, used).assign(variant=v) for v in variants],
+        tests = pd.concat([compare(judged, pairs[v], compared, used).assign(variant=v) for v in variants],
                           ignore_index=True)
         tests = tests[["variant", *[c for c in tests.columns if c != "variant"]]]
         blank = tests[(tests["note"] != "") & (tests["note"] != "reference")]
@@ -356,4 +358,4 @@ def evaluate(model, dataset: str = "csfcube", *, name: str | None = None, revisi
         notes.append(f"{model_name}: nothing pins this model's files (a hub id without a revision), so its runs are "
                      "made again every time and never reused; give a revision")
     return Evaluation(model_name, collection.name, per_query_table, measures_table, tests, folders, notes, settings,
-                      pairs, collection)
+                      pairs, judged)

@@ -106,7 +106,9 @@ def hub_reachable(monkeypatch):
 def cached_data(collection, monkeypatch):
     """The CLI reads CSFCube as the session's collection: tests about output skip re-verifying and
     re-parsing the release (the CLI's first test does it for real); other datasets load as usual."""
-    monkeypatch.setattr(cli, "load_dataset", lambda spec: collection if spec == "csfcube" else load_dataset(spec))
+    for command in (cli.evaluate, cli.export, cli.run, cli.verify):  # each command that reads a --dataset
+        monkeypatch.setattr(command, "load_dataset",
+                            lambda spec: collection if spec == "csfcube" else load_dataset(spec))
 
 
 @pytest.fixture

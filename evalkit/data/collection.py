@@ -245,3 +245,14 @@ def queries_of_seeds(seeds: Sequence[str], collection: Collection, option: str =
                        if option.endswith("=") else
                        f"{option}: {collection.name} has no seed paper {unknown}; give seed ids of its queries")
     return tuple(qid for seed in seeds for qid in by_seed[seed])
+
+
+def check_query_ids(queries: Sequence[str], collection: Collection, option: str = "--queries") -> tuple[str, ...]:
+    """The query ids given, each one of the collection's; errors name `option` (the CLI's
+    ``--queries``, the API's ``queries=``), as `queries_of_seeds`."""
+    unknown = next((q for q in queries if q not in collection.queries), None)
+    if unknown is not None:
+        raise KitError(f"{option} {collection.name} has no query {unknown}; give ids of its queries"
+                       if option.endswith("=") else
+                       f"{option}: {collection.name} has no query {unknown}; give ids of its queries")
+    return tuple(queries)

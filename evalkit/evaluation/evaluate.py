@@ -21,7 +21,6 @@ summary in the requested order).
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 
 import pandas as pd
@@ -34,9 +33,6 @@ from evalkit.evaluation import aggregate, measures
 
 PMRR = measures.PMRR  # "p-MRR", declared in `evalkit.evaluation.measures.pmrr`
 SCALE = 100  # every printed table shows measures x100 (the README's metric conventions); data stays fractions
-# robustness@k's names as a pattern, only for evalkit/cli.py's comparison, which can read
-# `compared_measures` instead (then drop this); nothing here matches measure names
-ROBUSTNESS_K = re.compile(rf"{re.escape(measures.ROBUSTNESS_AT_K.family)}@(\d+)")
 AGGREGATIONS = ("folds", "mean")
 CSFCUBE = "csfcube"  # the collection whose default table is the paper's (nDCG@k with a discount, ... p-MRR)
 DISCOUNTS = ("csfcube", "trec")  # nDCG's discount in that table: the release's (nDCG_csfcube@k) or trec_eval's

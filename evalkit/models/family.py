@@ -18,8 +18,13 @@ from dataclasses import dataclass
 
 from evalkit.core.errors import KitError
 
-# What a family may need of a collection (`evalkit.pipeline.runner.capabilities` says what one has).
-NEEDS = ("sentences", "facets", "qrels")
+# What a family may need of a collection, and how an error line explains each
+# (`evalkit.pipeline.runner.capabilities` says what a collection has).
+NEEDS = {
+    "sentences": "queries that are documents split into sentences, as CSFCube's seeds",
+    "facets": "sentences labelled by facet, as CSFCube's",
+    "qrels": "graded judgments of every query",
+}
 # How the registry hands a family its first stage (the entry's ``first_stage``, else the profile's).
 NO_FIRST_STAGE = "none"  # the builder gets (settings, profile, collection), the entry's settings as they are
 OPTIONAL = "optional"  # ... and first_stage=Scorer | None, depth=int | None (depth defaults to the profile's)

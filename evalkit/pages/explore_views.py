@@ -112,7 +112,8 @@ def load(models, profile: str = "offline", protocol: str = "pool", runs_dir: Pat
     runs, labels, seed_only = {}, {}, []
     for model in models:
         labels[model] = registry.spec(model, profile).label
-        settings = RunSettings(model, collection.name, profile, protocol, corpus=corpus, instructions=instructions)
+        settings = RunSettings(model=model, dataset=collection.name, profile=profile, protocol=protocol, corpus=corpus,
+                               instructions=instructions)
         run = None if every_query else stored_run(settings, collection, Path(runs_dir))
         if run is None and not every_query:
             run = ensure_run(replace(settings, queries=seed_queries), collection, Path(runs_dir))

@@ -6,11 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from evalkit.core.errors import KitError
+from evalkit.core.protocols import DEFAULT_PROTOCOL, POOL_PROTOCOLS
 from evalkit.data.collection import Collection
 from evalkit.data.runs import read_trec
 from evalkit.data.runstore import RANKING, SIDECAR, load_verified, read_sidecar
 from evalkit.datasets.csfcube_official import load_official_run
-from evalkit.evaluation.evaluate import CSFCUBE
+from evalkit.evaluation.evaluate import CSFCUBE, check_run, protocol_collection
 
 
 def load_any_run(runs: Path, name: str | None, collection: Collection) -> tuple[dict, str | None]:
@@ -50,3 +51,20 @@ def load_any_run(runs: Path, name: str | None, collection: Collection) -> tuple[
     if not name:
         raise KitError(f"{runs} is a directory: give --name to pick test-pid2pool-csfcube-NAME-FACET-ranked.json")
     return load_official_run(runs, name), None
+
+
+def read_run(runs: Path, name: str | None, collection: Collection, protocol: str | None = None,
+             default: str = DEFAULT_PROTOCOL) -> tuple[dict, str, Collection]:
+    """(the run at `runs`, its protocol, the collection as that protocol judges it) for a run a
+    user gives (``evalkit evaluate --runs``, the API's ``reference=``), checked.
+
+    The protocol is `protocol` where given, else the one the run's sidecar records, else
+    `default`. On the pool protocols (``pool``, ``released``) every document must be one of the
+    query's candidates as that protocol gives them (``released``: the seed included, and judged;
+    `protocol_collection`); the pooled and full protocols rank beyond the candidates."""
+    run, recorded = load_any_run(runs, name, collection)
+    protocol = protocol or recorded or default
+    judged = protocol_collection(collection, protocol)
+    check_run(run, judged, source=str(runs), within_candidates=protocol in POOL_PROTOCOLS)
+    return run, protocol, judged
+

@@ -32,53 +32,23 @@ from pathlib import Path
 
 from evalkit.core import progress
 from evalkit.core.errors import KitError
-from evalkit.core.hashing import file_sha256, files_sha256
+from evalkit.core.hashing import files_sha256
 from evalkit.core.protocols import POOL_PROTOCOLS, PROTOCOLS
 from evalkit.core.version import __version__
-from evalkit.data.collection import BASE, Collection, Document, Query
+from evalkit.data.collection import Collection, Document, Query
 from evalkit.data.runs import Run, ranked
 from evalkit.data.runstore import is_verified, load_verified, run_folder, write_run
 from evalkit.evaluation.evaluate import protocol_collection
-from evalkit.models import adhoc, registry
+from evalkit.models import registry
 from evalkit.models.base import Scorer
+from evalkit.models.family import NEEDS
 from evalkit.pipeline import prerequisites
+
+# a run's settings, and them resolved once per run; the runner's callers import them from here too
+from evalkit.pipeline.settings import RunSettings, Settings, instructions_identity, resolve
 from evalkit.retrieval.corpus import DTYPES, Corpus, documents_of, rank_corpus
 
 KEEP = 1000  # documents kept per query when a whole corpus is ranked (as BEIR runs)
-
-
-@dataclass(frozen=True)
-class RunSettings:
-    model: str
-    dataset: str = "csfcube"
-    profile: str = "offline"
-    protocol: str = "pool"
-    variant: str = BASE
-    prompt: str | None = None  # a generic prompt appended to every query text (Promptriever)
-    first_stage: str | None = None  # pooled and full protocols; default: the profile's
-    depth: int | None = None  # pooled and full protocols; default: the profile's
-    queries: tuple[str, ...] | None = None  # smoke runs: only these query ids
-    corpus: str | None = None  # full protocol: abstracts-preds.zip (or a .jsonl in its format)
-    instructions: str | None = None  # a user's instruction file (its variants replace the collection's)
-    index_dtype: str = "float32"  # whole-corpus vector index: float32, or float16 (half the disk)
-
-    @property
-    def run_name(self) -> str:
-        model = adhoc.run_name_of(self.model)
-        name = model if self.variant == BASE else f"{model}--{self.variant}"
-        name = name if self.index_dtype == "float32" else f"{name}--index-{self.index_dtype}"
-        if self.instructions is not None:
-            name = f"{name}--instructions-{instructions_identity(self.instructions)['sha256'][:10]}"
-        return name if self.prompt is None else f"{name}--prompt-{_digest(self.prompt)}"
-
-
-def instructions_identity(path: str) -> dict:
-    """How sidecars and tables name an instruction file: its file name and sha256."""
-    try:
-        return {"file": Path(path).name, "sha256": file_sha256(Path(path))}
-    except OSError as exc:
-        raise KitError(f"instructions {path}: cannot read the file ({exc.strerror or exc}); give a YAML file "
-                       "shaped as evalkit/config/instructions.yaml") from None
 
 
 def with_settings_instructions(settings: RunSettings, collection: Collection) -> Collection:
@@ -86,19 +56,14 @@ def with_settings_instructions(settings: RunSettings, collection: Collection) ->
     return collection if settings.instructions is None else collection.with_instructions(Path(settings.instructions))
 
 
-def _digest(text: str) -> str:
-    import hashlib
-
-    return hashlib.sha256(text.encode()).hexdigest()[:10]
-
-
 def with_prompt(text: str, prompt: str | None) -> str:
     """The query text with a prompt appended after one space (Promptriever's and FollowIR's rule)."""
     return f"{text} {prompt}" if prompt else text
 
 
-def check_settings(settings: RunSettings, collection: Collection) -> None:
+def check_settings(settings: Settings, collection: Collection) -> None:
     """Every setting checked before any model is built or anything is scored."""
+    settings = resolve(settings)
     if settings.protocol not in PROTOCOLS:
         raise KitError(f"unknown protocol {settings.protocol!r}; choose one of {', '.join(PROTOCOLS)}")
     collection = with_settings_instructions(settings, collection)
@@ -114,18 +79,15 @@ def check_settings(settings: RunSettings, collection: Collection) -> None:
         raise KitError(f"{collection.name} has no corpus file for the full protocol; use --protocol pool or pooled")
     if settings.index_dtype not in DTYPES:
         raise KitError(f"index dtype {settings.index_dtype!r} is not one of {', '.join(DTYPES)}")
-    model_spec = registry.spec(settings.model, settings.profile)
-    missing = sorted(registry.needs(model_spec) - capabilities(collection))
+    missing = sorted(registry.needs(settings.model_spec) - capabilities(collection))
     if missing:
         raise KitError(f"model {settings.model} cannot rank {collection.name}: it needs {', '.join(missing)} "
-                       f"({NEEDS_HELP[missing[0]]}); choose another model")
-
-
-NEEDS_HELP = {
-    "sentences": "queries that are documents split into sentences, as CSFCube's seeds",
-    "facets": "sentences labelled by facet, as CSFCube's",
-    "qrels": "graded judgments of every query",
-}
+                       f"({NEEDS[missing[0]]}); choose another model")
+    first = settings.first_stage_spec  # pooled and full: an unknown first stage is refused here, before any work
+    missing = sorted(registry.needs(first) - capabilities(collection)) if first is not None else []
+    if missing:
+        raise KitError(f"first stage {first.name} cannot rank {collection.name}: it needs {', '.join(missing)} "
+                       f"({NEEDS[missing[0]]}); choose another first stage (--first-stage)")
 
 
 def capabilities(collection: Collection) -> set[str]:
@@ -153,18 +115,18 @@ def whole_corpus(collection: Collection) -> Corpus:
     return Corpus.of_documents(list(collection.documents.values()), collection.name)
 
 
-def candidates_for(settings: RunSettings, collection: Collection,
+def candidates_for(settings: Settings, collection: Collection,
                    queries: list[Query]) -> tuple[dict[str, list[Document]] | None, dict]:
     """Candidates per query under the protocol (None: a pool protocol over a whole corpus, which
     the model ranks itself, `KEEP` kept), and the protocol's description for the sidecar."""
+    settings = resolve(settings)
     if settings.protocol in POOL_PROTOCOLS:
         if collection.candidates is None:
             return None, {"protocol": settings.protocol, "corpus_size": len(collection.documents), "keep": KEEP}
         given = protocol_collection(collection, settings.protocol)
         return {q.qid: given.candidates_of(q.qid) for q in queries}, {"protocol": settings.protocol}
-    name = settings.first_stage or registry.profile_value(settings.profile, "first_stage")
-    depth = settings.depth or registry.profile_value(settings.profile, "depth")
-    first = registry.build(registry.spec(name, settings.profile), collection)
+    name, depth = settings.first_stage_name, settings.first_stage_depth
+    first = registry.build(settings.first_stage_spec, collection)
     described = {"protocol": settings.protocol, "first_stage": name, "first_stage_model": first.describe(),
                  "depth": depth}
     if settings.protocol == "pooled":
@@ -193,21 +155,23 @@ def first_stage(first: Scorer, queries: list[Query], corpus: Corpus, depth: int,
 Candidates = dict[str, list[Document]]
 
 
-def prepare(settings: RunSettings, collection: Collection) -> tuple[Scorer, list[Query], Candidates | None, dict]:
+def prepare(settings: Settings, collection: Collection) -> tuple[Scorer, list[Query], Candidates | None, dict]:
     """The model, the selected queries, each query's candidates under the protocol (None when the
     model ranks the whole corpus itself) and the protocol's description; every candidate
     prepared (e.g. encoded) once."""
+    settings = resolve(settings)
     check_settings(settings, collection)
     queries = queries_of(settings, collection)
     candidates, protocol = candidates_for(settings, collection, queries)
-    scorer = registry.build(registry.spec(settings.model, settings.profile), collection)
+    scorer = registry.build(settings.model_spec, collection)
     if candidates is not None:
         scorer.prepare(list({d.doc_id: d for cands in candidates.values() for d in cands}.values()))
     return scorer, queries, candidates, protocol
 
 
-def execute(settings: RunSettings, collection: Collection, runs_dir: Path) -> Path:
+def execute(settings: Settings, collection: Collection, runs_dir: Path) -> Path:
     """Run one model over the selected queries and store the run; returns its folder."""
+    settings = resolve(settings)
     scorer, queries, candidates, protocol = prepare(settings, collection)
     if candidates is None:  # the whole corpus, top KEEP: one batched search where the model has an index
         run: Run = rank_corpus(scorer, queries, whole_corpus(collection), KEEP, collection.exclude,
@@ -219,7 +183,7 @@ def execute(settings: RunSettings, collection: Collection, runs_dir: Path) -> Pa
         for query in progress.bar(queries, desc=f"scoring {settings.run_name} ({settings.protocol})", unit="query"):
             run[query.qid] = next(together) if together else scorer.score(query, candidates[query.qid])
     accounting = getattr(scorer, "accounting", None)
-    model_spec = registry.spec(settings.model, settings.profile)
+    model_spec = settings.model_spec
     sidecar = {
         **sidecar_key(settings, collection),
         "label": model_spec.label,
@@ -233,12 +197,13 @@ def execute(settings: RunSettings, collection: Collection, runs_dir: Path) -> Pa
                      accounting() if accounting else None)
 
 
-def sidecar_key(settings: RunSettings, collection: Collection) -> dict:
+def sidecar_key(settings: Settings, collection: Collection) -> dict:
     """What a stored run must match to be reused: the settings (an instruction file by name and
     sha256), the model's whole registry entry, the identity of user code behind it
     (`registry.identity`) and the data. Known before any model is built."""
-    model_spec = registry.spec(settings.model, settings.profile)
-    run_settings = asdict(settings)
+    settings = resolve(settings)
+    model_spec = settings.model_spec
+    run_settings = asdict(settings.settings)
     if settings.instructions is not None:  # the file by name and content, not by its path on this machine
         run_settings["instructions"] = instructions_identity(settings.instructions)
     return {"run": settings.run_name, "dataset": collection.name, "data_sha256": collection.checksum,
@@ -247,6 +212,7 @@ def sidecar_key(settings: RunSettings, collection: Collection) -> dict:
 
 
 SCORING_CODE = ("data/collection.py", "core/protocols.py", "core/hashing.py", "datasets", "pipeline/runner.py",
+                "pipeline/settings.py",
                 "retrieval", "study/hybrid_curve.py", "models", "encoders", "llm",
                 "config/instructions.yaml", "config/llm_templates.yaml")
 
@@ -268,21 +234,20 @@ class NotRun:
     reason: str
 
 
-def unavailable(settings: RunSettings) -> tuple[str, str] | None:
+def unavailable(settings: Settings) -> tuple[str, str] | None:
     """(reason, fix) when a prerequisite of the run is missing (`evalkit.pipeline.prerequisites`: the model's
     own, its first stage's, the protocol's first stage on pooled and full), else None."""
-    specs = [registry.spec(settings.model, settings.profile)]
-    if settings.protocol != "pool":
-        specs.append(registry.spec(settings.first_stage or registry.profile_settings(settings.profile)["first_stage"],
-                                   settings.profile))
+    settings = resolve(settings)
+    specs = [settings.model_spec] + ([] if settings.first_stage_spec is None else [settings.first_stage_spec])
     found = list({(m.reason, m.fix): m for spec in specs for m in prerequisites.missing(spec)}.values())
     if not found:
         return None
     return "; ".join(m.reason for m in found), "; ".join(m.fix for m in found)
 
 
-def not_runnable(settings: RunSettings, strict: bool = False) -> NotRun | None:
+def not_runnable(settings: Settings, strict: bool = False) -> NotRun | None:
     """NotRun when a prerequisite is missing (`strict`: a KitError naming it and its fix), else None."""
+    settings = resolve(settings)
     missing = unavailable(settings)
     if missing is None:
         return None
@@ -291,10 +256,11 @@ def not_runnable(settings: RunSettings, strict: bool = False) -> NotRun | None:
     return NotRun(f"not run: {missing[0]}")
 
 
-def run_or_reason(settings: RunSettings, collection: Collection, runs_dir: Path, strict: bool = False) -> Run | NotRun:
+def run_or_reason(settings: Settings, collection: Collection, runs_dir: Path, strict: bool = False) -> Run | NotRun:
     """`ensure_run`, or, for a run whose prerequisites are missing or which fails with a kit error
     (a server that dies, weights that cannot be fetched), why it was not run. `strict` raises
     instead (the first such run stops the study)."""
+    settings = resolve(settings)
     blocked = not_runnable(settings, strict)
     if blocked is not None:
         return blocked
@@ -306,10 +272,11 @@ def run_or_reason(settings: RunSettings, collection: Collection, runs_dir: Path,
         return NotRun(f"not run: {' '.join(str(exc).splitlines())}")
 
 
-def ensure_stored(settings: RunSettings, collection: Collection, runs_dir: Path) -> tuple[Path, Run]:
+def ensure_stored(settings: Settings, collection: Collection, runs_dir: Path) -> tuple[Path, Run]:
     """The folder and run of `settings`: a stored complete, verified, matching run (nothing is
     written), else a fresh one, stored and read back verified. A model whose user code nothing
     pins (`registry.identity` None) is always run again."""
+    settings = resolve(settings)
     check_settings(settings, collection)
     folder = run_folder(runs_dir, settings, collection.name)
     key = sidecar_key(settings, collection)
@@ -323,30 +290,34 @@ def ensure_stored(settings: RunSettings, collection: Collection, runs_dir: Path)
     return folder, run
 
 
-def _reuse_key(settings: RunSettings, collection: Collection, runs_dir: Path) -> tuple[Path, dict | None]:
+def _reuse_key(settings: Settings, collection: Collection, runs_dir: Path) -> tuple[Path, dict | None]:
     """(the run's folder, the sidecar key a stored run must match to be reused), the key None for a
     model whose user code nothing pins (its runs are never reused)."""
+    settings = resolve(settings)
     check_settings(settings, collection)
     key = sidecar_key(settings, collection)
     return run_folder(runs_dir, settings, collection.name), key if key["model_identity"] is not None else None
 
 
-def stored_run(settings: RunSettings, collection: Collection, runs_dir: Path) -> Run | None:
+def stored_run(settings: Settings, collection: Collection, runs_dir: Path) -> Run | None:
     """The stored complete, verified, matching run of `settings` (as `ensure_stored` reuses it),
     else None; nothing is computed."""
+    settings = resolve(settings)
     folder, key = _reuse_key(settings, collection, runs_dir)
     return None if key is None else load_verified(folder, key)
 
 
-def ensure_folder(settings: RunSettings, collection: Collection, runs_dir: Path) -> Path:
+def ensure_folder(settings: Settings, collection: Collection, runs_dir: Path) -> Path:
     """The folder of `settings`' run, as `ensure_stored` gives it, for a caller that needs the
     folder only (`evalkit run`): a stored run verified by its sidecar and sha256s is not parsed."""
+    settings = resolve(settings)
     folder, key = _reuse_key(settings, collection, runs_dir)
     if key is not None and is_verified(folder, key):
         return folder
     return ensure_stored(settings, collection, runs_dir)[0]
 
 
-def ensure_run(settings: RunSettings, collection: Collection, runs_dir: Path) -> Run:
+def ensure_run(settings: Settings, collection: Collection, runs_dir: Path) -> Run:
     """The run of `settings`: a stored complete, verified, matching run, else a fresh one."""
+    settings = resolve(settings)
     return ensure_stored(settings, collection, runs_dir)[1]

@@ -98,7 +98,7 @@ def plan_runs(profile: str, models: Sequence[str], datasets: Sequence[Dataset]) 
     plan = []
     for model in models:
         for dataset in datasets:
-            settings = RunSettings(model, dataset.collection.name, profile, PROTOCOL)
+            settings = RunSettings(model=model, dataset=dataset.collection.name, profile=profile, protocol=PROTOCOL)
             check_settings(settings, dataset.collection)
             plan.append((settings, dataset))
     return plan

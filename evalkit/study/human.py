@@ -55,7 +55,8 @@ def protocol_lists(collection: Collection, protocol: str, profile: str = "offlin
         raise KitError(f"unknown protocol {protocol!r}; choose one of {', '.join(PROTOCOLS)}")
     if protocol == "full" and not corpus:
         raise KitError("the full protocol needs --corpus PATH (abstracts-preds.zip from figshare 14796339)")
-    settings = RunSettings("human", collection.name, profile, protocol, first_stage=first_stage, depth=depth,
+    settings = RunSettings(model="human", dataset=collection.name, profile=profile, protocol=protocol,
+                           first_stage=first_stage, depth=depth,
                            queries=tuple(queries) if queries is not None else None, corpus=corpus)
     chosen, described = candidates_for(settings, collection, queries_of(settings, collection))
     return {qid: [d.doc_id for d in docs] for qid, docs in chosen.items()}, described

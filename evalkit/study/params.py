@@ -100,8 +100,9 @@ class Study:
 
     def settings(self, model: str, collection: Collection, variant: str = "base",
                  prompt: str | None = None) -> RunSettings:
-        return RunSettings(model, collection.name, self.profile, self.protocol, variant, prompt,
-                           queries=self.queries(collection), corpus=self.corpus, instructions=self.instructions)
+        return RunSettings(model=model, dataset=collection.name, profile=self.profile, protocol=self.protocol,
+                           variant=variant, prompt=prompt, queries=self.queries(collection), corpus=self.corpus,
+                           instructions=self.instructions)
 
     def with_models(self, models: list[str]) -> Study:
         return replace(self, models=tuple(models))

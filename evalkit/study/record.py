@@ -28,8 +28,11 @@ import pandas as pd
 
 from evalkit.core.cited import read_cited_csv
 from evalkit.core.errors import KitError
+from evalkit.data.collection import Collection
 from evalkit.data.runs import ranked
-from evalkit.evaluation.evaluate import per_query, summarize
+from evalkit.datasets import csfcube
+from evalkit.evaluation.evaluate import CSFCUBE, per_query, protocol_collection, summarize
+from evalkit.pipeline.runner import RunSettings, ensure_run
 
 RECORD = Path(__file__).resolve().parents[1] / "config" / "published_csfcube.csv"
 COLUMNS = ["row", "kit_model", "profile", "protocol", "metric", "background", "method", "result", "all",
@@ -89,3 +92,48 @@ def ranking_agreement(run, reference) -> tuple[int, int]:
     ranking restricted to the documents the reference ranks."""
     shared = sorted(set(run) & set(reference))
     return sum([d for d in ranked(run[q]) if d in reference[q]] == ranked(reference[q]) for q in shared), len(shared)
+
+
+def kit_rows(record: pd.DataFrame) -> pd.DataFrame:
+    """The record's rows a kit model reproduces, one per (row, model, profile, protocol)."""
+    return record[record["kit_model"] != ""].drop_duplicates(["row", "kit_model", "profile", "protocol"])
+
+
+def check_models(record: pd.DataFrame, models: tuple[str, ...] | None) -> None:
+    """Refuse a model that reproduces no row of the record (`evalkit verify --models`)."""
+    rows = kit_rows(record)
+    unknown = sorted(set(models or ()) - set(rows["kit_model"]))
+    if unknown:
+        raise KitError(f"--models: {unknown[0]} has no row in the published record; choose among "
+                       f"{', '.join(dict.fromkeys(rows['kit_model']))}")
+
+
+def verify(record: pd.DataFrame, collection: Collection, runs_dir: Path,
+           models: tuple[str, ...] | None = None) -> tuple[pd.DataFrame, list[str]]:
+    """(kit against published, one row per figure; notes) for the release's SPECTER sample and each
+    record row of `models` (default: all), its run stored in `runs_dir` (reused, else made; a row
+    whose model cannot run is a note, not an error)."""
+    sample = csfcube.load_official_run(csfcube.locate() / "sample_ranked_pools", "specter")
+    tables = [compare(record, "SPECTER", official_figures(collection, sample), RELEASE_SAMPLE)]
+    notes = []
+    for _, entry in kit_rows(record).iterrows():
+        if models is not None and entry["kit_model"] not in models:
+            continue
+        settings = RunSettings(model=entry["kit_model"], dataset=CSFCUBE, profile=entry["profile"],
+                               protocol=entry["protocol"])
+        try:
+            run = ensure_run(settings, collection, runs_dir)
+        except KitError as exc:
+            notes.append(f"{entry['row']}: not run ({' '.join(str(exc).split())})")
+            continue
+        compared = compare(record, entry["row"], official_figures(protocol_collection(collection, entry["protocol"]),
+                                                                  run))
+        tables.append(compared)
+        if entry["kit_model"] == "specter":
+            same, total = ranking_agreement(run, sample)
+            notes.append(f"{entry['row']}: {same}/{total} queries ranked exactly as the release's sample_ranked_pools")
+        if compared["flag"].any():
+            notes.append(f"{entry['row']}: more than {TOLERANCE} points from the record; compare the run's "
+                         f"sidecar.json (model_settings, protocol {entry['protocol']}) with the source: "
+                         f"{entry['source']}")
+    return pd.concat(tables, ignore_index=True), notes

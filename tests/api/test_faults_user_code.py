@@ -143,6 +143,6 @@ def test_ctrl_c_is_one_line_and_status_130(monkeypatch, capsys):
     def interrupted(args):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "cmd_models", interrupted)  # the parser is built with it
+    monkeypatch.setattr(cli.models, "cmd_models", interrupted)  # the parser is built with it
     assert cli.main(["models"]) == 130
     assert capsys.readouterr().err == "evalkit: interrupted\n"

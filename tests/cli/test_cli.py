@@ -184,6 +184,16 @@ def test_models_lists_the_profile(capsys):
     assert ["bm25", "bm25", "agnostic", "BM25"] in rows
 
 
+def test_each_command_is_handled_by_its_own_module():
+    """The CLI split by command: `evalkit NAME` is parsed and handled in `evalkit/cli/NAME.py`."""
+    import argparse
+
+    commands = next(a for a in cli.build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    assert list(commands) == ["run", "evaluate", "human", "models", "report", "export", "plan", "verify", "data"]
+    assert {name: sub.get_default("func").__module__ for name, sub in commands.items()} == \
+        {name: f"evalkit.cli.{name}" for name in commands}
+
+
 def test_protocol_choices_are_the_library_protocols():
     """Every command's --protocol offers exactly `evalkit.core.protocols.PROTOCOLS` (one definition)."""
     import argparse
@@ -576,7 +586,7 @@ def test_bad_run_exits_2_before_scoring(capsys, run_ctx, case):
 
 
 def test_unwritable_runs_dir_is_refused(capsys, run_ctx, monkeypatch):
-    monkeypatch.setattr(cli.os, "access", lambda path, mode: False)  # root may write anywhere
+    monkeypatch.setattr(os, "access", lambda path, mode: False)  # root may write anywhere
     assert cli.main(_run(run_ctx)) == 2
     _assert_one_line_error(capsys.readouterr().err, [str(run_ctx["tmp"]), "not writable"])
 

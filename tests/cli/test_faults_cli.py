@@ -19,6 +19,7 @@ import pytest
 from fixtures_datasets import write_beir
 
 from evalkit import cli
+from evalkit.cli.printing import null_nan
 from evalkit.core.errors import KitError
 from evalkit.datasets import csfcube
 from evalkit.datasets.csfcube_corpus import iter_corpus
@@ -76,7 +77,7 @@ def test_an_absurd_cut_off(capsys, sample_copy):
 
 
 def test_json_prints_null_for_any_non_finite_value():
-    assert cli._null_nan({"a": float("inf"), "b": [float("-inf"), float("nan"), 1.0]}) == \
+    assert null_nan({"a": float("inf"), "b": [float("-inf"), float("nan"), 1.0]}) == \
         {"a": None, "b": [None, None, 1.0]}
 
 
@@ -235,7 +236,7 @@ def test_report_out_checked_before_any_work(tmp_path, capsys, monkeypatch, no_ht
     notebook = _notebook(tmp_path / "n.ipynb")
     _one_line(capsys, ["report", str(notebook), "--out", str(tmp_path)], "--out", "is a folder")
     _one_line(capsys, ["report", str(notebook), "--out", str(tmp_path / "no" / "r.html")], "does not exist")
-    monkeypatch.setattr(cli.os, "access", lambda path, mode: False)  # root writes through chmod
+    monkeypatch.setattr(os, "access", lambda path, mode: False)  # root writes through chmod
     _one_line(capsys, ["report", str(notebook), "--out", str(tmp_path / "r.html")], "not writable")
 
 
@@ -267,8 +268,8 @@ def test_report_out_through_a_symlink_writes_the_file_it_points_at(tmp_path, cap
 
 
 def test_per_query_not_writable_is_checked_before_scoring(cached_data, capsys, sample_dir, tmp_path, monkeypatch):
-    monkeypatch.setattr("evalkit.cli.per_query", lambda *a, **k: pytest.fail("scored"))
-    monkeypatch.setattr(cli.os, "access", lambda path, mode: False)
+    monkeypatch.setattr("evalkit.cli.evaluate.per_query", lambda *a, **k: pytest.fail("scored"))
+    monkeypatch.setattr(os, "access", lambda path, mode: False)
     _one_line(capsys, _evaluate(sample_dir, "--per-query", str(tmp_path / "pq.csv")), "--per-query", "not writable")
 
 

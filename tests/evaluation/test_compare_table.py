@@ -31,7 +31,7 @@ def cache(tmp_path, monkeypatch):
 def three(collection, specter, tmp_path_factory):
     """SPECTER's sample, BM25 and BM25 reversed: runs in the kit's tie order."""
     root = tmp_path_factory.mktemp("table")
-    bm25 = ensure_run(RunSettings("bm25"), collection, root / "store")
+    bm25 = ensure_run(RunSettings(model="bm25"), collection, root / "store")
     judged = protocol_collection(collection, "pool")
     specter = {q: {d: s for d, s in docs.items() if d in {c.doc_id for c in judged.candidates_of(q)}}
                for q, docs in specter.items()}

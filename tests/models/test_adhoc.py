@@ -42,7 +42,8 @@ def tiny(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def cached_data(collection, monkeypatch):
-    monkeypatch.setattr(cli, "load_dataset", lambda spec: collection if spec == "csfcube" else None)
+    for command in (cli.evaluate, cli.run):  # the commands these tests give a --dataset
+        monkeypatch.setattr(command, "load_dataset", lambda spec: collection if spec == "csfcube" else None)
 
 
 def _sidecar(folder: Path) -> dict:
@@ -74,7 +75,7 @@ def test_changed_weights_in_an_st_folder_give_new_numbers(collection, tiny, tmp_
     from sentence_transformers import SentenceTransformer
 
     folder = shutil.copytree(tiny, tmp_path / "model")
-    settings = RunSettings(f"st:{folder}", queries=QUERIES)
+    settings = RunSettings(model=f"st:{folder}", queries=QUERIES)
     first = ensure_run(settings, collection, tmp_path / "runs")
     assert ensure_run(settings, collection, tmp_path / "runs") == first
     model = SentenceTransformer(str(folder), device="cpu")
@@ -105,7 +106,7 @@ def test_a_registry_folder_and_a_user_family_are_keyed_by_their_content(collecti
     monkeypatch.setenv("EVALKIT_MODELS", str(registry_file))
     assert "folder" in registry.identity(registry.spec("folder", "mine"))
     monkeypatch.setitem(registry.FAMILIES, "custom", Family("custom", words))
-    settings = RunSettings("custom", profile="mine", queries=QUERIES)
+    settings = RunSettings(model="custom", profile="mine", queries=QUERIES)
     key = sidecar_key(settings, collection)
     assert key["model_identity"]["family_code"]["object"].endswith("words")
     monkeypatch.setitem(registry.FAMILIES, "custom", Family("custom", titles))
@@ -122,7 +123,7 @@ def test_a_user_registry_without_study_reference_uses_the_first_model(tmp_path, 
     with pytest.raises(KitError, match="lists no relevance models"):
         params.check("relevance", PROFILE="mine", PROTOCOL="pool", MODELS="", REFERENCE_MODEL="")
     with pytest.raises(KitError, match="profile mine sets no first_stage"):
-        ensure_run(RunSettings("bm25", profile="mine", protocol="pooled", queries=QUERIES),
+        ensure_run(RunSettings(model="bm25", profile="mine", protocol="pooled", queries=QUERIES),
                    load_dataset("csfcube"), tmp_path)
 
 
@@ -179,7 +180,7 @@ def test_cli_runs_a_variant_of_a_user_instruction_file(cached_data, tiny, capsys
 
 def test_an_edited_instruction_file_makes_the_run_again(collection, tmp_path):
     path = readme_instructions(tmp_path)
-    settings = RunSettings("st:org/unused;revision=1", instructions=str(path), variant="terse", queries=QUERIES)
+    settings = RunSettings(model="st:org/unused;revision=1", instructions=str(path), variant="terse", queries=QUERIES)
     key, name = sidecar_key(settings, collection), settings.run_name
     path.write_text(path.read_text().replace("Same method.", "Same methods."))
     assert sidecar_key(settings, collection)["run_settings"] != key["run_settings"]

@@ -153,7 +153,7 @@ def test_every_paper_entry_builds_and_scores(paper_registry, collection):
     query = collection.query("3264891_background")
     candidates = collection.candidates_of(query.qid)[:15]
     for name in registry.model_names("paper"):
-        check_settings(RunSettings(name, profile="paper"), collection)
+        check_settings(RunSettings(model=name, profile="paper"), collection)
         scorer = registry.build(registry.spec(name, "paper"), collection)
         scorer.prepare(candidates)
         scores = scorer.score(query, candidates)

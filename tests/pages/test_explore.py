@@ -158,7 +158,8 @@ def test_one_seeds_page_reuses_stored_full_runs_and_marks_collection_values_it_l
     page = explore.render(cold, SEED)
     assert "collection figures: run <code>make relevance</code> first" in page
 
-    full = ensure_run(RunSettings("bm25", collection.name), collection, runs_dir)  # what make relevance stores
+    # what make relevance stores
+    full = ensure_run(RunSettings(model="bm25", dataset=collection.name), collection, runs_dir)
     warm = explore_views.load(["bm25"], runs_dir=runs_dir, seed=SEED, every_query=False)
     assert warm.seed_only == () and warm.runs["bm25"] == full
     summary = summarize(collection, per_query(collection, full, ["nDCG_csfcube@20"]))

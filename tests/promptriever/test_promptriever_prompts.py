@@ -184,7 +184,7 @@ def test_csfcube_prompt_selection_uses_the_authors_rule(collection, tmp_path, mo
     study = params.check("promptriever", PROFILE="offline", PROTOCOL="pool", MODELS="bm25", DISCOUNT="csfcube",
                          RUNS_DIR=str(tmp_path / "runs"))
     row = prompt_selection.prompt_selection_table(study, collection, prompts).iloc[0]
-    tables = {p: per_query(collection, ensure_run(RunSettings("bm25", prompt=p), collection, tmp_path / "runs"),
+    tables = {p: per_query(collection, ensure_run(RunSettings(model="bm25", prompt=p), collection, tmp_path / "runs"),
                            [study.measure, TIEBREAK]) for p in [None, *prompts]}
     expected = select_prompt(collection, tables, study.measure)
     assert row.Selected == pytest.approx(100 * expected.selected) and row.none == pytest.approx(100 * expected.none)

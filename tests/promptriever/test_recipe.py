@@ -114,7 +114,8 @@ def expected_from_runs(model, folders, runs):
     beir = load_dataset(f"beir:{folders['beir']}")
 
     def run(collection, prompt=None):
-        return ensure_run(RunSettings(model, collection.name, "test", "pool", prompt=prompt), collection, runs)
+        settings = RunSettings(model=model, dataset=collection.name, profile="test", protocol="pool", prompt=prompt)
+        return ensure_run(settings, collection, runs)
 
     def test_mean(ranking):
         return mean(ndcg(ranking[q], g) for q, g in BEIR_TEST.items())
@@ -189,7 +190,7 @@ def test_bm25_matches_values_computed_by_hand(folders, tmp_path):
     assert result.loc["robust04", "label"] == "BM25" and result.loc["robust04", "kind"] == "followir"
     # the rankings the docstring states, as the runner stored them
     collection = load_dataset(f"followir:{folders['followir']}")
-    followir = ensure_run(RunSettings("bm25", "robust04", "test"), collection, runs)
+    followir = ensure_run(RunSettings(model="bm25", dataset="robust04", profile="test"), collection, runs)
     assert [order(followir[q]) for q in ("401-og", "401-changed", "402-og", "402-changed")] == [
         ["c1", "c2", "c3", "c4"], ["c2", "c1", "c3", "c4"], ["c1", "c2", "c3", "c4"], ["c3", "c1", "c2", "c4"]]
     # each prompt is a real run with its sidecar

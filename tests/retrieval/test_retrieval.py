@@ -106,12 +106,14 @@ def test_the_run_records_the_index_dtype_in_its_name_and_sidecar(tmp_path, monke
         "tiny": {"family": "dense", "model": str(model)}}}}}))
     monkeypatch.setenv("EVALKIT_MODELS", str(models))
     collection = load_beir(write_beir(tmp_path / "beir"))
-    folder = execute(RunSettings("tiny", collection.name, "test", index_dtype="float16"), collection, tmp_path / "r")
+    folder = execute(RunSettings(model="tiny", dataset=collection.name, profile="test", index_dtype="float16"),
+                     collection, tmp_path / "r")
     sidecar = json.loads((folder / SIDECAR).read_text())
     assert folder.name == "tiny--index-float16"
     assert sidecar["run_settings"]["index_dtype"] == "float16" and sidecar["corpus_size"] == 6
     with pytest.raises(KitError, match="index dtype 'int8'"):
-        execute(RunSettings("tiny", collection.name, "test", index_dtype="int8"), collection, tmp_path / "r")
+        execute(RunSettings(model="tiny", dataset=collection.name, profile="test", index_dtype="int8"),
+                collection, tmp_path / "r")
 
 
 @pytest.mark.parametrize("metric", ["cosine", "l2"])

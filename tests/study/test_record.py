@@ -10,6 +10,7 @@ import pytest
 
 from evalkit import cli
 from evalkit.core.errors import KitError
+from evalkit.core.protocols import PROTOCOLS
 from evalkit.study import record
 
 HEADER = ",".join(record.COLUMNS)
@@ -24,7 +25,7 @@ def test_record_has_every_required_row_with_a_source():
     assert aggregates[("otAspire (paper: mean of three runs)", "MAP")] == 40.79
     assert aggregates[("otAspire (released checkpoint)", "NDCG%20")] == 61.81
     assert all(table["source"].str.len() > 20)
-    assert set(table["protocol"]) <= set(cli.PROTOCOLS)
+    assert set(table["protocol"]) <= set(PROTOCOLS)
     specter = table[table["row"] == "SPECTER"].set_index("metric")
     assert specter.loc["MAP", "method"] == 22.44 and specter.loc["NDCG%20", "result"] == 56.67
     assert math.isnan(table[table["row"] == "otAspire (released checkpoint)"]["background"].iloc[0])
@@ -55,7 +56,7 @@ def test_ranking_agreement_ignores_documents_the_reference_lacks():
 
 
 def test_verify_prints_kit_against_published_and_flags_differences(collection, capsys, tmp_path, monkeypatch):
-    monkeypatch.setattr(cli, "load_dataset", lambda spec: collection)
+    monkeypatch.setattr("evalkit.cli.verify.load_dataset", lambda spec: collection)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "cache"))
     path = tmp_path / "record.csv"
@@ -74,7 +75,7 @@ def test_verify_prints_kit_against_published_and_flags_differences(collection, c
 
 
 def test_verify_reports_absent_weights_and_unknown_models(collection, capsys, tmp_path, monkeypatch):
-    monkeypatch.setattr(cli, "load_dataset", lambda spec: collection)
+    monkeypatch.setattr("evalkit.cli.verify.load_dataset", lambda spec: collection)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("EVALKIT_MODELS", str(tmp_path / "models.yaml"))
@@ -101,7 +102,7 @@ def test_the_relevance_notebooks_official_section_sets_the_record_beside_the_kit
     tables.official_section(study, collection)
     table = pd.read_csv(tmp_path / "build" / "tables" / f"relevance-official-{study.tag}.csv")
     kit = table[table["source"] == "kit"].set_index("measure")
-    expected = official_figures(collection, ensure_run(RunSettings("bm25"), collection, tmp_path / "runs"))
+    expected = official_figures(collection, ensure_run(RunSettings(model="bm25"), collection, tmp_path / "runs"))
     for metric, parts in expected.items():
         shown = kit.loc[metric, ["background", "method", "result", "all"]].tolist()
         assert shown == pytest.approx(list(parts.values()))

@@ -1,0 +1,195 @@
+"""`evalkit evaluate`: score one run, or compare several (paired tests, the runs x measures table)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from evalkit.cli.options import (
+    add_measure_options,
+    check_measure_options,
+    check_not_input,
+    check_output_file,
+    parse_measure_list,
+    same_file,
+)
+from evalkit.cli.printing import null_nan, print_summary, summary_settings, summary_title, write_per_query
+from evalkit.core.errors import KitError
+from evalkit.core.protocols import PROTOCOLS
+from evalkit.data.runstore import RANKING, read_sidecar
+from evalkit.datasets import load_dataset
+from evalkit.evaluation.evaluate import (
+    SCALE,
+    check_measures,
+    compared_measures,
+    computed_measures,
+    default_measures,
+    fold_notes,
+    per_query,
+    protocol_collection,
+    shown_once,
+    summary_of,
+)
+from evalkit.evaluation.measures import PMRR_TIES
+from evalkit.pipeline.run_input import read_run
+
+
+def _run_labels(paths: list[Path]) -> dict[Path, str]:
+    """Each run's name in a comparison: its run-store name (sidecar) where no other run has it,
+    else the path as given."""
+    recorded = {}
+    for path in paths:
+        sidecar = read_sidecar(path) if path.is_dir() and (path / RANKING).is_file() else None
+        name = sidecar.get("run") if sidecar else None
+        recorded[path] = name if isinstance(name, str) and name else None
+    names = list(recorded.values())
+    return {p: n if n is not None and names.count(n) == 1 and n not in map(str, paths) else str(p)
+            for p, n in recorded.items()}
+
+
+def cmd_evaluate(args: argparse.Namespace) -> None:
+    check_measure_options(args)
+    paths = [Path(p) for p in args.runs]
+    for runs in paths:
+        if not runs.exists():
+            raise KitError(f"{runs}: no such run file or directory; check --runs")
+    repeated = next((p for p in paths if sum(same_file(p, q) or p == q for q in paths) > 1), None)
+    if repeated is not None:
+        raise KitError(f"--runs {repeated}: given twice; list each run once")
+    if len(paths) > 1 and args.name:
+        raise KitError("--name picks the official files of one folder; compare run files or run-store folders")
+    if args.per_query:
+        args.per_query = str(check_output_file(Path(args.per_query), "--per-query"))
+        for runs in paths:
+            check_not_input(Path(args.per_query), runs, args.dataset, "--per-query")
+    collection = load_dataset(args.dataset)
+    names = parse_measure_list(args.measures) if args.measures else default_measures(collection, args.discount, args.k)
+    check_measures(names, collection)
+    tables, protocols = {}, {}
+    for runs in paths:
+        run, protocols[runs], judged = read_run(runs, args.name, collection, args.protocol)
+        tables[runs] = per_query(judged, run, computed_measures(names), args.pmrr_ties)
+    if len(set(protocols.values())) > 1:
+        raise KitError(f"the runs were made under different protocols ({', '.join(sorted(set(protocols.values())))}); "
+                       "compare runs of one protocol, or give --protocol")
+    collection = protocol_collection(collection, protocols[paths[0]])
+    twins = {}
+    if not args.measures and not args.json and args.format != "rows":  # printed: one name per number
+        names, twins = shown_once(names, tables.values())
+    settings = {**summary_settings(args, collection, names), "protocol": protocols[paths[0]]}
+    if twins:
+        settings["same_as"] = ",".join(f"{twin}:{kept}" for twin, kept in twins.items())
+    if len(paths) == 1:
+        table = tables[paths[0]]
+        summary = summary_of(collection, table, names, args.aggregate, settings)
+        notes = fold_notes(collection, table, settings["aggregate"])
+        write_per_query(table, args.per_query)
+        print_summary(summary | ({"notes": notes} if notes else {}), args.json,
+                       summary_title(args.name or str(paths[0]), collection, args.aggregate))
+        return
+    # lazy: loaded only when this command runs (start-up cost, tests/kit/test_imports.py)
+    from evalkit.evaluation.compare import compare
+    from evalkit.evaluation.compare_table import compare_table
+
+    labels = _run_labels(paths)
+    named = {labels[p]: table for p, table in tables.items()}
+    compared = compared_measures(names)
+    # lazy: loaded only when this command runs (start-up cost, tests/kit/test_imports.py)
+    from evalkit.evaluation.stats import PERMUTATIONS
+
+    test = {"test": args.test, "permutations": args.permutations or PERMUTATIONS, "seed": _seed_of(args)}
+    result = compare(collection, named, compared, settings["aggregate"], **test)
+    notes = sorted({f"{label}: {note}" for label, table in named.items()
+                    for note in fold_notes(collection, table, settings["aggregate"])})
+    if args.per_query:
+        write_per_query(_concat_runs(named), args.per_query)
+    title = summary_title(f"{len(named)} runs against {labels[paths[0]]}", collection, args.aggregate)
+    if args.json or args.format == "rows":
+        _print_comparison(result, notes, {**settings, **_test_settings(test)}, args.json, title, test)
+        return
+    table = compare_table(collection, named, compared, settings["aggregate"], **test)
+    table.notes += notes
+    print(table.format(args.format), end="" if args.format != "text" else "\n")
+
+
+def _seed_of(args: argparse.Namespace) -> int:
+    # lazy: loaded only when this command runs (start-up cost, tests/kit/test_imports.py)
+    from evalkit.evaluation.stats import PERMUTATION_SEED
+
+    if args.test != "fisher" and (args.permutations is not None or args.seed is not None):
+        raise KitError("--permutations and --seed set Fisher's randomization test; add --test fisher")
+    if args.permutations is not None and not 100 <= args.permutations <= 10_000_000:
+        raise KitError(f"--permutations {args.permutations}: give between 100 and 10,000,000")
+    return PERMUTATION_SEED if args.seed is None else args.seed
+
+
+def _test_settings(test: dict) -> dict:
+    return test if test["test"] == "fisher" else {"test": "t"}
+
+
+def _concat_runs(tables: dict) -> object:
+    """Per-query tables of several runs, one below the other, with a `run` column first."""
+    return pd.concat([t.assign(run=name)[["run", *t.columns]] for name, t in tables.items()])
+
+
+def _print_comparison(result, notes: list[str], settings: dict, as_json: bool, title: str, test: dict) -> None:
+    """The comparison's rows: JSON (fractions, as every JSON of the kit), or a text listing x100."""
+    if as_json:
+        rows = [null_nan(r) for r in result.to_dict(orient="records")]
+        print(json.dumps({"reference": result["run"].iloc[0], "rows": rows, "notes": notes, "settings": settings},
+                         allow_nan=False))
+        return
+    name = ("paired two-sided t-tests" if test["test"] == "t" else
+            f"Fisher's randomization tests ({test['permutations']:,} permutations, seed {test['seed']})")
+    print(f"{title}: {name} of the per-query differences, Holm-adjusted over the runs; values x{SCALE}: "
+          "aggregate = the measures table's value (the fold aggregate), delta = the mean per-query difference "
+          "from the first run (what t and p test)")
+    shown = result.assign(n=result["n"].astype(int), aggregate=SCALE * result["aggregate"],
+                          delta=SCALE * result["delta"])
+    print(shown.to_string(index=False, formatters={"aggregate": _two, "delta": _two, "t": _two,
+                                                   "p": _pvalue, "p_holm": _pvalue}, na_rep="-"))
+    for note in notes:
+        print(f"note: {note}")
+
+
+def _two(value) -> str:
+    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.2f}"
+
+
+def _pvalue(value) -> str:
+    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:#.3g}"
+
+
+def add_parser(command) -> None:
+    """Add `evalkit evaluate`, its options and its handler (`command` makes the subparser)."""
+    evaluate = command("evaluate", "score a run against a dataset's judgments")
+    evaluate.add_argument("--dataset", required=True, metavar="SPEC", help="see datasets below")
+    evaluate.add_argument("--runs", required=True, metavar="PATH", action="append",
+                          help="a TREC run file, a run-store folder (holding run.trec), or (csfcube) a folder of "
+                               "official ranking files with --name; repeat it to compare runs (paired t-tests "
+                               "against the first, Holm-adjusted)")
+    evaluate.add_argument("--name", help="csfcube official files: NAME in test-pid2pool-csfcube-NAME-FACET-ranked.json")
+    evaluate.add_argument("--protocol", choices=PROTOCOLS, default=None,
+                          help="pool: documents must come from each query's candidates, its excluded document "
+                               "(csfcube: the seed) neither ranked nor judged (default, or the run folder's "
+                               "recorded protocol); released: the candidates as released, the seed ranked and judged")
+    evaluate.add_argument("--format", choices=("text", "markdown", "latex", "rows"), default="text",
+                          help="several --runs: the runs x measures table as text (default), markdown or latex "
+                               "(x100, superscripts marking the runs each is significantly better than, Holm); "
+                               "rows: one row per measure, stratum and run against the first (delta, t, p)")
+    evaluate.add_argument("--test", choices=("t", "fisher"), default="t",
+                          help="several --runs: paired two-sided t-test (default, the paper's) or Fisher's "
+                               "randomization test")
+    evaluate.add_argument("--permutations", type=int, default=None, metavar="N",
+                          help="Fisher's randomization test: random permutations (default 10000)")
+    evaluate.add_argument("--seed", type=int, default=None, metavar="N",
+                          help="Fisher's randomization test: random seed (default 42)")
+    add_measure_options(evaluate)
+    evaluate.add_argument("--pmrr-ties", choices=PMRR_TIES, default="kit",
+                          help="p-MRR's order of tied scores: kit (document id ascending, the kit's rule, the "
+                               "default) or mteb (id descending, as mteb's evaluator)")
+    evaluate.set_defaults(func=cmd_evaluate)

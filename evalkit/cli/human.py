@@ -1,0 +1,64 @@
+"""`evalkit human`: CSFCube's Human reference row."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from evalkit.cli.options import (
+    add_measure_options,
+    check_measure_options,
+    check_not_input,
+    check_output_file,
+    full_corpus,
+    parse_measure_list,
+)
+from evalkit.cli.printing import print_summary, summary_settings, summary_title, write_per_query
+from evalkit.core.errors import KitError
+from evalkit.core.protocols import DEFAULT_PROTOCOL, PROTOCOLS
+from evalkit.datasets import csfcube
+from evalkit.evaluation.evaluate import CSFCUBE, check_measures, computed_measures, default_measures, summary_of
+
+
+def cmd_human(args: argparse.Namespace) -> None:
+    # lazy: loaded only when this command runs (start-up cost, tests/kit/test_imports.py)
+    from evalkit.study.human import human_per_query
+
+    check_measure_options(args)
+    if args.dataset.strip() != CSFCUBE:
+        raise KitError(f"the Human reference exists only for csfcube (its annotators' grades), not {args.dataset!r}")
+    if args.per_query:
+        args.per_query = str(check_output_file(Path(args.per_query), "--per-query"))
+        check_not_input(Path(args.per_query), None, args.dataset, "--per-query")
+    if args.recipe == "pool" and args.protocol != "pool":
+        raise KitError(f"the pool recipe ranks the judged pool whatever the protocol; use --recipe protocol "
+                       f"for the {args.protocol} list")
+    full_corpus(args)
+    if args.corpus and not Path(args.corpus).is_file():
+        raise KitError(f"--corpus {args.corpus} is not a file; give the path of abstracts-preds.zip")
+    data = csfcube.load()
+    collection = csfcube.to_collection(data)
+    names = parse_measure_list(args.measures) if args.measures else default_measures(collection, args.discount, args.k)
+    check_measures(names, collection)
+    table = human_per_query(data, computed_measures(names), collection, recipe=args.recipe, protocol=args.protocol,
+                            profile=args.profile, corpus=args.corpus)
+    summary = summary_of(collection, table, names, args.aggregate, summary_settings(args, collection, names))
+    summary["settings"] = {**summary["settings"], "recipe": args.recipe, "protocol": args.protocol}
+    write_per_query(table, args.per_query)
+    print_summary(summary, args.json, summary_title(f"Human reference ({args.recipe} recipe, {args.protocol} protocol)",
+                                              collection, args.aggregate))
+
+
+def add_parser(command) -> None:
+    """Add `evalkit human`, its options and its handler (`command` makes the subparser)."""
+    human = command("human", "CSFCube's Human reference row (annotators ranked against adjudication)")
+    human.add_argument("--dataset", default=CSFCUBE, metavar="SPEC", help="csfcube (the only dataset with it)")
+    human.add_argument("--recipe", choices=("pool", "protocol"), default="pool",
+                       help="pool: each annotator ranks the judged pool (default); protocol: each annotator ranks "
+                            "the first-stage list the models rerank under --protocol")
+    human.add_argument("--protocol", choices=PROTOCOLS, default=DEFAULT_PROTOCOL,
+                       help="protocol recipe: pool (= the pool recipe), pooled or full (needs --corpus)")
+    human.add_argument("--profile", default="offline", help="protocol recipe: the profile's first stage and depth")
+    human.add_argument("--corpus", default=None, metavar="PATH", help="full protocol: abstracts-preds.zip")
+    add_measure_options(human)
+    human.set_defaults(func=cmd_human)

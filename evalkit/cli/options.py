@@ -1,0 +1,158 @@
+"""What the commands share: the one-line usage error, and the options checked before anything is
+loaded or scored (ids, folders, output files, measures, the full protocol's corpus)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from evalkit.core.errors import KitError, report
+from evalkit.datasets import csfcube
+from evalkit.evaluation.evaluate import AGGREGATIONS, CSFCUBE, DISCOUNTS
+from evalkit.evaluation.measures import MAX_K, measure_help
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse that reports a usage error in the kit's one line (no usage block)."""
+
+    def error(self, message: str):  # type: ignore[override]
+        sys.exit(report(message))
+
+
+# --- arguments checked before anything is loaded or scored ------------------------------------
+
+
+def split_ids(text: str | None, option: str) -> tuple[str, ...] | None:
+    """Comma-separated ids, blanks dropped, repeats dropped (first kept); None when not given."""
+    if text is None:
+        return None
+    ids = tuple(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
+    if not ids:
+        raise KitError(f"{option} {text!r} names no ids; give comma-separated ids, e.g. {option} a,b")
+    return ids
+
+
+def check_runs_dir(path: Path) -> None:
+    """The run store folder: a folder (or creatable under one) that this user may write."""
+    if path.exists() and not path.is_dir():
+        raise KitError(f"--runs-dir {path}: is a file; give a folder for the run store")
+    probe = path
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir():
+        raise KitError(f"--runs-dir {path}: {probe} is a file, so the folder cannot be made; give another folder")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise KitError(f"--runs-dir {path}: {probe} is not writable; give a folder you can write")
+
+
+def check_output_file(path: Path, option: str) -> Path:
+    """The file to write for an output option: a regular file or a new one, in an existing folder this
+    user may write (checked before any work). A symlink is written through (the file it points at
+    is replaced, the link kept); a device, FIFO or socket is refused, never replaced by a file."""
+    if path.is_symlink():
+        try:
+            path = path.resolve(strict=False)
+        except (OSError, RuntimeError):  # a loop of links
+            raise KitError(f"{option} {path}: is a symlink that resolves to no file; give a file name") from None
+    if path.exists() and not path.is_dir() and not path.is_file():
+        raise KitError(f"{option} {path}: is not a regular file (a device, FIFO or socket); give a file name")
+    if path.is_dir():
+        raise KitError(f"{option} {path}: is a folder; give a file name")
+    if not path.parent.is_dir():
+        raise KitError(f"{option} {path}: cannot write the file (folder {path.parent} does not exist)")
+    if not os.access(path.parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise KitError(f"{option} {path}: cannot write the file (not writable); give a path you can write")
+    return path
+
+
+def same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.exists() and b.exists() and a.samefile(b)
+    except OSError:
+        return False
+
+
+def is_within(path: Path, folder: Path) -> bool:
+    try:
+        return path.resolve().is_relative_to(folder.resolve())
+    except OSError:
+        return False
+
+
+def dataset_folder(spec: str) -> Path | None:
+    """The folder a dataset spec reads (for refusing to overwrite it), where known."""
+    scheme, colon, rest = spec.strip().partition(":")
+    if not colon and scheme == CSFCUBE:
+        try:
+            return csfcube.locate()
+        except KitError:
+            return None
+    if colon and scheme in ("beir", "followir", "instructir") and Path(rest).expanduser().is_dir():
+        return Path(rest).expanduser()
+    return None
+
+
+def check_not_input(path: Path, runs: Path | None, dataset: str, option: str) -> None:
+    """Refuse an output path that is one of the files the command reads (the run, the dataset's files)."""
+    inputs = [] if runs is None else [runs] if runs.is_file() else \
+        [p for p in runs.iterdir() if p.is_file()] if runs.is_dir() else []
+    hit = next((p for p in inputs if same_file(path, p)), None)
+    folder = dataset_folder(dataset)
+    if hit is None and folder is not None and path.is_file() and is_within(path, folder):
+        hit = path
+    if hit is not None:
+        raise KitError(f"{option} {path}: is an input file ({hit}); write the per-query CSV elsewhere")
+
+
+# --- measures -----------------------------------------------------------------------------------
+
+
+def parse_measure_list(text: str) -> list[str]:
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    if not names:
+        raise KitError(f"--measures {text!r} names no measure; e.g. --measures nDCG@10,AP")
+    repeated = next((n for n in names if names.count(n) > 1), None)
+    if repeated is not None:
+        raise KitError(f"--measures lists {repeated} twice; list each measure once")
+    return names
+
+
+def check_measure_options(args: argparse.Namespace) -> None:
+    """Before loading: --k and --discount shape only the default CSFCube table."""
+    if args.k is not None and args.k < 1:
+        raise KitError(f"--k {args.k}: cut-off k={args.k} must be a positive integer")
+    if args.k is not None and args.k > MAX_K:
+        raise KitError(f"--k {str(args.k)[:20]}: cut-off is absurdly large; give at most {MAX_K:,}")
+    if args.measures is not None:
+        if args.k is not None or args.discount is not None:
+            option = "--k" if args.k is not None else "--discount"
+            raise KitError(f"{option} shapes only the default measures; with --measures write the measure "
+                           "itself (e.g. nDCG@10 or nDCG_csfcube@20)")
+        parse_measure_list(args.measures)
+
+
+def add_measure_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--measures", metavar="M1,M2",
+                        help=f"measures ({measure_help().replace('%', '%%')}); default: the dataset's own, for csfcube "
+                             "the kit's table and the release's official MAP_csfcube and nDCG_csfcube%%20")
+    parser.add_argument("--discount", choices=DISCOUNTS, default=None,
+                        help="csfcube default table: nDCG_csfcube@k (official script, the default) or nDCG@k (trec)")
+    parser.add_argument("--k", type=int, default=None, help="csfcube default table: cut-off for nDCG, P and R (20)")
+    parser.add_argument("--aggregate", choices=AGGREGATIONS, default="folds",
+                        help="folds: mean of the test folds' means where the dataset has folds; mean: plain mean")
+    parser.add_argument("--per-query", metavar="CSV", help="also write per-query values to this CSV")
+    parser.add_argument("--json", action="store_true", help="print one JSON object (NaN as null) instead of a table")
+
+
+
+def full_corpus(args: argparse.Namespace) -> None:
+    """The full protocol's corpus: --corpus, else the file `evalkit data --corpus` downloaded."""
+    # lazy: loaded only when this command runs (start-up cost, tests/kit/test_imports.py)
+    from evalkit.datasets import csfcube_download
+
+    if args.protocol == "full" and not args.corpus:
+        args.corpus = csfcube_download.resolve(None)
+        if args.corpus is None:
+            raise KitError(csfcube_download.MISSING)

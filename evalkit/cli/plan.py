@@ -1,0 +1,48 @@
+"""`evalkit plan`: what a study needs and costs, before any work."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from evalkit.cli.options import split_ids
+from evalkit.core.errors import KitError
+from evalkit.core.protocols import DEFAULT_PROTOCOL, PROTOCOLS
+from evalkit.data.collection import queries_of_seeds
+from evalkit.datasets import csfcube
+from evalkit.datasets.csfcube_corpus import check_corpus
+
+
+def cmd_plan(args: argparse.Namespace) -> None:
+    # lazy: loaded only when this command runs (start-up cost, tests/kit/test_imports.py)
+    from evalkit.models import registry
+    from evalkit.pipeline.plan import plan, render
+
+    registry.profile_settings(args.profile)
+    models = split_ids(args.models or None, "--models")  # empty (make plan without MODELS): the study lists
+    for name in models or ():
+        registry.spec(name, args.profile)
+    if args.corpus and not Path(args.corpus).is_file():
+        raise KitError(f"--corpus {args.corpus}: no such file; give abstracts-preds.zip (figshare 14796339)")
+    if args.corpus:
+        check_corpus(Path(args.corpus))
+    collection = csfcube.load_collection()
+    seeds = split_ids(args.seeds or None, "--seeds")
+    queries = queries_of_seeds(seeds, collection) if seeds else None
+    result = plan(args.profile, args.protocol, collection, models, queries, args.corpus)
+    print(json.dumps(result, indent=1) if args.json else render(result))
+
+
+def add_parser(command) -> None:
+    """Add `evalkit plan`, its options and its handler (`command` makes the subparser)."""
+    plan = command("plan", "before any work: what each row of a study needs (weights, GPU memory, keys, servers), "
+                           "its work (texts, LLM prompts and tokens), cost and time, and every missing prerequisite "
+                           "with its fix")
+    plan.add_argument("--profile", default="offline", help="model profile in config/models.yaml")
+    plan.add_argument("--protocol", choices=PROTOCOLS, default=DEFAULT_PROTOCOL, help="pool, pooled or full")
+    plan.add_argument("--models", metavar="M1,M2", help="the rows (default: every model of the profile's study lists)")
+    plan.add_argument("--seeds", metavar="S1,S2", help="only these seed papers' queries (a smoke run)")
+    plan.add_argument("--corpus", metavar="PATH", help="full protocol: abstracts-preds.zip (default: the download)")
+    plan.add_argument("--json", action="store_true", help="print the plan as one JSON object")
+    plan.set_defaults(func=cmd_plan)

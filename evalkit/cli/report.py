@@ -1,0 +1,38 @@
+"""`evalkit report`: executed notebooks merged into one HTML report."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from evalkit.cli.options import check_output_file, same_file
+from evalkit.core.errors import KitError
+
+
+def cmd_report(args: argparse.Namespace) -> None:
+    # lazy: loaded only when this command runs (start-up cost, tests/kit/test_imports.py)
+    from evalkit.pages.report import html_report, read_notebook
+
+    notebooks = [Path(p) for p in args.notebooks]
+    for path in notebooks:
+        if path.is_dir():
+            raise KitError(f"{path}: is a folder, not a notebook; give executed .ipynb files")
+        if not path.is_file():
+            raise KitError(f"{path}: no such notebook; give executed .ipynb files")
+    out = check_output_file(Path(args.out), "--out")
+    if any(same_file(out, p) for p in notebooks):
+        raise KitError(f"--out {out}: is one of the notebooks; write the report elsewhere")
+    for path in notebooks:
+        read_notebook(path)
+    print(html_report(notebooks, out, smoke=args.smoke))
+
+
+def add_parser(command) -> None:
+    """Add `evalkit report`, its options and its handler (`command` makes the subparser)."""
+    report = command("report", "merge executed notebooks into one HTML report")
+    report.add_argument("notebooks", nargs="+", help="executed notebooks, in order")
+    report.add_argument("--out", required=True, help="HTML file to write (a regular file; a symlink is written "
+                        "through, a device refused)")
+    report.add_argument("--smoke", action="store_true",
+                        help="allow smoke notebooks (executed with SEEDS); refused otherwise")
+    report.set_defaults(func=cmd_report)

@@ -1,0 +1,114 @@
+"""`evalkit run`: rank a dataset with one model into the run store; prints the run's folder."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from evalkit.cli.options import check_runs_dir, full_corpus, split_ids
+from evalkit.core.errors import KitError
+from evalkit.core.protocols import DEFAULT_PROTOCOL, POOL_PROTOCOLS, PROTOCOLS
+from evalkit.data.collection import check_query_ids, queries_of_seeds
+from evalkit.data.runstore import run_folder
+from evalkit.datasets import load_dataset
+
+ST_OPTIONS = {"query_template": "--query-template", "doc_template": "--doc-template",
+              "empty_instruction_template": "--empty-instruction-template", "revision": "--revision"}
+
+
+def _model_spec(args: argparse.Namespace) -> str:
+    """--model, with the st: options folded into an st: spec (`evalkit.models.adhoc`)."""
+    # lazy: loaded only when this command runs (start-up cost, tests/kit/test_imports.py)
+    from evalkit.models import adhoc
+
+    given = {key: getattr(args, key) for key in ST_OPTIONS if getattr(args, key) is not None}
+    if not given:
+        return args.model
+    if not adhoc.is_st(args.model):
+        raise KitError(f"{ST_OPTIONS[next(iter(given))]} applies to an st: model (--model st:PATH_OR_HUB_ID); "
+                       f"{args.model} takes its settings from the registry")
+    location, settings = adhoc.parse_st(args.model)
+    clash = next((key for key in given if key in settings), None)
+    if clash is not None:
+        raise KitError(f"{ST_OPTIONS[clash]} repeats a setting the st: spec already names; give it once")
+    return adhoc.st_spec(location, **{**settings, **given})
+
+
+def cmd_run(args: argparse.Namespace) -> None:
+    # lazy: loaded only when this command runs (start-up cost, tests/kit/test_imports.py)
+    from evalkit.pipeline.runner import RunSettings, check_settings, ensure_folder, resolve
+
+    if args.depth is not None and args.depth < 1:
+        raise KitError(f"--depth {args.depth}: the first-stage depth must be a positive integer")
+    if args.protocol in POOL_PROTOCOLS and (args.depth is not None or args.first_stage):
+        option = "--depth" if args.depth is not None else "--first-stage"
+        raise KitError(f"{option} applies to the pooled and full protocols; add --protocol pooled or drop it")
+    if args.corpus is not None:
+        if args.protocol != "full":
+            raise KitError("--corpus applies to --protocol full; add it or drop --corpus")
+        if not Path(args.corpus).is_file():
+            raise KitError(f"--corpus {args.corpus}: no such file; give abstracts-preds.zip (figshare 14796339)")
+    full_corpus(args)
+    if args.prompt is not None and not args.prompt.strip():
+        raise KitError("--prompt is empty; give the prompt text or drop --prompt")
+    queries = split_ids(args.queries, "--queries")
+    seeds = split_ids(args.seeds or None, "--seeds")
+    model = _model_spec(args)
+    if args.instructions is not None and not Path(args.instructions).is_file():
+        raise KitError(f"--instructions {args.instructions}: no such file; give a YAML file shaped as "
+                       "evalkit/config/instructions.yaml")
+    runs_dir = Path(args.runs_dir)
+    check_runs_dir(runs_dir)
+    collection = load_dataset(args.dataset)
+    if seeds is not None:
+        queries = queries_of_seeds(seeds, collection)
+    if queries is not None:
+        check_query_ids(queries, collection)
+    settings = resolve(RunSettings(model=model, dataset=args.dataset, profile=args.profile, protocol=args.protocol,
+                                   variant=args.variant, prompt=args.prompt, first_stage=args.first_stage,
+                                   depth=args.depth, queries=queries, corpus=args.corpus,
+                                   instructions=args.instructions, index_dtype=args.index_dtype))  # looked up once
+    check_settings(settings, collection)  # an unknown --first-stage too: one line, before any work
+    run_folder(runs_dir, settings, collection.name)  # the run name must round-trip through a TREC file
+    print(ensure_folder(settings, collection, runs_dir))  # a matching stored run is reused, not rewritten or parsed
+
+
+def add_parser(command) -> None:
+    """Add `evalkit run`, its options and its handler (`command` makes the subparser)."""
+    run = command("run", "rank a dataset with one model and store the run (prints its folder)")
+    run.add_argument("--dataset", required=True, metavar="SPEC", help="see datasets below")
+    run.add_argument("--model", required=True,
+                     help="a model name of the profile (see `evalkit models`), or st:PATH_OR_HUB_ID for any "
+                          "sentence-transformers model (no registry entry needed)")
+    run.add_argument("--query-template", metavar="T", help="st: models: query text, fields {instruction} {query} "
+                                                           "(default {query})")
+    run.add_argument("--doc-template", metavar="T", help="st: models: document text, fields {text} {title} "
+                                                         "{abstract} (default {text})")
+    run.add_argument("--empty-instruction-template", metavar="T",
+                     help="st: models: query text when the instruction is blank, field {query} (default {query})")
+    run.add_argument("--revision", help="st: models: the hub revision (a hub id without one is never reused)")
+    run.add_argument("--instructions", metavar="YAML",
+                     help="csfcube: your instruction file (as evalkit/config/instructions.yaml, any variants); "
+                          "--variant picks one of its variants")
+    run.add_argument("--profile", default="offline", help="model profile in config/models.yaml")
+    run.add_argument("--protocol", choices=PROTOCOLS, default=DEFAULT_PROTOCOL,
+                     help="pool: each query's given candidates (else the whole corpus), its excluded document "
+                          "(csfcube: the seed) left out; released: the given candidates as released, nothing "
+                          "excluded (how published csfcube rows were made); pooled: rerank a first stage's top "
+                          "--depth; full: CSFCube's full corpus (--corpus)")
+    run.add_argument("--variant", default="base", help="instruction variant of the dataset (csfcube: base, generic, "
+                                                       "definition, paraphrase-1..3, aspect-subset)")
+    run.add_argument("--prompt", metavar="TEXT", help="a prompt appended to every query text")
+    run.add_argument("--first-stage", metavar="MODEL", help="pooled/full: first-stage model (default: the profile's)")
+    run.add_argument("--depth", type=int, help="pooled/full: first-stage depth (default: the profile's)")
+    subset = run.add_mutually_exclusive_group()
+    subset.add_argument("--queries", metavar="Q1,Q2", help="only these query ids (smoke runs)")
+    subset.add_argument("--seeds", metavar="S1,S2", help="csfcube: only these seed papers' queries (smoke runs)")
+    run.add_argument("--corpus", metavar="PATH", help="full protocol: abstracts-preds.zip (figshare 14796339; "
+                                                      "default: the file `evalkit data --corpus` downloaded)")
+    run.add_argument("--index-dtype", choices=("float32", "float16"), default="float32",
+                     help="whole-corpus search: the on-disk vector index's dtype (float16 halves it; the "
+                          "ranking is then that of float16-rounded document vectors)")
+    run.add_argument("--runs-dir", required=True, metavar="DIR",
+                     help="run store: DIR/PROFILE/DATASET/PROTOCOL/NAME/{run.trec,sidecar.json}")
+    run.set_defaults(func=cmd_run)
