@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from evalkit.core.errors import KitError
-from evalkit.core.protocols import RELEASED
+from evalkit.core.protocols import POOL_PROTOCOLS, RELEASED
 from evalkit.data.collection import Collection
 from evalkit.data.runs import Run
 from evalkit.evaluation import aggregate, measures
@@ -74,6 +74,17 @@ def _spec(name: str) -> measures.MeasureSpec | None:
 def _requirement_met(spec: measures.MeasureSpec, collection: Collection) -> bool:
     return spec.requires is None or bool(getattr(collection, spec.requires))
 
+
+def check_protocol_run(run: Run, collection: Collection, protocol: str, source: str = "run") -> Collection:
+    """`check_run` as `protocol` judges `collection`, and that collection (`protocol_collection`).
+
+    On the pool protocols (``pool``, ``released``) every document must be one of the query's
+    candidates as the protocol gives them (``released``: the seed included); the pooled and
+    full protocols rank beyond the candidates. The one rule for a run a user gives: the CLI's
+    ``--runs``, the API's ``reference=`` and the runs handed to ranx and ir_measures."""
+    judged = protocol_collection(collection, protocol)
+    check_run(run, judged, source=source, within_candidates=protocol in POOL_PROTOCOLS)
+    return judged
 
 def ranking_measures(collection: Collection, names: Sequence[str] | None = None) -> list[str]:
     """The measures `per_query` computes with `evalkit.evaluation.measures.per_query`: the ranking

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from evalkit.core.errors import KitError
 from evalkit.data.collection import Collection
 from evalkit.data.runs import Run
-from evalkit.evaluation.evaluate import check_run, protocol_collection
+from evalkit.evaluation.evaluate import check_protocol_run, protocol_collection
 from evalkit.evaluation.measures import rank_scores
 
 PROTOCOLS_JUDGED_AS_POOL = ("pool", "pooled", "full")
@@ -39,9 +39,10 @@ def ranked_scores(run: Mapping[str, Mapping[str, float]], keep_scores: bool = Fa
 
 
 def checked(run: Run, collection: Collection, protocol: str) -> Run:
-    """`run` after the kit's checks (known queries; under ``pool`` only each query's candidates)."""
+    """`run` after the kit's checks (known queries; on the pool protocols only each query's
+    candidates as the protocol gives them: `check_protocol_run`)."""
     if not isinstance(run, Mapping):
         raise KitError(f"run: expected {{qid: {{doc: score}}}}, got {type(run).__name__}; read a run file with "
                        "evalkit.data.runs.read_trec")
-    check_run(run, collection, within_candidates=protocol == "pool")
+    check_protocol_run(run, collection, protocol)
     return run

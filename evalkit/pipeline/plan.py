@@ -23,6 +23,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
+from evalkit.core.protocols import POOL_PROTOCOLS
 from evalkit.data.collection import Collection, Query
 from evalkit.datasets import csfcube_download
 from evalkit.llm.reranker import DEFAULT_TEMPLATES, expected_comparisons
@@ -117,7 +118,7 @@ def _llm_work(row: RowPlan, spec: ModelSpec, queries: Sequence[Query], collectio
     fixed = count(frame + (template.system or ""), 1 << 20)  # the template's own words
     for query in queries:
         texts = _candidates(collection, query)
-        n = min(depth, len(texts)) if protocol == "pool" else depth
+        n = min(depth, len(texts)) if protocol in POOL_PROTOCOLS else depth
         comparisons = expected_comparisons(method, variant, n, k)
         prompts = comparisons * (2 if method == "prp" else 1)  # PRP asks both orders
         head = count(query.instruction, budgets["instruction"]) + count(query.text, budgets["seed"])
@@ -126,7 +127,7 @@ def _llm_work(row: RowPlan, spec: ModelSpec, queries: Sequence[Query], collectio
         row.comparisons += comparisons
         row.prompts += prompts
         row.prompt_tokens += round(prompts * per_prompt)
-    if protocol != "pool":
+    if protocol not in POOL_PROTOCOLS:
         row.notes.append("candidate lengths from each query's judged pool (the reranked list is known only after "
                          "the first stage)")
     if variant == "heapsort" and method == "prp":
@@ -150,7 +151,7 @@ def _llm_work(row: RowPlan, spec: ModelSpec, queries: Sequence[Query], collectio
 
 def _encoding_work(row: RowPlan, spec: ModelSpec, queries: Sequence[Query], collection: Collection,
                    protocol: str, depth: int) -> None:
-    if protocol == "pool":
+    if protocol in POOL_PROTOCOLS:
         row.texts = len({d.doc_id for q in queries for d in collection.candidates_of(q.qid)}) + len(queries)
     else:
         row.texts = min(len(queries) * depth, collection_size(collection, protocol)) + len(queries)
@@ -203,7 +204,7 @@ def plan(profile: str, protocol: str, collection: Collection, models: Sequence[s
     names = list(models) if models else study_models(profile)
     chosen = [collection.query(q) for q in (queries if queries is not None else collection.queries)]
     rows = []
-    if protocol != "pool":
+    if protocol not in POOL_PROTOCOLS:  # the pooled and full protocols: a first stage over the corpus
         rows.append(first_stage_plan(profile, protocol, chosen, collection))
     rows += [row_plan(registry.spec(name, profile), chosen, collection, protocol) for name in names]
     missing = [m for row in rows for m in row.missing]

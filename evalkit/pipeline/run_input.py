@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from evalkit.core.errors import KitError
-from evalkit.core.protocols import DEFAULT_PROTOCOL, POOL_PROTOCOLS
+from evalkit.core.protocols import DEFAULT_PROTOCOL
 from evalkit.data.collection import Collection
 from evalkit.data.runs import read_trec
 from evalkit.data.runstore import RANKING, SIDECAR, load_verified, read_sidecar
 from evalkit.datasets.csfcube_official import load_official_run
-from evalkit.evaluation.evaluate import CSFCUBE, check_run, protocol_collection
+from evalkit.evaluation.evaluate import CSFCUBE, check_protocol_run
 
 
 def load_any_run(runs: Path, name: str | None, collection: Collection) -> tuple[dict, str | None]:
@@ -64,7 +64,5 @@ def read_run(runs: Path, name: str | None, collection: Collection, protocol: str
     `protocol_collection`); the pooled and full protocols rank beyond the candidates."""
     run, recorded = load_any_run(runs, name, collection)
     protocol = protocol or recorded or default
-    judged = protocol_collection(collection, protocol)
-    check_run(run, judged, source=str(runs), within_candidates=protocol in POOL_PROTOCOLS)
-    return run, protocol, judged
+    return run, protocol, check_protocol_run(run, collection, protocol, source=str(runs))
 

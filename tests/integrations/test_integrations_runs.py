@@ -84,6 +84,26 @@ def test_protocol_decides_the_judgments(collection, specter):
     assert "8781666" not in pool.qrels[qid] and released.qrels[qid]["8781666"] == 3
 
 
+def test_released_runs_rank_the_pools_as_released(collection, specter):
+    """Under released the seed is a candidate (ranked and judged) and a document outside the pools
+    is refused, as `evalkit evaluate --protocol released` rules (`check_protocol_run`); the
+    libraries' inputs once took released runs without the candidate check and refused the seed."""
+    qid = "8781666_background"
+    with_seed = {q: dict(scores) for q, scores in specter.items()}
+    with_seed[qid]["8781666"] = 1e9
+    _, run = to_ranx(with_seed, collection, "released")
+    ranked = run.to_dict()[qid]
+    assert ranked["8781666"] == max(ranked.values())
+    with pytest.raises(KitError, match="excluded document 8781666"):
+        to_ranx(with_seed, collection, "pool")
+    outside = {q: dict(scores) for q, scores in specter.items()}
+    outside[qid]["not-a-candidate"] = 0.5
+    for protocol in ("pool", "released"):
+        with pytest.raises(KitError, match="outside the query's candidate list"):
+            to_ranx(outside, collection, protocol)
+    assert "not-a-candidate" in to_ranx(outside, collection, "pooled")[1].to_dict()[qid]
+
+
 def test_bad_runs_are_refused_in_one_line(collection):
     with pytest.raises(KitError, match="unknown query"):
         to_ranx({"nope": {"1": 1.0}}, collection)

@@ -72,6 +72,17 @@ def test_api_prp_row_work_tokens_and_cost_by_hand(tiny_registry, monkeypatch):
     assert prerequisites.missing(registry.spec("api-prp", "t")) == []
 
 
+def test_only_the_pooled_and_full_protocols_plan_a_first_stage(tiny_registry, monkeypatch):
+    """The released protocol ranks the pools as given, as pool does: no first-stage row (the plan
+    once gave released the pooled protocol's corpus encoding row)."""
+    monkeypatch.setattr(prerequisites, "gpu_count", lambda: 0)
+    collection = tiny_collection()
+    rows = {protocol: [row["model"] for row in plan.plan("t", protocol, collection, ["bm25"])["rows"]]
+            for protocol in ("pool", "released", "pooled")}
+    assert rows["pool"] == rows["released"] == ["bm25"]
+    assert len(rows["pooled"]) == 2 and rows["pooled"][-1] == "bm25"
+
+
 def test_local_model_needs_a_gpu_and_its_memory_is_estimated(tiny_registry, monkeypatch):
     spec = registry.spec("big-llm", "t")
     monkeypatch.setattr(prerequisites, "gpu_count", lambda: 0)
