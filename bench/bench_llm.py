@@ -26,7 +26,7 @@ from common import emit
 
 from evalkit.data.runs import ranked
 from evalkit.datasets import csfcube
-from evalkit.datasets.csfcube import load_official_run
+from evalkit.datasets.csfcube_official import load_official_run
 from evalkit.llm import LLMReranker
 from evalkit.llm.cache import JudgmentCache
 from evalkit.llm.oracle import oracle

@@ -12,7 +12,7 @@ import pytest
 from evalkit import cli
 from evalkit.data import runs
 from evalkit.data.collection import Collection
-from evalkit.datasets import csfcube, load_dataset
+from evalkit.datasets import csfcube, csfcube_official, load_dataset
 from evalkit.pipeline import runner
 
 
@@ -56,7 +56,7 @@ def sample_dir(data) -> Path:
 
 @pytest.fixture(scope="session")
 def specter(sample_dir) -> runs.Run:
-    return csfcube.load_official_run(sample_dir, "specter")
+    return csfcube_official.load_official_run(sample_dir, "specter")
 
 
 @pytest.fixture

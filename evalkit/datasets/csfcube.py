@@ -10,9 +10,8 @@ Source of the files, first match wins:
 Every file the kit reads is checked against ``manifests/csfcube.tsv``, whatever the source.
 
 The scheme ``csfcube`` (`SCHEME`: ``--dataset csfcube``) loads it as a `Collection`. The release's
-official ranking-file format is `evalkit.datasets.csfcube_official`; its four public names
-(`read_official`, `load_official_run`, `write_official`, `official_path`) are importable from
-here too, where the CLI, the notebooks and users have always found them.
+official ranking-file format (`read_official`, `load_official_run`, `write_official`,
+`official_path`) is `evalkit.datasets.csfcube_official`.
 """
 
 from __future__ import annotations
@@ -34,10 +33,6 @@ from evalkit.data.collection import Collection, Document, Fold, Sentence
 from evalkit.data.collection import Query as CollectionQuery
 from evalkit.datasets.csfcube_corpus import iter_corpus
 from evalkit.datasets.csfcube_facets import FACETS, LABEL_TO_FACET
-from evalkit.datasets.csfcube_official import load_official_run as load_official_run  # re-exported (docstring)
-from evalkit.datasets.csfcube_official import official_path as official_path
-from evalkit.datasets.csfcube_official import read_official as read_official
-from evalkit.datasets.csfcube_official import write_official as write_official
 from evalkit.datasets.csfcube_variants import VARIANTS, from_file, make_variant
 from evalkit.datasets.scheme import NOTHING, Scheme
 

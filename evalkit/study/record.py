@@ -30,7 +30,7 @@ from evalkit.core.cited import read_cited_csv
 from evalkit.core.errors import KitError
 from evalkit.data.collection import Collection
 from evalkit.data.runs import ranked
-from evalkit.datasets import csfcube
+from evalkit.datasets import csfcube, csfcube_official
 from evalkit.evaluation.evaluate import CSFCUBE, per_query, protocol_collection, summarize
 from evalkit.pipeline.runner import RunSettings, ensure_run
 
@@ -88,7 +88,7 @@ def compare(record: pd.DataFrame, row: str, figures: dict[str, dict[str, float]]
 
 def ranking_agreement(run, reference) -> tuple[int, int]:
     """(queries ranked exactly as the reference, queries compared): each run ranked as the kit
-    ranks it (an official file in the order written, `csfcube.read_official`), the run's
+    ranks it (an official file in the order written, `csfcube_official.read_official`), the run's
     ranking restricted to the documents the reference ranks."""
     shared = sorted(set(run) & set(reference))
     return sum([d for d in ranked(run[q]) if d in reference[q]] == ranked(reference[q]) for q in shared), len(shared)
@@ -113,7 +113,7 @@ def verify(record: pd.DataFrame, collection: Collection, runs_dir: Path,
     """(kit against published, one row per figure; notes) for the release's SPECTER sample and each
     record row of `models` (default: all), its run stored in `runs_dir` (reused, else made; a row
     whose model cannot run is a note, not an error)."""
-    sample = csfcube.load_official_run(csfcube.locate() / "sample_ranked_pools", "specter")
+    sample = csfcube_official.load_official_run(csfcube.locate() / "sample_ranked_pools", "specter")
     tables = [compare(record, "SPECTER", official_figures(collection, sample), RELEASE_SAMPLE)]
     notes = []
     for _, entry in kit_rows(record).iterrows():

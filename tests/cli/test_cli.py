@@ -19,7 +19,7 @@ from fixtures_datasets import write_beir, write_instructir
 
 from evalkit import cli
 from evalkit.data import runs
-from evalkit.datasets import csfcube, load_dataset
+from evalkit.datasets import csfcube_official, load_dataset
 from evalkit.evaluation import measures
 
 OFFICIAL_SPECTER = {"background": 0.6624, "method": 0.3765, "result": 0.5643, "all": 0.5314}
@@ -148,8 +148,8 @@ def test_evaluate_writes_per_query_csv(cached_data, capsys, sample_dir, tmp_path
 
 def test_json_writes_null_for_nan(cached_data, capsys, sample_dir, tmp_path):
     """One facet only: no p-MRR pair is covered and two strata have no query."""
-    shutil.copyfile(csfcube.official_path(sample_dir, "specter", "background"),
-                    csfcube.official_path(tmp_path, "specter", "background"))
+    shutil.copyfile(csfcube_official.official_path(sample_dir, "specter", "background"),
+                    csfcube_official.official_path(tmp_path, "specter", "background"))
     assert cli.main(_evaluate(tmp_path, "--json")) == 0
     out = capsys.readouterr().out
     assert "NaN" not in out
@@ -309,7 +309,7 @@ def test_run_csfcube_seeds_select_their_queries(cached_data, capsys, tmp_path, m
 
 
 def _edit_official(directory: Path, facet: str, edit) -> Path:
-    path = csfcube.official_path(directory, "specter", facet)
+    path = csfcube_official.official_path(directory, "specter", facet)
     body = json.loads(path.read_text())
     edit(body)
     path.write_text(json.dumps(body))
@@ -317,7 +317,7 @@ def _edit_official(directory: Path, facet: str, edit) -> Path:
 
 
 def _malformed(ctx):
-    path = csfcube.official_path(ctx["runs"], "specter", "method")
+    path = csfcube_official.official_path(ctx["runs"], "specter", "method")
     path.write_text('{"5052952": [["123", 1.0],')
     return _evaluate(ctx["runs"]), [str(path), "malformed JSON"]
 
@@ -407,7 +407,7 @@ def _per_query_unwritable(ctx):
 
 
 def _per_query_is_the_run(ctx):
-    target = csfcube.official_path(ctx["runs"], "specter", "method")
+    target = csfcube_official.official_path(ctx["runs"], "specter", "method")
     return _evaluate(ctx["runs"], "--per-query", str(target)), [str(target), "input file"]
 
 

@@ -21,7 +21,7 @@ from fixtures_datasets import write_beir
 from evalkit import cli
 from evalkit.cli.printing import null_nan
 from evalkit.core.errors import KitError
-from evalkit.datasets import csfcube
+from evalkit.datasets import csfcube, csfcube_official
 from evalkit.datasets.csfcube_corpus import iter_corpus
 
 
@@ -38,7 +38,7 @@ def _one_line(capsys, argv, *fragments) -> str:
 
 
 def _official(folder: Path, facet: str, text: str) -> Path:
-    path = csfcube.official_path(folder, "specter", facet)
+    path = csfcube_official.official_path(folder, "specter", facet)
     path.write_text(text)
     return path
 
@@ -51,7 +51,7 @@ def _evaluate(runs, *extra, name="specter"):
 
 
 def test_a_seed_listed_twice_is_an_error_not_last_one_wins(cached_data, capsys, sample_copy):
-    path = csfcube.official_path(sample_copy, "specter", "method")
+    path = csfcube_official.official_path(sample_copy, "specter", "method")
     text = path.read_text()
     seed = next(iter(json.loads(text)))
     doubled = text.rstrip().rstrip("}") + f', "{seed}": [["1", 0.5]]}}'
@@ -275,5 +275,5 @@ def test_per_query_not_writable_is_checked_before_scoring(cached_data, capsys, s
 
 def test_official_files_are_written_0644(specter, tmp_path):
     path = tmp_path / "x.json"
-    csfcube.write_official(path, specter, "method")
+    csfcube_official.write_official(path, specter, "method")
     assert stat.S_IMODE(path.stat().st_mode) == 0o644

@@ -24,6 +24,7 @@ from evalkit.core.errors import KitError
 from evalkit.data import runstore
 from evalkit.data.collection import Document, Query
 from evalkit.data.runs import ranked
+from evalkit.datasets import csfcube_official
 from evalkit.models import registry
 from evalkit.models.bm25 import BM25
 from evalkit.pipeline import prerequisites
@@ -68,10 +69,9 @@ def test_a_registry_profile_named_like_a_path_writes_nothing_outside(tmp_path, m
 
 
 def test_an_official_run_name_cannot_point_elsewhere(tmp_path):
-    from evalkit.datasets import csfcube
 
     with pytest.raises(KitError, match="cannot be a folder name"):
-        csfcube.official_path(tmp_path, "../../etc/x", "method")
+        csfcube_official.official_path(tmp_path, "../../etc/x", "method")
 
 
 # --- bounds ----------------------------------------------------------------------------------------------

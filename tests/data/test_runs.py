@@ -10,7 +10,7 @@ import pytest
 
 from evalkit.core.errors import KitError
 from evalkit.data import runs
-from evalkit.datasets import csfcube
+from evalkit.datasets import csfcube_official
 
 # --- tie rule ------------------------------------------------------------------------------
 
@@ -60,8 +60,8 @@ def _awkward_run() -> runs.Run:
 def test_official_round_trip_is_exact(tmp_path):
     run = _awkward_run()
     for facet in ("background", "method", "result"):
-        csfcube.write_official(csfcube.official_path(tmp_path, "mine", facet), run, facet)
-    back = csfcube.load_official_run(tmp_path, "mine")
+        csfcube_official.write_official(csfcube_official.official_path(tmp_path, "mine", facet), run, facet)
+    back = csfcube_official.load_official_run(tmp_path, "mine")
     assert back == run
     for qid, scores in run.items():
         for doc, score in scores.items():
@@ -71,10 +71,11 @@ def test_official_round_trip_is_exact(tmp_path):
 
 def test_official_file_lists_best_first_with_distance_minus_score(tmp_path):
     path = tmp_path / "x.json"
-    csfcube.write_official(path, {"5_method": {"b": 1.0, "a": 1.0, "c": 3.0}, "6_result": {"z": 1.0}}, "method")
+    csfcube_official.write_official(path, {"5_method": {"b": 1.0, "a": 1.0, "c": 3.0}, "6_result": {"z": 1.0}},
+                                    "method")
     # only the method query is written; distance = -score; tie a/b by id
     assert json.loads(path.read_text()) == {"5": [["c", -3.0], ["a", -1.0], ["b", -1.0]]}
-    assert csfcube.read_official(path, "method") == {"5_method": {"c": 3.0, "a": 1.0, "b": 1.0}}
+    assert csfcube_official.read_official(path, "method") == {"5_method": {"c": 3.0, "a": 1.0, "b": 1.0}}
 
 
 def test_trec_round_trip_is_exact(tmp_path):
@@ -136,8 +137,8 @@ def test_trec_writes_numpy_scores_as_plain_numbers(tmp_path):
     runs.write_trec(tmp_path / "np.trec", run, "t")
     assert "np." not in (tmp_path / "np.trec").read_text()
     assert runs.read_trec(tmp_path / "np.trec") == {"1_method": {"a": 0.5, "b": 0.25}}
-    csfcube.write_official(tmp_path / "np.json", run, "method")
-    assert csfcube.read_official(tmp_path / "np.json", "method") == {"1_method": {"a": 0.5, "b": 0.25}}
+    csfcube_official.write_official(tmp_path / "np.json", run, "method")
+    assert csfcube_official.read_official(tmp_path / "np.json", "method") == {"1_method": {"a": 0.5, "b": 0.25}}
 
 
 def test_sample_specter_run_loads(specter):
@@ -176,17 +177,17 @@ def _official(tmp_path, text: str):
 def test_bad_official_file(tmp_path, text, message):
     path = _official(tmp_path, text)
     with pytest.raises(KitError, match=message) as err:
-        csfcube.read_official(path, "method")
+        csfcube_official.read_official(path, "method")
     assert str(path) in str(err.value)
     with pytest.raises(KitError, match=message):  # the same through load_official_run on the folder
-        csfcube.load_official_run(tmp_path, "bad")
+        csfcube_official.load_official_run(tmp_path, "bad")
 
 
 def test_official_file_not_utf8(tmp_path):
     path = tmp_path / "x.json"
     path.write_bytes(b'{"1": [["\xff", 1.0]]}')
     with pytest.raises(KitError, match="malformed JSON") as err:
-        csfcube.read_official(path, "method")
+        csfcube_official.read_official(path, "method")
     assert str(path) in str(err.value)
 
 
@@ -218,17 +219,18 @@ def test_trec_file_not_utf8(tmp_path):
 
 def test_missing_run_inputs(tmp_path):
     with pytest.raises(KitError, match="no test-pid2pool-csfcube-x-FACET-ranked.json") as err:
-        csfcube.load_official_run(tmp_path, "x")
+        csfcube_official.load_official_run(tmp_path, "x")
     assert str(tmp_path) in str(err.value)
     with pytest.raises(KitError, match="run file not found"):
-        csfcube.read_official(tmp_path / "absent.json", "method")
+        csfcube_official.read_official(tmp_path / "absent.json", "method")
     with pytest.raises(KitError, match="run file not found"):
         runs.read_trec(tmp_path / "absent.trec")
 
 
 def test_load_official_run_reads_only_the_facets_present(tmp_path):
-    csfcube.write_official(csfcube.official_path(tmp_path, "r", "result"), {"7_result": {"a": 1.0}}, "result")
-    assert csfcube.load_official_run(tmp_path, "r") == {"7_result": {"a": 1.0}}
+    csfcube_official.write_official(csfcube_official.official_path(tmp_path, "r", "result"), {"7_result": {"a": 1.0}},
+                                    "result")
+    assert csfcube_official.load_official_run(tmp_path, "r") == {"7_result": {"a": 1.0}}
 
 
 def test_write_atomic_replaces_whole_files_and_leaves_no_temporary_file(tmp_path):

@@ -17,7 +17,7 @@ import pytest
 import pytrec_eval
 
 from evalkit.core.errors import KitError
-from evalkit.datasets import csfcube
+from evalkit.datasets import csfcube, csfcube_official
 from evalkit.evaluation import aggregate, measures
 
 FIVE = ["nDCG@3", "AP", "RR", "P@3", "R@3"]
@@ -530,8 +530,8 @@ def specter_run(cube):
     data, _ = cube
     run = {}
     for facet in csfcube.FACETS:
-        run.update(csfcube.read_official(csfcube.official_path(data.root / "sample_ranked_pools", "specter", facet),
-                                         facet))
+        path = csfcube_official.official_path(data.root / "sample_ranked_pools", "specter", facet)
+        run.update(csfcube_official.read_official(path, facet))
     return run
 
 

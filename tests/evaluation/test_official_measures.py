@@ -13,6 +13,7 @@ import pytest
 
 from evalkit import cli
 from evalkit.core.errors import KitError
+from evalkit.datasets import csfcube_official
 from evalkit.evaluation import evaluate as evaluation
 from evalkit.evaluation import measures
 
@@ -192,9 +193,9 @@ def _rewritten(sample_dir, folder, name, number):
 
     folder.mkdir()
     for facet in csfcube.FACETS:
-        lists = json.loads(csfcube.official_path(sample_dir, "specter", facet).read_text())
+        lists = json.loads(csfcube_official.official_path(sample_dir, "specter", facet).read_text())
         rewritten = {seed: [[doc, number(d)] for doc, d in pairs] for seed, pairs in lists.items()}
-        csfcube.official_path(folder, name, facet).write_text(json.dumps(rewritten))
+        csfcube_official.official_path(folder, name, facet).write_text(json.dumps(rewritten))
     return folder
 
 
@@ -211,15 +212,14 @@ def _assert_golden(summary):
 
 def test_a_similarity_file_best_first_is_ranked_as_written(collection, sample_dir, tmp_path, capsys):
     # Aspire's own output layout: similarities, best first (the numbers fall along each list)
-    from evalkit.datasets import csfcube
 
     folder = _rewritten(sample_dir, tmp_path / "aspire", "aspire", lambda d: 1.0 / (1.0 + d))
-    run = csfcube.load_official_run(folder, "aspire")
+    run = csfcube_official.load_official_run(folder, "aspire")
     _assert_golden(_official_summary(collection, run))  # re-sorted by the numbers: MAP 5.43, not 34.23
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and err[0].startswith("evalkit: warning: ")  # one line for the folder
     assert "test-pid2pool-csfcube-aspire-FACET-ranked.json: the distances fall along the list in 50 of 50" in err[0]
-    csfcube.read_official(csfcube.official_path(folder, "aspire", "background"), "background")
+    csfcube_official.read_official(csfcube_official.official_path(folder, "aspire", "background"), "background")
     assert "in 16 of 16 lists" in capsys.readouterr().err  # one file: its own line
     # through the command line, figure for figure
     assert cli.main(["evaluate", "--dataset", "csfcube", "--runs", str(folder), "--name", "aspire", "--json"]) == 0
@@ -231,15 +231,14 @@ def test_a_similarity_file_best_first_is_ranked_as_written(collection, sample_di
 
 def test_tied_distances_out_of_id_order_keep_the_list_order(collection, sample_dir, tmp_path, capsys):
     from evalkit.data.runs import ranked
-    from evalkit.datasets import csfcube
 
     folder = _rewritten(sample_dir, tmp_path / "tied", "tied", lambda d: float(round(d / 2)))  # ties everywhere
-    run = csfcube.load_official_run(folder, "tied")
+    run = csfcube_official.load_official_run(folder, "tied")
     assert capsys.readouterr().err == ""  # the distances never fall: no warning
     _assert_golden(_official_summary(collection, run))
     # the file does put tied candidates out of id order, and the kit's tie rule would move the figures
     by_id = {qid: {doc: -float(round(-score / 2)) for doc, score in scores.items()} for qid, scores in
-             csfcube.load_official_run(sample_dir, "specter").items()}
+             csfcube_official.load_official_run(sample_dir, "specter").items()}
     assert sum(ranked(by_id[q]) != ranked(run[q]) for q in run) >= 40
     moved = _official_summary(collection, by_id)
     assert max(abs(moved[m][p] - GOLDEN["specter"][m][p]) for m in OFFICIAL for p in PARTS) > 1e-3
@@ -248,13 +247,12 @@ def test_tied_distances_out_of_id_order_keep_the_list_order(collection, sample_d
 def test_list_order_by_hand(tmp_path):
     # grades a=3, b=0, c=2: listed c, b, a with tied distances and then a similarity-style list
     from evalkit.data.runs import ranked
-    from evalkit.datasets import csfcube
 
     qrels = {"1_method": {"a": 3, "b": 0, "c": 2}}
     path = tmp_path / "x.json"
     for pairs in ([["c", 1.0], ["b", 1.0], ["a", 1.0]], [["c", 0.9], ["b", 0.5], ["a", 0.1]]):
         path.write_text(json.dumps({"1": pairs}))
-        run = csfcube.read_official(path, "method")
+        run = csfcube_official.read_official(path, "method")
         assert ranked(run["1_method"]) == ["c", "b", "a"]
         # the script: relevant at ranks 1 and 3 -> AP (1/1 + 2/3) / 2; NDCG%100 over 3: DCG 2 + 0 + 3/log2(3)
         assert one(qrels, run, "MAP_csfcube", qid="1_method") == pytest.approx((1 + 2 / 3) / 2, abs=1e-15)
@@ -262,4 +260,4 @@ def test_list_order_by_hand(tmp_path):
             pytest.approx((2 + 3 / log2(3)) / (3 + 2), abs=1e-15)
     # a list already in the kit's order keeps its distances bit for bit (score = -distance)
     path.write_text(json.dumps({"1": [["c", 0.25], ["a", 0.5], ["b", 0.5]]}))
-    assert csfcube.read_official(path, "method") == {"1_method": {"c": -0.25, "a": -0.5, "b": -0.5}}
+    assert csfcube_official.read_official(path, "method") == {"1_method": {"c": -0.25, "a": -0.5, "b": -0.5}}
