@@ -50,6 +50,9 @@ class Family:
       facet hybrid's (`evalkit.models.hybrid.NEEDS`, wherever an entry sets ``hybrid_alpha``);
     - `first_stage`: how it reranks a first stage (`FIRST_STAGE`);
     - `work`: what `evalkit plan` counts for its rows (`WORK`);
+    - `hybrid`: the facet hybrid may wrap its scorer: where an entry sets ``hybrid_alpha`` the
+      registry builds the family's scorer without the hybrid's settings and the hybrid over it
+      (`evalkit.models.hybrid.over`);
     - `gpu_dtype`: the dtype it loads in on a GPU (for the plan's memory estimate; an entry's own
       ``dtype`` wins);
     - `api_backends`: values of the entry's ``backend`` setting that make it a remote API model
@@ -62,6 +65,7 @@ class Family:
     needs: frozenset[str] = frozenset()
     first_stage: str = NO_FIRST_STAGE
     work: str = SCORING
+    hybrid: bool = False
     gpu_dtype: str = "float32"
     api_backends: frozenset[str] = frozenset()
 

@@ -189,25 +189,31 @@ def spec(name: str, profile: str) -> ModelSpec:
 
 
 def build(model: ModelSpec, collection: Collection) -> Scorer:
-    """The model's scorer, by its family's builder. A family that reranks (`Family.first_stage`)
-    gets its first stage built here: the entry's ``first_stage``, else (``always``) the
-    profile's; an ``optional`` one also its ``depth`` (the profile's when the entry sets none)."""
+    """The model's scorer, by its family's builder, with the facet hybrid over it where the family
+    takes one (`Family.hybrid`) and the entry sets ``hybrid_alpha``. A family that reranks
+    (`Family.first_stage`) gets its first stage built here: the entry's ``first_stage``, else
+    (``always``) the profile's; an ``optional`` one also its ``depth`` (the profile's when the
+    entry sets none)."""
     family = family_of(model)
+    settings, mixed = hybrid.split(model.settings) if family.hybrid else (model.settings, {})
+    return hybrid.over(_build_family(family, settings, model.profile, collection), mixed)
+
+
+def _build_family(family: Family, settings: dict, profile: str, collection: Collection) -> Scorer:
+    """`build` without the hybrid: the family's builder and the first stage it reranks."""
     if family.first_stage == NO_FIRST_STAGE:
-        return family.build(model.settings, model.profile, collection)
-    settings = dict(model.settings)
+        return family.build(settings, profile, collection)
+    settings = dict(settings)
     name = settings.pop("first_stage", None)
     if family.first_stage == ALWAYS:
-        return family.build(settings, model.profile, collection,
-                            first_stage=build(_first_stage(name, model.profile), collection))
+        return family.build(settings, profile, collection, first_stage=build(_first_stage(name, profile), collection))
     depth = settings.pop("depth", None)
     if name is None:
         if depth is not None:
             raise KitError(f"depth={depth} needs a first_stage to rerank; add first_stage or remove depth")
-        return family.build(settings, model.profile, collection, first_stage=None, depth=None)
-    return family.build(settings, model.profile, collection,
-                        first_stage=build(_first_stage(name, model.profile), collection),
-                        depth=int(depth or profile_value(model.profile, "depth")))
+        return family.build(settings, profile, collection, first_stage=None, depth=None)
+    return family.build(settings, profile, collection, first_stage=build(_first_stage(name, profile), collection),
+                        depth=int(depth or profile_value(profile, "depth")))
 
 
 def _reranks(model: ModelSpec) -> bool:

@@ -17,7 +17,9 @@ from evalkit.core.errors import KitError
 from evalkit.data.collection import Collection, Document, Query, Sentence
 from evalkit.models import families, registry
 from evalkit.models.bm25 import BM25
+from evalkit.models.dense import BiEncoder
 from evalkit.models.family import Family
+from evalkit.models.hybrid import FacetHybrid
 from evalkit.pipeline import plan, prerequisites, runner
 from evalkit.pipeline.runner import RunSettings
 
@@ -165,6 +167,25 @@ def test_register_family_takes_a_declaration_and_keeps_the_kits_own(monkeypatch)
         Family("odd", print, needs={"vectors"})
 
 
+def test_the_registry_puts_the_facet_hybrid_over_a_family_that_takes_it(monkeypatch):
+    """`Family.hybrid`: an entry setting ``hybrid_alpha`` gets the hybrid over its family's scorer,
+    the builder seeing the entry's settings without the hybrid's; a family without the trait gets
+    the entry's settings as they are and no hybrid (fails when the registry ignores the trait)."""
+    base = registry.spec("minilm", "offline")
+    mixed = registry.ModelSpec("minilm-h", "offline", base.family, "h", "aspect",
+                               {**base.settings, "hybrid_alpha": 0.25, "hybrid_candidate_facet": True})
+    scorer = registry.build(mixed, None)
+    assert isinstance(scorer, FacetHybrid) and isinstance(scorer.model, BiEncoder)
+    assert (scorer.alpha, scorer.candidate_facet) == (0.25, True)
+    assert type(registry.build(base, None)) is BiEncoder
+    seen = []
+    plain = Family("plain", lambda settings, profile, collection: seen.append(settings) or BM25())
+    monkeypatch.setattr(registry, "FAMILIES", dict(registry.FAMILIES))
+    registry.register_family(plain)
+    built = registry.build(registry.ModelSpec("p", "offline", "plain", "P", "probe", {"hybrid_alpha": 0.5}), None)
+    assert type(built) is BM25 and seen == [{"hybrid_alpha": 0.5}]
+
+
 def test_every_family_module_is_registered_once():
     """Adding a family is one module of evalkit/models/families/ plus its line in `ALL`: a module
     left out of the list (or listed twice) fails here."""
@@ -182,6 +203,8 @@ def test_the_kit_families_declare_the_traits_the_study_relies_on():
     themselves (WEIGHTED, needs(), plan.EMBEDDERS, costs.yaml gpu_dtype, is_api)."""
     traits = {f.name: (f.weighted, set(f.needs), f.first_stage, f.work, f.gpu_dtype, set(f.api_backends))
               for f in families.ALL}
+    # the families whose builders put the facet hybrid over their scorer before the hybrid was a trait
+    assert {f.name for f in families.ALL if f.hybrid} == {"dense", "gritlm", "promptriever", "paper-cls"}
     assert traits == {
         "bm25": (False, set(), "none", "scoring", "float32", set()),
         "dense": (True, set(), "optional", "encoding", "float32", set()),

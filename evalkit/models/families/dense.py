@@ -1,12 +1,12 @@
 """The ``dense`` family: a sentence-transformers bi-encoder (`evalkit.models.dense.BiEncoder`),
 the offline profile's embedders and every ``st:`` model. With ``first_stage`` it reranks that
-model's top ``depth``; with ``hybrid_alpha``, the facet hybrid over it (`evalkit.models.hybrid`)."""
+model's top ``depth``; with ``hybrid_alpha``, the registry puts the facet hybrid over it
+(`evalkit.models.hybrid`)."""
 
 from __future__ import annotations
 
 from evalkit.core.errors import KitError
 from evalkit.data.collection import Collection
-from evalkit.models import hybrid
 from evalkit.models.base import Scorer
 from evalkit.models.dense import BiEncoder
 from evalkit.models.family import ENCODING, OPTIONAL, Family
@@ -29,11 +29,9 @@ def encoder(settings: dict):
 
 def build(settings: dict, profile: str, collection: Collection, first_stage: Scorer | None,
           depth: int | None) -> Scorer:
-    settings, mixed = hybrid.split(settings)
-    model = BiEncoder(encoder(settings), settings.get("query_template", "{query}"),
-                      settings.get("doc_template", "{text}"),
-                      settings.get("empty_instruction_template", "{query}"), first_stage, depth)
-    return hybrid.over(model, mixed)
+    return BiEncoder(encoder(settings), settings.get("query_template", "{query}"),
+                     settings.get("doc_template", "{text}"),
+                     settings.get("empty_instruction_template", "{query}"), first_stage, depth)
 
 
-FAMILY = Family("dense", build, weighted=True, first_stage=OPTIONAL, work=ENCODING)
+FAMILY = Family("dense", build, weighted=True, first_stage=OPTIONAL, work=ENCODING, hybrid=True)

@@ -1,11 +1,11 @@
 """The ``gritlm`` family: GritLM-7B (and E5-Mistral-style instructed embedders) as GritLM's code embeds
 (`evalkit.models.paper`, `evalkit.encoders`). With ``first_stage`` it reranks that model's top
-``depth``; with ``hybrid_alpha``, the facet hybrid over it (`evalkit.models.hybrid`)."""
+``depth``; with ``hybrid_alpha``, the registry puts the facet hybrid over it
+(`evalkit.models.hybrid`)."""
 
 from __future__ import annotations
 
 from evalkit.data.collection import Collection
-from evalkit.models import hybrid
 from evalkit.models.base import Scorer
 from evalkit.models.family import ENCODING, OPTIONAL, Family
 
@@ -15,9 +15,9 @@ def build(settings: dict, profile: str, collection: Collection, first_stage: Sco
     # lazy (start-up cost): a model family's modules load only when it is built
     from evalkit.models import paper
 
-    settings, mixed = hybrid.split(settings)
-    return hybrid.over(paper.build_gritlm({**settings, "depth": depth}, first_stage), mixed)
+    return paper.build_gritlm({**settings, "depth": depth}, first_stage)
 
 
 # bfloat16: the checkpoint's own dtype ("auto")
-FAMILY = Family("gritlm", build, weighted=True, first_stage=OPTIONAL, work=ENCODING, gpu_dtype="bfloat16")
+FAMILY = Family("gritlm", build, weighted=True, first_stage=OPTIONAL, work=ENCODING, hybrid=True,
+                gpu_dtype="bfloat16")
