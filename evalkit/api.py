@@ -45,6 +45,7 @@ from evalkit.evaluation.evaluate import (
     AGGREGATIONS,
     DISCOUNTS,
     SCALE,
+    check_listed_once,
     check_measures,
     compared_measures,
     computed_measures,
@@ -55,7 +56,7 @@ from evalkit.evaluation.evaluate import (
     shown_once,
     summary_of,
 )
-from evalkit.evaluation.stats import PERMUTATION_SEED, PERMUTATIONS
+from evalkit.evaluation.stats import fisher_settings
 from evalkit.models import adhoc, registry
 from evalkit.models.adhoc import is_st
 from evalkit.models.dense import TEMPLATE_FIELDS, check_template
@@ -143,11 +144,8 @@ class Evaluation:
         if unknown is not None:
             raise KitError(f"measures= {unknown!r} was not evaluated; choose from "
                            f"{', '.join(self.settings['measures'])}")
-        if test != "fisher" and (permutations is not None or seed is not None):
-            raise KitError("permutations= and seed= set Fisher's randomization test; add test=\"fisher\"")
         table = compare_table(self.collection, tables, names, self.settings["aggregate"], test, alpha,
-                              PERMUTATIONS if permutations is None else permutations,
-                              PERMUTATION_SEED if seed is None else seed)
+                              *fisher_settings(test, permutations, seed))
         return table if format is None else table.format(format)
 
 
@@ -301,9 +299,7 @@ def evaluate(model, dataset: str = "csfcube", *, name: str | None = None, revisi
         if isinstance(measures, str):
             raise KitError(f"measures={measures!r} is a string; give a list, e.g. measures=[\"nDCG@10\", \"AP\"]")
         names = list(measures)
-        repeated = next((m for m in names if names.count(m) > 1), None)
-        if repeated is not None:
-            raise KitError(f"measures= lists {repeated} twice; list each measure once")
+        check_listed_once(names, "measures=")
     else:
         names = default_measures(collection, discount, k)
     check_measures(names, collection)

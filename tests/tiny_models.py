@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import torch
-
 WORDS = (
     "we propose a novel method for learning sentence embeddings with transformers and evaluate "
     "results on retrieval background motivation prior work problem question analysis data model "
@@ -165,6 +163,7 @@ def build_paper_stand_ins(root: Path) -> dict[str, str]:
 
 
 def build_tiny_llama(folder):
+    import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import LlamaConfig, LlamaModel, PreTrainedTokenizerFast
 
@@ -188,6 +187,7 @@ def build_tiny_llama(folder):
 
 def build_random_lora(base_folder, folder):
     import peft  # an optional library: only the Promptriever tests need it (they skip without it)
+    import torch
     from transformers import AutoModel
 
     base = AutoModel.from_pretrained(base_folder)
@@ -203,6 +203,7 @@ def build_random_lora(base_folder, folder):
 
 
 def build_tiny_mistral(folder):
+    import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import MistralConfig, MistralForCausalLM, PreTrainedTokenizerFast
 

@@ -98,10 +98,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     labels = _run_labels(paths)
     named = {labels[p]: table for p, table in tables.items()}
     compared = compared_measures(names)
-    # lazy: loaded only when this command runs (start-up cost, tests/kit/test_imports.py)
-    from evalkit.evaluation.stats import PERMUTATIONS
-
-    test = {"test": args.test, "permutations": args.permutations or PERMUTATIONS, "seed": _seed_of(args)}
+    test = _test_of(args)
     result = compare(collection, named, compared, settings["aggregate"], **test)
     notes = sorted({f"{label}: {note}" for label, table in named.items()
                     for note in fold_notes(collection, table, settings["aggregate"])})
@@ -116,15 +113,16 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     print(table.format(args.format), end="" if args.format != "text" else "\n")
 
 
-def _seed_of(args: argparse.Namespace) -> int:
+def _test_of(args: argparse.Namespace) -> dict:
+    """The paired test the options ask for: --test, and Fisher's --permutations and --seed checked."""
     # lazy: loaded only when this command runs (start-up cost, tests/kit/test_imports.py)
-    from evalkit.evaluation.stats import PERMUTATION_SEED
+    from evalkit.evaluation.stats import fisher_settings
 
-    if args.test != "fisher" and (args.permutations is not None or args.seed is not None):
-        raise KitError("--permutations and --seed set Fisher's randomization test; add --test fisher")
-    if args.permutations is not None and not 100 <= args.permutations <= 10_000_000:
-        raise KitError(f"--permutations {args.permutations}: give between 100 and 10,000,000")
-    return PERMUTATION_SEED if args.seed is None else args.seed
+    permutations, seed = fisher_settings(args.test, args.permutations, args.seed,
+                                         ("--permutations", "--seed", "--test fisher"))
+    if not 100 <= permutations <= 10_000_000:
+        raise KitError(f"--permutations {permutations}: give between 100 and 10,000,000")
+    return {"test": args.test, "permutations": permutations, "seed": seed}
 
 
 def _test_settings(test: dict) -> dict:

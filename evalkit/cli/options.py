@@ -10,7 +10,7 @@ from pathlib import Path
 
 from evalkit.core.errors import KitError, report
 from evalkit.datasets import csfcube
-from evalkit.evaluation.evaluate import AGGREGATIONS, CSFCUBE, DISCOUNTS
+from evalkit.evaluation.evaluate import AGGREGATIONS, CSFCUBE, DISCOUNTS, check_listed_once
 from evalkit.evaluation.measures import MAX_K, measure_help
 
 
@@ -113,9 +113,7 @@ def parse_measure_list(text: str) -> list[str]:
     names = [part.strip() for part in text.split(",") if part.strip()]
     if not names:
         raise KitError(f"--measures {text!r} names no measure; e.g. --measures nDCG@10,AP")
-    repeated = next((n for n in names if names.count(n) > 1), None)
-    if repeated is not None:
-        raise KitError(f"--measures lists {repeated} twice; list each measure once")
+    check_listed_once(names, "--measures")
     return names
 
 

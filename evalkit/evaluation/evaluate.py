@@ -134,6 +134,14 @@ def default_measures(collection: Collection, discount: str | None = None, k: int
     return table + [m for m in own if m not in table]
 
 
+def check_listed_once(names: Sequence[str], option: str) -> None:
+    """A one-line error when a measure list (the CLI's ``--measures``, the API's ``measures=``)
+    names a measure twice."""
+    repeated = next((n for n in names if names.count(n) > 1), None)
+    if repeated is not None:
+        raise KitError(f"{option} lists {repeated} twice; list each measure once")
+
+
 def check_measures(names: Sequence[str], collection: Collection) -> None:
     """Each measure name parsed against `collection` before anything is scored: its declaration
     (`evalkit.evaluation.measures.parse`) and what the declaration requires of the collection

@@ -30,6 +30,17 @@ PERMUTATIONS = 10_000  # Fisher's randomization test: random sign flips
 PERMUTATION_SEED = 42
 
 
+def fisher_settings(test: str, permutations: int | None, seed: int | None,
+                    options: tuple[str, str, str] = ("permutations=", "seed=", 'test="fisher"')) -> tuple[int, int]:
+    """(permutations, seed) of Fisher's randomization test, the defaults where not given; a
+    one-line error naming the `options` (the API's keywords, the CLI's flags) when either is given
+    for another test."""
+    if test != "fisher" and (permutations is not None or seed is not None):
+        raise KitError(f"{options[0]} and {options[1]} set Fisher's randomization test; add {options[2]}")
+    return (PERMUTATIONS if permutations is None else permutations,
+            PERMUTATION_SEED if seed is None else seed)
+
+
 @dataclass(frozen=True)
 class PairedTest:
     """`paired_test`'s answer: delta (mean per-unit difference), statistic (t, or for Fisher's
