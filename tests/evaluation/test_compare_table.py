@@ -139,6 +139,8 @@ def test_the_table_from_the_cli_in_three_formats_and_its_latex_compiles(cached_d
     assert {"aggregate", "delta", "t", "p", "p_holm", "n", "note"} <= set(rows.columns)
     assert cli.main([*argv, "--permutations", "500"]) == 2
     assert "add --test fisher" in capsys.readouterr().err
+    assert cli.main([*argv, "--test", "fisher", "--permutations", "50"]) == 2
+    assert "--permutations 50: give between 100 and 10,000,000" in capsys.readouterr().err
 
 
 def overlap(query, documents):
