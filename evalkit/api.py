@@ -35,8 +35,8 @@ from pathlib import Path
 import pandas as pd
 
 from evalkit.core.errors import KitError
-from evalkit.core.protocols import PROTOCOLS
 from evalkit.data.collection import BASE, Collection, check_query_ids, queries_of_seeds
+from evalkit.data.protocols import PROTOCOLS, protocol_collection
 from evalkit.data.runstore import check_run_name
 from evalkit.datasets import load_dataset
 from evalkit.evaluation.compare import compare
@@ -52,7 +52,6 @@ from evalkit.evaluation.evaluate import (
     default_measures,
     fold_notes,
     per_query,
-    protocol_collection,
     shown_once,
     summary_of,
 )

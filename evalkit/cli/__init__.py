@@ -21,7 +21,7 @@ import sys
 # is in `options` (the usage error, options checked before any work) and `printing` (summaries).
 from evalkit.cli import data, evaluate, export, human, models, plan, report, run, verify
 from evalkit.cli.options import ArgumentParser
-from evalkit.core.errors import KitError
+from evalkit.core.errors import CLI, KitError
 from evalkit.core.errors import report as report_error
 from evalkit.datasets import dataset_help
 
@@ -60,8 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         status = args.func(args)
         sys.stdout.flush()  # a reader that closed the pipe is found here, inside the handlers
-    except KitError as exc:
-        return report_error(exc)
+    except KitError as exc:  # worded as the command line spells its fields (--permutations, --protocol)
+        return report_error(exc.for_front_end(CLI))
     except BrokenPipeError:  # output piped into e.g. `head`, which has read enough: end quietly, as Unix tools do
         _quiet_stdout()
         return 0

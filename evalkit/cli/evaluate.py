@@ -19,7 +19,7 @@ from evalkit.cli.options import (
 )
 from evalkit.cli.printing import null_nan, print_summary, summary_settings, summary_title, write_per_query
 from evalkit.core.errors import KitError
-from evalkit.core.protocols import PROTOCOLS
+from evalkit.data.protocols import PROTOCOLS, protocol_collection
 from evalkit.data.runstore import RANKING, read_sidecar
 from evalkit.datasets import load_dataset
 from evalkit.evaluation.evaluate import (
@@ -30,7 +30,6 @@ from evalkit.evaluation.evaluate import (
     default_measures,
     fold_notes,
     per_query,
-    protocol_collection,
     shown_once,
     summary_of,
 )

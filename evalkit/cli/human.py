@@ -15,7 +15,7 @@ from evalkit.cli.options import (
 )
 from evalkit.cli.printing import print_summary, summary_settings, summary_title, write_per_query
 from evalkit.core.errors import KitError
-from evalkit.core.protocols import DEFAULT_PROTOCOL, PROTOCOLS
+from evalkit.data.protocols import DEFAULT_PROTOCOL, PROTOCOLS
 from evalkit.datasets import csfcube
 from evalkit.evaluation.evaluate import CSFCUBE, check_measures, computed_measures, default_measures, summary_of
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from evalkit.cli.options import split_ids
 from evalkit.core.errors import KitError
-from evalkit.core.protocols import DEFAULT_PROTOCOL, PROTOCOLS
 from evalkit.data.collection import queries_of_seeds
+from evalkit.data.protocols import DEFAULT_PROTOCOL, PROTOCOLS
 from evalkit.datasets import csfcube
 from evalkit.datasets.csfcube_corpus import check_corpus
 

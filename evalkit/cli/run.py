@@ -7,8 +7,8 @@ from pathlib import Path
 
 from evalkit.cli.options import check_runs_dir, full_corpus, split_ids
 from evalkit.core.errors import KitError
-from evalkit.core.protocols import DEFAULT_PROTOCOL, POOL_PROTOCOLS, PROTOCOLS
 from evalkit.data.collection import check_query_ids, queries_of_seeds
+from evalkit.data.protocols import DEFAULT_PROTOCOL, POOL_PROTOCOLS, PROTOCOLS
 from evalkit.data.runstore import run_folder
 from evalkit.datasets import load_dataset
 

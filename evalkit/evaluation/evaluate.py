@@ -26,7 +26,6 @@ from collections.abc import Sequence
 import pandas as pd
 
 from evalkit.core.errors import KitError
-from evalkit.core.protocols import POOL_PROTOCOLS, RELEASED
 from evalkit.data.collection import Collection
 from evalkit.data.runs import Run
 from evalkit.evaluation import aggregate, measures
@@ -40,31 +39,6 @@ DEFAULT_K = 20
 DEFAULT_DISCOUNT = "csfcube"
 
 
-def protocol_collection(collection: Collection, protocol: str) -> Collection:
-    """The collection as a protocol ranks and judges it: ``released`` excludes nothing
-    (`Collection.including_excluded`), every other protocol excludes what the collection does."""
-    return collection.including_excluded() if protocol == RELEASED else collection
-
-
-def check_run(run: Run, collection: Collection, source: str = "run", within_candidates: bool = True) -> None:
-    """Reject an empty run, queries the collection lacks and, with `within_candidates`,
-    documents outside a query's given candidate list (its excluded document included)."""
-    if not run:
-        raise KitError(f"{source}: the run ranks no queries; check the file and --name")
-    for qid, scores in run.items():
-        if qid not in collection.queries:
-            raise KitError(f"{source}: unknown query {qid}; {collection.name} has no such query")
-        if within_candidates and collection.candidates is not None:
-            allowed = set(collection.candidates.get(qid, ())) - {collection.exclude.get(qid)}
-            outside = sorted(set(scores) - allowed)
-            if outside == [collection.exclude.get(qid)]:
-                raise KitError(f"{source}: {qid} ranks its excluded document {outside[0]} (its seed); drop it, or "
-                               f"use --protocol {RELEASED} to evaluate the pools as released")
-            if outside:
-                raise KitError(f"{source}: document {outside[0]} for {qid} is outside the query's candidate list; "
-                               "rank only the given candidates or use --protocol pooled")
-
-
 def _spec(name: str) -> measures.MeasureSpec | None:
     """The declaration of a measure name; None where it is not one (the parser then says why)."""
     parsed = measures.find(name)
@@ -74,17 +48,6 @@ def _spec(name: str) -> measures.MeasureSpec | None:
 def _requirement_met(spec: measures.MeasureSpec, collection: Collection) -> bool:
     return spec.requires is None or bool(getattr(collection, spec.requires))
 
-
-def check_protocol_run(run: Run, collection: Collection, protocol: str, source: str = "run") -> Collection:
-    """`check_run` as `protocol` judges `collection`, and that collection (`protocol_collection`).
-
-    On the pool protocols (``pool``, ``released``) every document must be one of the query's
-    candidates as the protocol gives them (``released``: the seed included); the pooled and
-    full protocols rank beyond the candidates. The one rule for a run a user gives: the CLI's
-    ``--runs``, the API's ``reference=`` and the runs handed to ranx and ir_measures."""
-    judged = protocol_collection(collection, protocol)
-    check_run(run, judged, source=source, within_candidates=protocol in POOL_PROTOCOLS)
-    return judged
 
 def ranking_measures(collection: Collection, names: Sequence[str] | None = None) -> list[str]:
     """The measures `per_query` computes with `evalkit.evaluation.measures.per_query`: the ranking

@@ -16,8 +16,8 @@ from collections.abc import Iterable, Mapping
 
 from evalkit.core.errors import KitError
 from evalkit.data.collection import Collection
+from evalkit.data.protocols import check_protocol_run, protocol_collection
 from evalkit.data.runs import Run
-from evalkit.evaluation.evaluate import check_protocol_run, protocol_collection
 from evalkit.evaluation.measures import rank_scores
 
 PROTOCOLS_JUDGED_AS_POOL = ("pool", "pooled", "full")

@@ -49,10 +49,9 @@ from mteb.abstasks import AbsTaskRetrieval
 from mteb.abstasks.task_metadata import TaskMetadata
 
 from evalkit.core.errors import KitError
-from evalkit.core.protocols import RELEASED
 from evalkit.data.collection import BASE, Collection
+from evalkit.data.protocols import RELEASED, protocol_collection
 from evalkit.datasets import load_dataset  # the dataset layer, loaded when no collection is given
-from evalkit.evaluation.evaluate import protocol_collection
 from evalkit.evaluation.measures import changed_documents
 
 PROTOCOLS = ("pool", RELEASED)  # the pooled and full protocols need a first stage: not an mteb reranking task

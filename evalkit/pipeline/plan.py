@@ -23,8 +23,8 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
-from evalkit.core.protocols import POOL_PROTOCOLS
 from evalkit.data.collection import Collection, Query
+from evalkit.data.protocols import POOL_PROTOCOLS
 from evalkit.datasets import csfcube_download
 from evalkit.llm.reranker import DEFAULT_TEMPLATES, expected_comparisons
 from evalkit.llm.templates import SEPARATOR, load_template

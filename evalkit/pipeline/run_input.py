@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from evalkit.core.errors import KitError
-from evalkit.core.protocols import DEFAULT_PROTOCOL
 from evalkit.data.collection import Collection
+from evalkit.data.protocols import DEFAULT_PROTOCOL, check_protocol_run
 from evalkit.data.runs import read_trec
 from evalkit.data.runstore import RANKING, SIDECAR, load_verified, read_sidecar
 from evalkit.datasets.csfcube_official import load_official_run
-from evalkit.evaluation.evaluate import CSFCUBE, check_protocol_run
+from evalkit.evaluation.evaluate import CSFCUBE
 
 
 def load_any_run(runs: Path, name: str | None, collection: Collection) -> tuple[dict, str | None]:

@@ -33,12 +33,11 @@ from pathlib import Path
 from evalkit.core import progress
 from evalkit.core.errors import KitError
 from evalkit.core.hashing import files_sha256
-from evalkit.core.protocols import POOL_PROTOCOLS, PROTOCOLS
 from evalkit.core.version import __version__
 from evalkit.data.collection import Collection, Document, Query
+from evalkit.data.protocols import POOL_PROTOCOLS, PROTOCOLS, protocol_collection
 from evalkit.data.runs import Run, ranked
 from evalkit.data.runstore import is_verified, load_verified, run_folder, write_run
-from evalkit.evaluation.evaluate import protocol_collection
 from evalkit.models import registry
 from evalkit.models.base import Scorer
 from evalkit.models.family import NEEDS
@@ -211,7 +210,7 @@ def sidecar_key(settings: Settings, collection: Collection) -> dict:
             "scoring_code_sha256": scoring_code_digest(), "model_identity": registry.identity(model_spec)}
 
 
-SCORING_CODE = ("data/collection.py", "core/protocols.py", "core/hashing.py", "datasets", "pipeline/runner.py",
+SCORING_CODE = ("data/collection.py", "data/protocols.py", "core/hashing.py", "datasets", "pipeline/runner.py",
                 "pipeline/settings.py",
                 "retrieval", "study/hybrid_curve.py", "models", "encoders", "llm",
                 "config/instructions.yaml", "config/llm_templates.yaml")

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from evalkit.core.errors import KitError
 from evalkit.core.hashing import file_sha256
-from evalkit.core.protocols import POOL_PROTOCOLS
 from evalkit.data.collection import BASE
+from evalkit.data.protocols import POOL_PROTOCOLS
 from evalkit.models import adhoc, registry
 from evalkit.models.registry import ModelSpec
 

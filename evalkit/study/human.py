@@ -23,11 +23,11 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 
 from evalkit.core.errors import KitError
-from evalkit.core.protocols import PROTOCOLS
 from evalkit.data.collection import Collection
+from evalkit.data.protocols import PROTOCOLS, protocol_collection
 from evalkit.data.runs import Run
 from evalkit.datasets.csfcube import CSFCube, to_collection
-from evalkit.evaluation.evaluate import per_query, protocol_collection
+from evalkit.evaluation.evaluate import per_query
 from evalkit.pipeline.runner import RunSettings, candidates_for, queries_of
 
 RECIPES = ("pool", "protocol")

@@ -5,7 +5,7 @@ does not) and hands them to `check`, which raises a one-line `KitError` on a bad
 before any model is built:
 
 - ``PROFILE``: a profile of `evalkit/config/models.yaml` (offline | paper);
-- ``PROTOCOL``: pool | released | pooled | full (`evalkit.core.protocols.PROTOCOLS`);
+- ``PROTOCOL``: pool | released | pooled | full (`evalkit.data.protocols.PROTOCOLS`);
 - ``MODELS``: comma-separated model names (registry names or ``st:PATH_OR_HUB_ID`` specs,
   `evalkit.models.adhoc`); empty means the profile's study list for the notebook;
 - ``REFERENCE_MODEL``: the significance reference; empty means the profile's ``study.reference``,
@@ -40,9 +40,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from evalkit.core.errors import KitError
-from evalkit.core.protocols import POOL_PROTOCOLS, PROTOCOLS
 from evalkit.core.workspace import resolve
 from evalkit.data.collection import Collection
+from evalkit.data.protocols import POOL_PROTOCOLS, PROTOCOLS
 from evalkit.datasets import csfcube_download
 from evalkit.datasets.csfcube_variants import load_instructions
 from evalkit.evaluation import evaluate as evaluation

@@ -29,9 +29,10 @@ import pandas as pd
 from evalkit.core.cited import read_cited_csv
 from evalkit.core.errors import KitError
 from evalkit.data.collection import Collection
+from evalkit.data.protocols import protocol_collection
 from evalkit.data.runs import ranked
 from evalkit.datasets import csfcube, csfcube_official
-from evalkit.evaluation.evaluate import CSFCUBE, per_query, protocol_collection, summarize
+from evalkit.evaluation.evaluate import CSFCUBE, per_query, summarize
 from evalkit.pipeline.runner import RunSettings, ensure_run
 
 RECORD = Path(__file__).resolve().parents[1] / "config" / "published_csfcube.csv"

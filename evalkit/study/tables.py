@@ -23,13 +23,13 @@ import pandas as pd
 from scipy import stats as scistats
 
 from evalkit.core.errors import KitError
-from evalkit.core.protocols import POOL_PROTOCOLS
 from evalkit.data.collection import Collection
+from evalkit.data.protocols import POOL_PROTOCOLS, protocol_collection
 from evalkit.data.runs import Run, write_atomic
 from evalkit.datasets.csfcube import CSFCube
 from evalkit.datasets.csfcube_variants import variants_of
 from evalkit.evaluation.compare_table import compare_table
-from evalkit.evaluation.evaluate import PMRR, default_measures, per_query, protocol_collection, shown_once, summarize
+from evalkit.evaluation.evaluate import PMRR, default_measures, per_query, shown_once, summarize
 from evalkit.evaluation.stats import holm, interval_or_nan, pvalue_or_nan
 from evalkit.models import registry
 from evalkit.pipeline.runner import instructions_identity

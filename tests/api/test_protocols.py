@@ -10,8 +10,8 @@ import pytest
 
 from evalkit import api, cli
 from evalkit.core.errors import KitError
+from evalkit.data.protocols import protocol_collection
 from evalkit.data.runs import write_trec
-from evalkit.evaluation.evaluate import protocol_collection
 
 SEED = ["8781666"]  # the seed the release ranks and judges in its own background and result pools
 MEASURES = ["nDCG@20", "AP"]

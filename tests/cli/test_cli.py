@@ -195,10 +195,10 @@ def test_each_command_is_handled_by_its_own_module():
 
 
 def test_protocol_choices_are_the_library_protocols():
-    """Every command's --protocol offers exactly `evalkit.core.protocols.PROTOCOLS` (one definition)."""
+    """Every command's --protocol offers exactly `evalkit.data.protocols.PROTOCOLS` (one definition)."""
     import argparse
 
-    from evalkit.core.protocols import PROTOCOLS
+    from evalkit.data.protocols import PROTOCOLS
 
     parser = cli.build_parser()
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices

@@ -10,12 +10,13 @@ import pytest
 
 from evalkit.cli import main
 from evalkit.core.errors import KitError
+from evalkit.data.protocols import check_run
 from evalkit.data.runs import read_trec, write_trec
 from evalkit.datasets import export, load_dataset
 from evalkit.datasets.beir import load_beir
 from evalkit.datasets.followir import load_followir
 from evalkit.evaluation import measures
-from evalkit.evaluation.evaluate import PMRR, check_run, per_query
+from evalkit.evaluation.evaluate import PMRR, per_query
 
 
 @pytest.fixture(scope="module")

@@ -14,10 +14,11 @@ import pandas as pd
 import pytest
 
 from evalkit import api, cli
+from evalkit.data.protocols import protocol_collection
 from evalkit.data.runs import write_trec
 from evalkit.evaluation.compare import compare
 from evalkit.evaluation.compare_table import compare_table
-from evalkit.evaluation.evaluate import per_query, protocol_collection
+from evalkit.evaluation.evaluate import per_query
 from evalkit.evaluation.measures import rank_scores
 from evalkit.pipeline.runner import RunSettings, ensure_run
 

@@ -13,6 +13,7 @@ import pytest
 
 from evalkit import cli
 from evalkit.core.errors import KitError
+from evalkit.data import protocols
 from evalkit.datasets import csfcube_official
 from evalkit.evaluation import evaluate as evaluation
 from evalkit.evaluation import measures
@@ -156,7 +157,7 @@ def test_the_study_protocol_does_not_judge_the_excluded_seed(collection):
     for qid in SEED_QUERIES:
         assert collection.qrels[qid]["8781666"] == 3  # the release lists the seed in its own pool
         assert "8781666" not in collection.judged[qid]
-    released = evaluation.protocol_collection(collection, "released")
+    released = protocols.protocol_collection(collection, "released")
     assert released.judged == {q: dict(g) for q, g in collection.qrels.items()}
     assert [d.doc_id for d in released.candidates_of(SEED_QUERIES[0])].count("8781666") == 1
     assert "8781666" not in [d.doc_id for d in collection.candidates_of(SEED_QUERIES[0])]
@@ -167,7 +168,7 @@ def test_trec_ap_reaches_the_official_map_once_the_seed_is_not_judged(collection
     equals the release's MAP; on the pools as released the judged seed caps it (34.09)."""
     study = evaluation.per_query(collection, specter, ["AP", "MAP_csfcube"])
     assert study["AP"].tolist() == pytest.approx(study["MAP_csfcube"].tolist(), abs=1e-12)
-    released = evaluation.protocol_collection(collection, "released")
+    released = protocols.protocol_collection(collection, "released")
     summary = evaluation.summarize(released, evaluation.per_query(released, specter, ["AP", "MAP_csfcube"]))
     assert round(100 * summary["AP"]["all"], 2) == 34.09
     assert round(100 * summary["MAP_csfcube"]["all"], 2) == 34.23
@@ -175,9 +176,9 @@ def test_trec_ap_reaches_the_official_map_once_the_seed_is_not_judged(collection
 
 def test_a_run_ranking_the_seed_needs_the_released_protocol(collection, specter_copy):
     specter_copy["8781666_background"]["8781666"] = 100.0
-    with pytest.raises(KitError, match="excluded document 8781666.*--protocol released"):
-        evaluation.check_run(specter_copy, collection)
-    evaluation.check_run(specter_copy, evaluation.protocol_collection(collection, "released"))
+    with pytest.raises(KitError, match="excluded document 8781666.*protocol=.released."):
+        protocols.check_run(specter_copy, collection)
+    protocols.check_run(specter_copy, protocols.protocol_collection(collection, "released"))
 
 
 # --- the release's ranked-JSON layout: ranked in the order written ------------------------------------

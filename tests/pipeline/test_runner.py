@@ -261,6 +261,6 @@ def test_scoring_code_names_only_paths_that_exist():
 
     root = Path(runner_module.__file__).resolve().parents[1]
     assert [name for name in runner_module.SCORING_CODE if not (root / name).exists()] == []
-    expected = {"core/protocols.py", "core/hashing.py", "models", "datasets", "retrieval", "pipeline/runner.py",
+    expected = {"data/protocols.py", "core/hashing.py", "models", "datasets", "retrieval", "pipeline/runner.py",
                 "pipeline/settings.py"}  # settings.py: run names and the settings in the key
     assert expected <= set(runner_module.SCORING_CODE)

@@ -10,7 +10,7 @@ import pytest
 
 from evalkit import cli
 from evalkit.core.errors import KitError
-from evalkit.core.protocols import PROTOCOLS
+from evalkit.data.protocols import PROTOCOLS
 from evalkit.study import record
 
 HEADER = ",".join(record.COLUMNS)
