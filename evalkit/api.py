@@ -34,28 +34,22 @@ from pathlib import Path
 
 import pandas as pd
 
-from evalkit.core.errors import KitError
-from evalkit.data.collection import BASE, Collection, check_query_ids, queries_of_seeds
-from evalkit.data.protocols import PROTOCOLS, protocol_collection
+from evalkit.core.errors import KitError, RequestError
+from evalkit.data.collection import BASE, Collection
+from evalkit.data.protocols import protocol_collection
 from evalkit.data.runstore import check_run_name
 from evalkit.datasets import load_dataset
-from evalkit.evaluation.compare import compare
-from evalkit.evaluation.compare_table import compare_table
-from evalkit.evaluation.evaluate import (
-    AGGREGATIONS,
-    DISCOUNTS,
-    SCALE,
-    check_listed_once,
-    check_measures,
-    compared_measures,
-    computed_measures,
-    default_measures,
-    fold_notes,
-    per_query,
-    shown_once,
-    summary_of,
+from evalkit.evaluation.evaluate import SCALE, compared_measures
+from evalkit.evaluation.outcome import evaluate_tables, score_runs
+from evalkit.evaluation.request import (
+    CheckedEvaluation,
+    EvaluationRequest,
+    check_cutoff,
+    check_measure_names,
+    check_options,
+    check_request,
+    check_test,
 )
-from evalkit.evaluation.stats import fisher_settings
 from evalkit.models import adhoc, registry
 from evalkit.models.adhoc import is_st
 from evalkit.models.dense import TEMPLATE_FIELDS, check_template
@@ -87,7 +81,8 @@ class Evaluation:
     notes: list[str] = field(default_factory=list)
     settings: dict = field(default_factory=dict)
     compared: dict = field(default_factory=dict, repr=False)  # variant -> {run: per-query table}, reference first
-    collection: Collection | None = field(default=None, repr=False)
+    collection: Collection | None = field(default=None, repr=False)  # as the protocol judges it
+    checked: CheckedEvaluation | None = field(default=None, repr=False)  # the request the tables answer
 
     def __str__(self) -> str:
         two = lambda v: f"{v:.2f}"  # noqa: E731
@@ -124,7 +119,9 @@ class Evaluation:
         variants = list(self.runs)
         variant = variant or variants[0]
         if variant not in self.runs:
-            raise KitError(f"variant={variant!r}: this result has {', '.join(variants)}")
+            raise RequestError("variant", f"this result has {', '.join(variants)}", value=variant)
+        test_settings = check_test(test, alpha, permutations, seed)  # the rule `evalkit evaluate --test` follows
+        given = check_measure_names(measures)
         tables = dict(self.compared.get(variant) or {self.name: self.per_query.loc[variant]})
         for other in others:
             if not isinstance(other, Evaluation):
@@ -137,14 +134,14 @@ class Evaluation:
             tables[other.name] = other.per_query.loc[variant]
         if len(tables) < 2:
             raise KitError("compare_table needs two runs: evaluate with reference= or pass other results")
-        twins = set(self.settings.get("same_as", {})) if measures is None else set()
-        names = [m for m in compared_measures(measures or self.settings["measures"]) if m not in twins]
+        twins = set(self.settings.get("same_as", {})) if given is None else set()
+        names = [m for m in compared_measures(list(given or self.settings["measures"])) if m not in twins]
         unknown = next((m for m in names if m not in self.settings["measures"]), None)
         if unknown is not None:
-            raise KitError(f"measures= {unknown!r} was not evaluated; choose from "
-                           f"{', '.join(self.settings['measures'])}")
-        table = compare_table(self.collection, tables, names, self.settings["aggregate"], test, alpha,
-                              *fisher_settings(test, permutations, seed))
+            raise RequestError("measures", f"{unknown} was not evaluated; choose from "
+                               f"{', '.join(self.settings['measures'])}")
+        outcome = evaluate_tables(self.collection, tables, replace(self.checked, test=test_settings))
+        table = outcome.table(names)
         return table if format is None else table.format(format)
 
 
@@ -201,48 +198,58 @@ def _register(model, name, revision, profile, query_template, doc_template, empt
     return name, None if why is None else f"{name}: {why}"
 
 
-def _queries(collection: Collection, seeds: Sequence[str] | None, queries: Sequence[str] | None):
-    if seeds is not None and queries is not None:
-        raise KitError("give seeds= or queries=, not both")
-    for argument, given in (("seeds=", seeds), ("queries=", queries)):
-        if given is not None and (isinstance(given, (str, bytes)) or not isinstance(given, Sequence | set)):
-            raise KitError(f"{argument}{given!r:.60} is a {type(given).__name__}; give a list of ids, "
-                           f"e.g. {argument}[\"929877\"]")
-    if seeds is not None:
-        return queries_of_seeds(tuple(str(s) for s in seeds), collection, "seeds=")
-    if queries is not None:
-        return check_query_ids(queries, collection, "queries=")
-    return None
-
-
 def _reference_tables(reference, settings_of, collection: Collection, variants: Sequence[str], runs_dir: Path,
-                      names: list[str]) -> tuple[str, dict[str, pd.DataFrame]]:
-    """(label, {variant: per-query table}) of the reference."""
+                      checked: CheckedEvaluation) -> tuple[str, dict[str, pd.DataFrame]]:
+    """(label, {variant: per-query table}) of the reference, scored as the model's runs are."""
     if isinstance(reference, Evaluation):
         missing = next((v for v in variants if v not in reference.runs), None)
         if missing is not None:
-            raise KitError(f"reference= {reference.name} has no run of variant {missing}; evaluate it on that variant")
+            raise RequestError("reference", f"{reference.name} has no run of variant {missing}; evaluate it on "
+                               "that variant")
         return reference.name, {v: reference.per_query.loc[v] for v in variants}
     text = str(reference)
     settings = settings_of(BASE)
+    judged = protocol_collection(collection, settings.protocol)
     known = text in registry.model_names(settings.profile) or adhoc.is_st(text) or adhoc.registered(text) is not None
     if known:
         tables = {}
         for variant in variants:
-            chosen = settings_of(variant)
-            run = ensure_run(replace(chosen, model=text), collection, runs_dir)
-            tables[variant] = per_query(protocol_collection(collection, chosen.protocol), run, names)
+            run = ensure_run(replace(settings_of(variant), model=text), collection, runs_dir)
+            tables[variant] = score_runs(judged, {text: run}, checked)[text]
         return text, tables
     path = Path(text).expanduser()
     if not path.exists():
-        raise KitError(f"reference={text!r} is neither a model of profile {settings.profile} nor a run file or folder; "
-                       "name a model (evalkit models) or give a run")
+        raise RequestError("reference", f"neither a model of profile {settings.profile} nor a run file or folder; "
+                           "name a model (evalkit models) or give a run", value=text)
     run, protocol, judged = read_run(path, None, collection, default=settings.protocol)
     if protocol != settings.protocol:
-        raise KitError(f"reference={text!r} was made under the {protocol} protocol, this evaluation under "
-                       f"{settings.protocol}; give a run of one protocol")
-    table = per_query(judged, run, names)
-    return text, dict.fromkeys(variants, table)
+        raise RequestError("reference", f"made under the {protocol} protocol, this evaluation under "
+                           f"{settings.protocol}; give a run of one protocol", value=text)
+    return text, dict.fromkeys(variants, score_runs(judged, {text: run}, checked)[text])
+
+
+def _variants(collection: Collection, variants, instructions: str | None) -> list[str]:
+    """The variants asked for: default ``base``, or every variant of the instruction file."""
+    chosen = collection.with_instructions(Path(instructions)).variants if instructions is not None else (BASE,)
+    if variants is not None and not isinstance(variants, str | Sequence):
+        raise RequestError("variants", f"a {type(variants).__name__} is not a variant name; give one or a list of them",
+                           value=variants)
+    variants = [variants] if isinstance(variants, str) else list(variants or chosen)
+    known = chosen if instructions is not None else collection.variants
+    unknown = next((v for v in variants if v not in known), None)
+    if unknown is not None:
+        raise RequestError("variants", f"{collection.name} has the variants {', '.join(known)}"
+                           + ("" if instructions is not None else " (give {instructions} for your own)"), value=unknown)
+    return variants
+
+
+def _instructions_file(instructions) -> str | None:
+    if instructions is None:
+        return None
+    if not isinstance(instructions, str | Path) or not Path(instructions).expanduser().is_file():
+        raise RequestError("instructions", "no such file; give a YAML file shaped as evalkit/config/instructions.yaml",
+                           value=str(instructions))
+    return str(Path(instructions).expanduser())
 
 
 def evaluate(model, dataset: str = "csfcube", *, name: str | None = None, revision: str | None = None,
@@ -256,58 +263,32 @@ def evaluate(model, dataset: str = "csfcube", *, name: str | None = None, revisi
     """Rank `dataset` with `model` under each variant, store the runs, and evaluate them (see the
     module docstring). `variants`: default ``base``, or every variant of `instructions` when an
     instruction file is given. `seeds` / `queries`: a smoke run over some queries only."""
-    if aggregate not in AGGREGATIONS:
-        raise KitError(f"aggregate={aggregate!r}: choose one of {', '.join(AGGREGATIONS)}")
-    if protocol not in PROTOCOLS:
-        raise KitError(f"protocol={protocol!r}: choose one of {', '.join(PROTOCOLS)}")
+    request = EvaluationRequest(dataset=dataset, protocol=protocol, measures=measures, discount=discount, k=k,
+                                aggregate=aggregate, seeds=seeds, queries=queries)
+    check_options(request)  # the rules `evalkit evaluate` follows, worded as this function's arguments
+    check_cutoff("depth", depth)
     if profile not in registry.profiles():
-        raise KitError(f"profile={profile!r}: choose one of {', '.join(registry.profiles())}")
-    if discount is not None and discount not in DISCOUNTS:
-        raise KitError(f"discount={discount!r}: choose {' or '.join(DISCOUNTS)}")
-    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
-        raise KitError(f"k={k!r}: give a positive integer cut-off")
-    if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 1):
-        raise KitError(f"depth={depth!r}: give a positive integer")
-    if instructions is not None and not Path(instructions).expanduser().is_file():
-        raise KitError(f"instructions={str(instructions)!r}: no such file; give a YAML file shaped as "
-                       "evalkit/config/instructions.yaml")
+        raise RequestError("profile", f"choose one of {', '.join(registry.profiles())}", value=profile)
+    if not isinstance(runs_dir, str | Path):
+        raise RequestError("runs_dir", "give the folder of the run store", value=runs_dir)
+    instructions = _instructions_file(instructions)
     if isinstance(model, str):
         if name is not None or revision is not None:
-            raise KitError("name= and revision= apply to a model object; a model named by a string is a registry "
-                           "entry or an st: spec (write st:LOCATION;revision=REV)")
+            raise RequestError("name", "{name} and {revision} apply to a model object; a model named by a string is "
+                               "a registry entry or an st: spec (write st:LOCATION;revision=REV)")
         registry.spec(model, profile)  # a registry name or st: spec: one-line error when unknown
         model_name, unseen = model, None
     else:
         model_name, unseen = _register(model, name, revision, profile, query_template, doc_template,
                                        empty_instruction_template, label, role)
     collection = load_dataset(dataset)
-    if instructions is not None:
-        instructions = str(Path(instructions).expanduser())
-        chosen_variants = collection.with_instructions(Path(instructions)).variants
-    else:
-        chosen_variants = (BASE,)
-    variants = [variants] if isinstance(variants, str) else list(variants or chosen_variants)
-    known = chosen_variants if instructions is not None else collection.variants
-    unknown = next((v for v in variants if v not in known), None)
-    if unknown is not None:
-        raise KitError(f"variants= {unknown!r}: {collection.name} has the variants {', '.join(known)}"
-                       + ("" if instructions is not None else " (give instructions= for your own)"))
-    if measures is not None:
-        if discount is not None or k is not None:
-            raise KitError("discount= and k= shape only the default measures; with measures= name the measure itself")
-        if isinstance(measures, str):
-            raise KitError(f"measures={measures!r} is a string; give a list, e.g. measures=[\"nDCG@10\", \"AP\"]")
-        names = list(measures)
-        check_listed_once(names, "measures=")
-    else:
-        names = default_measures(collection, discount, k)
-    check_measures(names, collection)
-    subset = _queries(collection, seeds, queries)
+    checked = check_request(request, collection)
+    variants = _variants(collection, variants, instructions)
     runs_dir = Path(runs_dir)
 
     def settings_of(variant: str) -> RunSettings:
         return RunSettings(model=model_name, dataset=dataset, profile=profile, protocol=protocol, variant=variant,
-                           first_stage=first_stage, depth=depth, queries=subset, corpus=corpus,
+                           first_stage=first_stage, depth=depth, queries=checked.queries, corpus=corpus,
                            instructions=instructions)
 
     judged = protocol_collection(collection, protocol)  # released: the seed judged too, as `evalkit evaluate`
@@ -316,33 +297,34 @@ def evaluate(model, dataset: str = "csfcube", *, name: str | None = None, revisi
         settings = settings_of(variant)
         run = ensure_run(settings, collection, runs_dir)
         folders[variant] = run_folder(runs_dir, settings, collection.name)
-        tables[variant] = per_query(judged, run, computed_measures(names))
-    used = "mean" if not collection.folds else aggregate
-    twins = shown_once(names, tables.values())[1] if measures is None else {}
-    rows = []
-    for variant, table in tables.items():
-        summary = summary_of(judged, table, names, aggregate, {})
-        rows += [{"variant": variant, "measure": m, **summary[m]} for m in names]
+        tables[variant] = score_runs(judged, {model_name: run}, checked)[model_name]
+    label_of, references = None, {}
+    if reference is not None:
+        label_of, references = _reference_tables(reference, settings_of, collection, variants, runs_dir, checked)
+        if label_of == model_name:
+            raise RequestError("reference", "the model evaluated cannot be its own reference; name another model "
+                               "or run", value=label_of)
+    pairs = {v: ({label_of: references[v]} if reference is not None else {}) | {model_name: tables[v]}
+             for v in variants}
+    outcomes = {v: evaluate_tables(judged, pairs[v], checked) for v in variants}  # the one evaluation
+    first = outcomes[variants[0]]
+    twins = {t: kept for t, kept in first.twins.items() if all(o.twins.get(t) == kept for o in outcomes.values())}
+    names = list(checked.names)
+    rows = [{"variant": v, "measure": m, **outcome.summary(model_name)[m]} for v, outcome in outcomes.items()
+            for m in names]
     measures_table = pd.DataFrame(rows).set_index(["variant", "measure"])
     per_query_table = pd.concat(tables, names=["variant", "qid"])
-    notes = sorted({n for t in tables.values() for n in fold_notes(judged, t, used)})
-    tests, pairs = None, {}
+    notes = sorted({n for outcome in outcomes.values() for n in outcome.notes(model_name)})
+    tests = None
     if reference is not None:
-        label_of, references = _reference_tables(reference, settings_of, collection, variants, runs_dir,
-                                                 computed_measures(names))
-        if label_of == model_name:
-            raise KitError(f"reference={label_of!r} is the model evaluated; name another model or run")
-        compared = compared_measures(names)
-        pairs = {v: {label_of: references[v], model_name: tables[v]} for v in variants}
-        tests = pd.concat([compare(judged, pairs[v], compared, used).assign(variant=v) for v in variants],
-                          ignore_index=True)
+        tests = pd.concat([outcome.tests().assign(variant=v) for v, outcome in outcomes.items()], ignore_index=True)
         tests = tests[["variant", *[c for c in tests.columns if c != "variant"]]]
         blank = tests[(tests["note"] != "") & (tests["note"] != "reference")]
         notes += [f"tests: {count} row(s) without a p-value: {why}" for why, count in
                   blank["note"].str.split(";").str[0].value_counts().sort_index().items()]
     settings = {"dataset": dataset, "profile": profile, "protocol": protocol, "variants": variants,
-                "measures": names, "aggregate": used, "model_identity": registry.identity(registry.spec(model_name,
-                                                                                                      profile))}
+                "measures": names, "aggregate": first.aggregate,
+                "model_identity": registry.identity(registry.spec(model_name, profile))}
     if twins:
         settings["same_as"] = twins  # {measure: the measure shown for it}: equal on every query here
     if instructions is not None:
@@ -353,4 +335,4 @@ def evaluate(model, dataset: str = "csfcube", *, name: str | None = None, revisi
         notes.append(f"{model_name}: nothing pins this model's files (a hub id without a revision), so its runs are "
                      "made again every time and never reused; give a revision")
     return Evaluation(model_name, collection.name, per_query_table, measures_table, tests, folders, notes, settings,
-                      pairs, judged)
+                      pairs if reference is not None else {}, judged, checked)

@@ -9,31 +9,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from evalkit.cli.options import (
-    add_measure_options,
-    check_measure_options,
-    check_not_input,
-    check_output_file,
-    parse_measure_list,
-    same_file,
-)
+from evalkit.cli.options import add_measure_options, check_not_input, check_output_file, evaluation_request, same_file
 from evalkit.cli.printing import null_nan, print_summary, summary_settings, summary_title, write_per_query
 from evalkit.core.errors import KitError
-from evalkit.data.protocols import PROTOCOLS, protocol_collection
+from evalkit.data.protocols import PROTOCOLS
 from evalkit.data.runstore import RANKING, read_sidecar
 from evalkit.datasets import load_dataset
-from evalkit.evaluation.evaluate import (
-    SCALE,
-    check_measures,
-    compared_measures,
-    computed_measures,
-    default_measures,
-    fold_notes,
-    per_query,
-    shown_once,
-    summary_of,
-)
+from evalkit.evaluation.evaluate import SCALE, compared_measures
 from evalkit.evaluation.measures import PMRR_TIES
+from evalkit.evaluation.outcome import evaluate_tables, score_runs
+from evalkit.evaluation.request import PairedTestSettings, check_options, check_request
 from evalkit.pipeline.run_input import read_run
 
 
@@ -51,7 +36,8 @@ def _run_labels(paths: list[Path]) -> dict[Path, str]:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
-    check_measure_options(args)
+    request = evaluation_request(args)
+    check_options(request)  # every option's rule before anything is read (the API's rules, worded --option)
     paths = [Path(p) for p in args.runs]
     for runs in paths:
         if not runs.exists():
@@ -66,66 +52,38 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         for runs in paths:
             check_not_input(Path(args.per_query), runs, args.dataset, "--per-query")
     collection = load_dataset(args.dataset)
-    names = parse_measure_list(args.measures) if args.measures else default_measures(collection, args.discount, args.k)
-    check_measures(names, collection)
-    tables, protocols = {}, {}
-    for runs in paths:
-        run, protocols[runs], judged = read_run(runs, args.name, collection, args.protocol)
-        tables[runs] = per_query(judged, run, computed_measures(names), args.pmrr_ties)
+    checked = check_request(request, collection)
+    runs, protocols = {}, {}
+    for path in paths:
+        runs[path], protocols[path], judged = read_run(path, args.name, collection, args.protocol)
     if len(set(protocols.values())) > 1:
         raise KitError(f"the runs were made under different protocols ({', '.join(sorted(set(protocols.values())))}); "
                        "compare runs of one protocol, or give --protocol")
-    collection = protocol_collection(collection, protocols[paths[0]])
-    twins = {}
-    if not args.measures and not args.json and args.format != "rows":  # printed: one name per number
-        names, twins = shown_once(names, tables.values())
-    settings = {**summary_settings(args, collection, names), "protocol": protocols[paths[0]]}
-    if twins:
-        settings["same_as"] = ",".join(f"{twin}:{kept}" for twin, kept in twins.items())
+    labels = _run_labels(paths) if len(paths) > 1 else {paths[0]: args.name or str(paths[0])}
+    outcome = evaluate_tables(judged, score_runs(judged, {labels[p]: runs[p] for p in paths}, checked), checked)
+    printed = not args.json and args.format != "rows"  # printed: one name per number (twins shown once)
+    names = outcome.shown if printed else outcome.names
+    settings = {**summary_settings(args, judged, names), "protocol": protocols[paths[0]]}
+    if printed and outcome.twins:
+        settings["same_as"] = ",".join(f"{twin}:{kept}" for twin, kept in outcome.twins.items())
+    first = labels[paths[0]]
     if len(paths) == 1:
-        table = tables[paths[0]]
-        summary = summary_of(collection, table, names, args.aggregate, settings)
-        notes = fold_notes(collection, table, settings["aggregate"])
-        write_per_query(table, args.per_query)
-        print_summary(summary | ({"notes": notes} if notes else {}), args.json,
-                       summary_title(args.name or str(paths[0]), collection, args.aggregate))
+        notes = outcome.notes(first)
+        write_per_query(outcome.tables[first], args.per_query)
+        print_summary(outcome.summary(first, names, settings) | ({"notes": notes} if notes else {}), args.json,
+                      summary_title(first, judged, args.aggregate))
         return
-    # lazy: loaded only when this command runs (start-up cost, tests/kit/test_imports.py)
-    from evalkit.evaluation.compare import compare
-    from evalkit.evaluation.compare_table import compare_table
-
-    labels = _run_labels(paths)
-    named = {labels[p]: table for p, table in tables.items()}
-    compared = compared_measures(names)
-    test = _test_of(args)
-    result = compare(collection, named, compared, settings["aggregate"], **test)
-    notes = sorted({f"{label}: {note}" for label, table in named.items()
-                    for note in fold_notes(collection, table, settings["aggregate"])})
+    notes = outcome.labelled_notes()
     if args.per_query:
-        write_per_query(_concat_runs(named), args.per_query)
-    title = summary_title(f"{len(named)} runs against {labels[paths[0]]}", collection, args.aggregate)
+        write_per_query(_concat_runs(outcome.tables), args.per_query)
+    title = summary_title(f"{len(paths)} runs against {first}", judged, args.aggregate)
     if args.json or args.format == "rows":
-        _print_comparison(result, notes, {**settings, **_test_settings(test)}, args.json, title, test)
+        _print_comparison(outcome.tests(compared_measures(names)), notes,
+                          {**settings, **checked.test.described()}, args.json, title, checked.test)
         return
-    table = compare_table(collection, named, compared, settings["aggregate"], **test)
+    table = outcome.table(compared_measures(names))
     table.notes += notes
     print(table.format(args.format), end="" if args.format != "text" else "\n")
-
-
-def _test_of(args: argparse.Namespace) -> dict:
-    """The paired test the options ask for: --test, and Fisher's --permutations and --seed checked."""
-    # lazy: loaded only when this command runs (start-up cost, tests/kit/test_imports.py)
-    from evalkit.evaluation.stats import fisher_settings
-
-    permutations, seed = fisher_settings(args.test, args.permutations, args.seed,
-                                         ("--permutations", "--seed", "--test fisher"))
-    if not 100 <= permutations <= 10_000_000:
-        raise KitError(f"--permutations {permutations}: give between 100 and 10,000,000")
-    return {"test": args.test, "permutations": permutations, "seed": seed}
-
-
-def _test_settings(test: dict) -> dict:
-    return test if test["test"] == "fisher" else {"test": "t"}
 
 
 def _concat_runs(tables: dict) -> object:
@@ -133,15 +91,16 @@ def _concat_runs(tables: dict) -> object:
     return pd.concat([t.assign(run=name)[["run", *t.columns]] for name, t in tables.items()])
 
 
-def _print_comparison(result, notes: list[str], settings: dict, as_json: bool, title: str, test: dict) -> None:
+def _print_comparison(result, notes: list[str], settings: dict, as_json: bool, title: str,
+                      test: PairedTestSettings) -> None:
     """The comparison's rows: JSON (fractions, as every JSON of the kit), or a text listing x100."""
     if as_json:
         rows = [null_nan(r) for r in result.to_dict(orient="records")]
         print(json.dumps({"reference": result["run"].iloc[0], "rows": rows, "notes": notes, "settings": settings},
                          allow_nan=False))
         return
-    name = ("paired two-sided t-tests" if test["test"] == "t" else
-            f"Fisher's randomization tests ({test['permutations']:,} permutations, seed {test['seed']})")
+    name = ("paired two-sided t-tests" if test.test == "t" else
+            f"Fisher's randomization tests ({test.permutations:,} permutations, seed {test.seed})")
     print(f"{title}: {name} of the per-query differences, Holm-adjusted over the runs; values x{SCALE}: "
           "aggregate = the measures table's value (the fold aggregate), delta = the mean per-query difference "
           "from the first run (what t and p test)")

@@ -7,24 +7,25 @@ from pathlib import Path
 
 from evalkit.cli.options import (
     add_measure_options,
-    check_measure_options,
     check_not_input,
     check_output_file,
+    evaluation_request,
     full_corpus,
-    parse_measure_list,
 )
 from evalkit.cli.printing import print_summary, summary_settings, summary_title, write_per_query
 from evalkit.core.errors import KitError
 from evalkit.data.protocols import DEFAULT_PROTOCOL, PROTOCOLS
 from evalkit.datasets import csfcube
-from evalkit.evaluation.evaluate import CSFCUBE, check_measures, computed_measures, default_measures, summary_of
+from evalkit.evaluation.evaluate import CSFCUBE, computed_measures, summary_of
+from evalkit.evaluation.request import check_options, check_request
 
 
 def cmd_human(args: argparse.Namespace) -> None:
     # lazy: loaded only when this command runs (start-up cost, tests/kit/test_imports.py)
     from evalkit.study.human import human_per_query
 
-    check_measure_options(args)
+    request = evaluation_request(args, protocol=None)  # --protocol here is the recipe's, not the judged runs'
+    check_options(request)
     if args.dataset.strip() != CSFCUBE:
         raise KitError(f"the Human reference exists only for csfcube (its annotators' grades), not {args.dataset!r}")
     if args.per_query:
@@ -38,8 +39,7 @@ def cmd_human(args: argparse.Namespace) -> None:
         raise KitError(f"--corpus {args.corpus} is not a file; give the path of abstracts-preds.zip")
     data = csfcube.load()
     collection = csfcube.to_collection(data)
-    names = parse_measure_list(args.measures) if args.measures else default_measures(collection, args.discount, args.k)
-    check_measures(names, collection)
+    names = list(check_request(request, collection).names)
     table = human_per_query(data, computed_measures(names), collection, recipe=args.recipe, protocol=args.protocol,
                             profile=args.profile, corpus=args.corpus)
     summary = summary_of(collection, table, names, args.aggregate, summary_settings(args, collection, names))

@@ -10,8 +10,9 @@ from pathlib import Path
 
 from evalkit.core.errors import KitError, report
 from evalkit.datasets import csfcube
-from evalkit.evaluation.evaluate import AGGREGATIONS, CSFCUBE, DISCOUNTS, check_listed_once
-from evalkit.evaluation.measures import MAX_K, measure_help
+from evalkit.evaluation.evaluate import AGGREGATIONS, CSFCUBE, DISCOUNTS
+from evalkit.evaluation.measures import measure_help
+from evalkit.evaluation.request import EvaluationRequest
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -109,26 +110,16 @@ def check_not_input(path: Path, runs: Path | None, dataset: str, option: str) ->
 # --- measures -----------------------------------------------------------------------------------
 
 
-def parse_measure_list(text: str) -> list[str]:
-    names = [part.strip() for part in text.split(",") if part.strip()]
-    if not names:
-        raise KitError(f"--measures {text!r} names no measure; e.g. --measures nDCG@10,AP")
-    check_listed_once(names, "--measures")
-    return names
-
-
-def check_measure_options(args: argparse.Namespace) -> None:
-    """Before loading: --k and --discount shape only the default CSFCube table."""
-    if args.k is not None and args.k < 1:
-        raise KitError(f"--k {args.k}: cut-off k={args.k} must be a positive integer")
-    if args.k is not None and args.k > MAX_K:
-        raise KitError(f"--k {str(args.k)[:20]}: cut-off is absurdly large; give at most {MAX_K:,}")
-    if args.measures is not None:
-        if args.k is not None or args.discount is not None:
-            option = "--k" if args.k is not None else "--discount"
-            raise KitError(f"{option} shapes only the default measures; with --measures write the measure "
-                           "itself (e.g. nDCG@10 or nDCG_csfcube@20)")
-        parse_measure_list(args.measures)
+def evaluation_request(args: argparse.Namespace, **fields) -> EvaluationRequest:
+    """The evaluation request the command's options fill (``--measures a,b`` a list of names;
+    options a command lacks keep the request's defaults; `fields` override). The request's
+    rules (`evalkit.evaluation.request`) check it; their errors name ``--measures`` etc. when
+    the CLI prints them."""
+    given = {name: getattr(args, name) for name in ("dataset", "protocol", "discount", "k", "aggregate", "test",
+                                                       "permutations", "seed", "pmrr_ties") if hasattr(args, name)}
+    if getattr(args, "measures", None) is not None:
+        given["measures"] = args.measures.split(",")
+    return EvaluationRequest(**({k: v for k, v in given.items() if v is not None} | fields))
 
 
 def add_measure_options(parser: argparse.ArgumentParser) -> None:

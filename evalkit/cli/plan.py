@@ -8,7 +8,7 @@ from pathlib import Path
 
 from evalkit.cli.options import split_ids
 from evalkit.core.errors import KitError
-from evalkit.data.collection import queries_of_seeds
+from evalkit.data.collection import select_queries
 from evalkit.data.protocols import DEFAULT_PROTOCOL, PROTOCOLS
 from evalkit.datasets import csfcube
 from evalkit.datasets.csfcube_corpus import check_corpus
@@ -29,7 +29,7 @@ def cmd_plan(args: argparse.Namespace) -> None:
         check_corpus(Path(args.corpus))
     collection = csfcube.load_collection()
     seeds = split_ids(args.seeds or None, "--seeds")
-    queries = queries_of_seeds(seeds, collection) if seeds else None
+    queries = select_queries(collection, seeds)
     result = plan(args.profile, args.protocol, collection, models, queries, args.corpus)
     print(json.dumps(result, indent=1) if args.json else render(result))
 

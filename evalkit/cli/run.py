@@ -7,7 +7,7 @@ from pathlib import Path
 
 from evalkit.cli.options import check_runs_dir, full_corpus, split_ids
 from evalkit.core.errors import KitError
-from evalkit.data.collection import check_query_ids, queries_of_seeds
+from evalkit.data.collection import select_queries
 from evalkit.data.protocols import DEFAULT_PROTOCOL, POOL_PROTOCOLS, PROTOCOLS
 from evalkit.data.runstore import run_folder
 from evalkit.datasets import load_dataset
@@ -60,10 +60,7 @@ def cmd_run(args: argparse.Namespace) -> None:
     runs_dir = Path(args.runs_dir)
     check_runs_dir(runs_dir)
     collection = load_dataset(args.dataset)
-    if seeds is not None:
-        queries = queries_of_seeds(seeds, collection)
-    if queries is not None:
-        check_query_ids(queries, collection)
+    queries = select_queries(collection, seeds, queries)  # the one rule (the API's seeds= and queries= too)
     settings = resolve(RunSettings(model=model, dataset=args.dataset, profile=args.profile, protocol=args.protocol,
                                    variant=args.variant, prompt=args.prompt, first_stage=args.first_stage,
                                    depth=args.depth, queries=queries, corpus=args.corpus,

@@ -101,8 +101,10 @@ class RequestError(KitError):
 
     def _text(self) -> str:
         name = spell(self.field, self.front_end)
-        head = name if self.value is ... else given(self.field, self.value, self.front_end)
-        return f"{head}: {worded(self.problem, self.front_end)}"
+        problem = worded(self.problem, self.front_end)
+        if self.value is not ...:
+            return f"{given(self.field, self.value, self.front_end)}: {problem}"
+        return f"{name} {problem}" if self.front_end == API else f"{name}: {problem}"  # seeds= ..., --seeds: ...
 
     def for_front_end(self, front_end: str) -> RequestError:
         return RequestError(self.field, self.problem, value=self.value, front_end=front_end)

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import KitError, RequestError
 
 Qrels = dict[str, dict[str, int]]
 BASE = "base"
@@ -232,27 +232,39 @@ class Collection:
             raise KitError(f"{self.name}: {unknown[0]} names unknown query {unknown[1]}; fix the file that lists it")
 
 
-def queries_of_seeds(seeds: Sequence[str], collection: Collection, option: str = "--seeds") -> tuple[str, ...]:
-    """The query ids of some seed papers (`Collection.by_seed`), seed by seed in the order given;
-    errors name `option` (the CLI's ``--seeds``, the API's ``seeds=``)."""
-    by_seed = collection.by_seed
-    if not by_seed:
-        raise KitError(f"{option} names seed papers; {collection.name} has none: use "
-                       f"{'queries=' if option.endswith('=') else '--queries'}")
-    unknown = next((s for s in seeds if s not in by_seed), None)
-    if unknown is not None:
-        raise KitError(f"{option} {collection.name} has no seed paper {unknown}; give seed ids of its queries"
-                       if option.endswith("=") else
-                       f"{option}: {collection.name} has no seed paper {unknown}; give seed ids of its queries")
-    return tuple(qid for seed in seeds for qid in by_seed[seed])
+def _ids(field: str, given: object) -> tuple[str, ...]:
+    """A list of ids as given (each a string or number), repeats dropped (the first kept)."""
+    if isinstance(given, (str, bytes)) or not isinstance(given, Sequence | set | frozenset | tuple):
+        raise RequestError(field, f"a {type(given).__name__} is not a list of ids; give a list, e.g. [\"929877\"]",
+                           value=given if not isinstance(given, str) else given[:60])
+    ids = tuple(dict.fromkeys(str(i).strip() for i in given if str(i).strip()))
+    if not ids:
+        raise RequestError(field, "names no ids; give some, or leave it out for every query")
+    return ids
 
 
-def check_query_ids(queries: Sequence[str], collection: Collection, option: str = "--queries") -> tuple[str, ...]:
-    """The query ids given, each one of the collection's; errors name `option` (the CLI's
-    ``--queries``, the API's ``queries=``), as `queries_of_seeds`."""
-    unknown = next((q for q in queries if q not in collection.queries), None)
-    if unknown is not None:
-        raise KitError(f"{option} {collection.name} has no query {unknown}; give ids of its queries"
-                       if option.endswith("=") else
-                       f"{option}: {collection.name} has no query {unknown}; give ids of its queries")
-    return tuple(queries)
+def select_queries(collection: Collection, seeds: object = None, queries: object = None) -> tuple[str, ...] | None:
+    """The one rule that turns a selection into query ids, for every front end: `seeds` (seed
+    papers: each seed's queries, `Collection.by_seed`) or `queries` (query ids), not both; each
+    id must be the collection's. The ids come back in collection order, so the same selection
+    keys the same run however it was listed. None: every query."""
+    if seeds is not None and queries is not None:
+        raise RequestError("seeds", "give {seeds} or {queries}, not both")
+    if seeds is not None:
+        chosen = _ids("seeds", seeds)
+        by_seed = collection.by_seed
+        if not by_seed:
+            raise RequestError("seeds", f"names seed papers; {collection.name} has none: give {{queries}}")
+        unknown = next((s for s in chosen if s not in by_seed), None)
+        if unknown is not None:
+            raise RequestError("seeds", f"{collection.name} has no seed paper {unknown}; give seed ids of its queries")
+        wanted = {qid for seed in chosen for qid in by_seed[seed]}
+    elif queries is not None:
+        chosen = _ids("queries", queries)
+        unknown = next((q for q in chosen if q not in collection.queries), None)
+        if unknown is not None:
+            raise RequestError("queries", f"{collection.name} has no query {unknown}; give ids of its queries")
+        wanted = set(chosen)
+    else:
+        return None
+    return tuple(qid for qid in collection.queries if qid in wanted)

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import KitError, RequestError
 from evalkit.data.collection import Collection
 from evalkit.data.runs import Run
 from evalkit.evaluation import aggregate, measures
@@ -75,6 +75,14 @@ def per_query(collection: Collection, run: Run, names: Sequence[str] | None = No
     return table
 
 
+def check_aggregate(value: object) -> str:
+    """The one check of an aggregation: the fold aggregate (``folds``, CSFCube's official one) or
+    the plain ``mean``."""
+    if value not in AGGREGATIONS:
+        raise RequestError("aggregate", f"choose one of {', '.join(AGGREGATIONS)}", value=value)
+    return value
+
+
 def default_ndcg(discount: str | None = None, k: int | None = None) -> str:
     """The nDCG@k of CSFCube's default table under `discount`: the release's (nDCG_csfcube@k,
     the default) or trec_eval's (nDCG@k); k defaults to `DEFAULT_K`."""
@@ -88,21 +96,13 @@ def default_measures(collection: Collection, discount: str | None = None, k: int
     own = list(collection.measures)
     if collection.name != CSFCUBE:
         if discount is not None or k is not None:
-            option = "--discount" if discount is not None else "--k"
-            raise KitError(f"{option} is a CSFCube convenience; on {collection.name} name the measures with "
-                           f"--measures (its own: {', '.join(own)})")
+            raise RequestError("discount" if discount is not None else "k",
+                               f"is a CSFCube convenience; on {collection.name} name the measures with {{measures}} "
+                               f"(its own: {', '.join(own)})")
         return own
     k = DEFAULT_K if k is None else k
     table = [default_ndcg(discount, k), "AP", "RR", f"P@{k}", f"R@{k}", PMRR]
     return table + [m for m in own if m not in table]
-
-
-def check_listed_once(names: Sequence[str], option: str) -> None:
-    """A one-line error when a measure list (the CLI's ``--measures``, the API's ``measures=``)
-    names a measure twice."""
-    repeated = next((n for n in names if names.count(n) > 1), None)
-    if repeated is not None:
-        raise KitError(f"{option} lists {repeated} twice; list each measure once")
 
 
 def check_measures(names: Sequence[str], collection: Collection) -> None:
@@ -110,13 +110,18 @@ def check_measures(names: Sequence[str], collection: Collection) -> None:
     (`evalkit.evaluation.measures.parse`) and what the declaration requires of the collection
     (p-MRR instruction pairs, robustness@k query groups)."""
     for name in names:
-        parsed = measures.parse(name)
+        try:
+            parsed = measures.parse(name)
+            if parsed.spec.ranking:
+                measures.parse_measure(name, collection.relevance_level)
+        except RequestError:
+            raise
+        except KitError as exc:  # the name's grammar (`evalkit.evaluation.measures`): the request's measures field
+            raise RequestError("measures", str(exc)) from None
         spec = parsed.spec
         if not _requirement_met(spec, collection):
-            raise KitError(f"{name} needs {spec.requires_help or spec.requires}; {collection.name} has none (drop it "
-                           "from --measures)")
-        if spec.ranking:
-            measures.parse_measure(name, collection.relevance_level)
+            raise RequestError("measures", f"{name} needs {spec.requires_help or spec.requires}; {collection.name} "
+                               "has none (drop it from {measures})")
 
 
 def computed_measures(names: Sequence[str]) -> list[str]:
@@ -162,8 +167,7 @@ def summary_of(collection: Collection, table: pd.DataFrame, names: Sequence[str]
 def summarize(collection: Collection, table: pd.DataFrame, aggregate_by: str = "folds") -> dict[str, dict[str, float]]:
     """{measure: {stratum..., "all": value}} as fractions, each column as its declaration
     aggregates (see the module docstring; a column no declaration names: as a ranking measure)."""
-    if aggregate_by not in AGGREGATIONS:
-        raise KitError(f"unknown aggregation {aggregate_by!r}; choose one of {', '.join(AGGREGATIONS)}")
+    check_aggregate(aggregate_by)
     folds = dict(zip(table.index, table["fold"])) if aggregate_by == "folds" and collection.folds else None
     strata = {q: collection.strata[q] for q in table.index if q in collection.strata}
     by_strata = [c for c in table.columns if isinstance(c, str) and (spec := _spec(c)) is not None

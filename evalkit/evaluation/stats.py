@@ -20,7 +20,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from evalkit.core.errors import KitError
 
@@ -28,17 +27,6 @@ MIN_PAIRED = 5  # fewer paired units than this: no p-value
 TESTS = ("t", "fisher")
 PERMUTATIONS = 10_000  # Fisher's randomization test: random sign flips
 PERMUTATION_SEED = 42
-
-
-def fisher_settings(test: str, permutations: int | None, seed: int | None,
-                    options: tuple[str, str, str] = ("permutations=", "seed=", 'test="fisher"')) -> tuple[int, int]:
-    """(permutations, seed) of Fisher's randomization test, the defaults where not given; a
-    one-line error naming the `options` (the API's keywords, the CLI's flags) when either is given
-    for another test."""
-    if test != "fisher" and (permutations is not None or seed is not None):
-        raise KitError(f"{options[0]} and {options[1]} set Fisher's randomization test; add {options[2]}")
-    return (PERMUTATIONS if permutations is None else permutations,
-            PERMUTATION_SEED if seed is None else seed)
 
 
 @dataclass(frozen=True)
@@ -81,13 +69,31 @@ def paired_test(a: pd.Series, b: pd.Series, test: str = "t", groups: Mapping[str
         return PairedTest(delta, math.nan, math.nan, n, f"no test: every paired difference is {diff[0]:+.4g}, so "
                           "they have no variance")
     if test == "t":
+        from scipy import stats  # lazy: scipy costs about a second of start-up; only the t-test needs it
+
         result = stats.ttest_1samp(diff, 0.0)
         return PairedTest(delta, float(result.statistic), float(result.pvalue), n)
+    return PairedTest(delta, delta, _randomization_p(diff, delta, permutations, seed), n)
+
+
+SIGN_FLIPS_PER_CHUNK = 4_000_000  # sign flips drawn at once: about 32 MB, whatever `permutations` is
+
+
+def _randomization_p(diff: np.ndarray, delta: float, permutations: int, seed: int) -> float:
+    """The share of `permutations` seeded random sign flips of `diff` whose mean is at least as
+    extreme as `delta`. The flips are drawn in chunks of rows, one after another from one seeded
+    generator, so memory stays bounded and the draws (so the p-value) equal one draw of them all."""
+    if isinstance(permutations, bool) or not isinstance(permutations, int | np.integer) or permutations < 1:
+        raise KitError(f"permutations={permutations!r}: give a positive whole number")
     rng = np.random.default_rng(seed)
-    signs = rng.choice(np.array([-1.0, 1.0]), size=(permutations, n))
-    permuted = np.abs((signs * diff).mean(axis=1))
-    extreme = permuted >= abs(delta) * (1 - 1e-12)
-    return PairedTest(delta, delta, float(extreme.mean()), n)
+    rows = max(1, SIGN_FLIPS_PER_CHUNK // len(diff))
+    extreme, done = 0, 0
+    while done < permutations:
+        size = min(rows, permutations - done)
+        signs = rng.choice(np.array([-1.0, 1.0]), size=(size, len(diff)))
+        extreme += int((np.abs((signs * diff).mean(axis=1)) >= abs(delta) * (1 - 1e-12)).sum())
+        done += size
+    return extreme / permutations
 
 
 def bootstrap_ci(
@@ -99,6 +105,8 @@ def bootstrap_ci(
         raise KitError("a bootstrap interval needs at least two query values")
     if np.all(data == data[0]):
         return float(data[0]), float(data[0])
+    from scipy import stats  # lazy: scipy costs about a second of start-up; only the interval needs it
+
     result = stats.bootstrap(
         (data,), np.mean, confidence_level=confidence, n_resamples=n_resamples,
         method="percentile", random_state=np.random.default_rng(seed),

@@ -48,13 +48,12 @@ from mteb._evaluators.retrieval_metrics import evaluate_p_mrr_change  # FollowIR
 from mteb.abstasks import AbsTaskRetrieval
 from mteb.abstasks.task_metadata import TaskMetadata
 
-from evalkit.core.errors import KitError
-from evalkit.data.collection import BASE, Collection
-from evalkit.data.protocols import RELEASED, protocol_collection
+from evalkit.core.errors import KitError, RequestError
+from evalkit.data.collection import BASE, Collection, select_queries
+from evalkit.data.protocols import POOL_PROTOCOLS, check_protocol, protocol_collection
 from evalkit.datasets import load_dataset  # the dataset layer, loaded when no collection is given
 from evalkit.evaluation.measures import changed_documents
 
-PROTOCOLS = ("pool", RELEASED)  # the pooled and full protocols need a first stage: not an mteb reranking task
 SPLIT = "test"
 CITATION = r"""
 @inproceedings{mysore2021csfcube,
@@ -149,14 +148,9 @@ def _pool(collection: Collection, qid: str) -> list[str]:
 
 
 def _selected(collection: Collection, seeds: Sequence[str] | None) -> Collection:
-    if seeds is None:
-        return collection
-    seeds = [str(s) for s in seeds]
-    known = {q.seed.doc_id for q in collection.queries.values() if q.seed is not None}
-    unknown = next((s for s in seeds if s not in known), None)
-    if unknown is not None:
-        raise KitError(f"seeds: {collection.name} has no seed {unknown}; give seed paper ids of its queries")
-    return collection.select([q for q, query in collection.queries.items() if query.seed.doc_id in seeds])
+    """The collection's queries of `seeds` (`select_queries`, the rule of every front end), or all."""
+    chosen = select_queries(collection, seeds=seeds)
+    return collection if chosen is None else collection.select(list(chosen))
 
 
 def csfcube_tasks(collection: Collection | None = None, *, protocol: str = "pool", variant: str = BASE,
@@ -170,9 +164,9 @@ def csfcube_tasks(collection: Collection | None = None, *, protocol: str = "pool
     instruction pair. Each task's name carries the settings and a digest of its content
     (`_CSFCubeTask`). See the module docstring for what mteb's scores are in the kit's terms.
     """
-    if protocol not in PROTOCOLS:
-        raise KitError(f"protocol {protocol!r}: the mteb tasks rerank the judged pools; choose one of "
-                       f"{', '.join(PROTOCOLS)}")
+    if check_protocol(protocol) not in POOL_PROTOCOLS:
+        raise RequestError("protocol", f"the mteb tasks rerank the judged pools; choose {' or '.join(POOL_PROTOCOLS)}",
+                           value=protocol)
     if collection is None:
         collection = load_dataset("csfcube")
     if not collection.candidates or not any(q.facet for q in collection.queries.values()):

@@ -22,9 +22,9 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import KitError, RequestError
 from evalkit.data.collection import Collection
-from evalkit.data.protocols import PROTOCOLS, protocol_collection
+from evalkit.data.protocols import check_protocol, protocol_collection
 from evalkit.data.runs import Run
 from evalkit.datasets.csfcube import CSFCube, to_collection
 from evalkit.evaluation.evaluate import per_query
@@ -51,10 +51,9 @@ def protocol_lists(collection: Collection, protocol: str, profile: str = "offlin
                    depth: int | None = None) -> tuple[dict[str, list[str]], dict]:
     """The lists the models rerank under `protocol` (`runner.candidates_for`, base instructions),
     and the protocol's description (first stage, depth, corpus)."""
-    if protocol not in PROTOCOLS:
-        raise KitError(f"unknown protocol {protocol!r}; choose one of {', '.join(PROTOCOLS)}")
+    check_protocol(protocol)
     if protocol == "full" and not corpus:
-        raise KitError("the full protocol needs --corpus PATH (abstracts-preds.zip from figshare 14796339)")
+        raise RequestError("corpus", "the full protocol needs {corpus} (abstracts-preds.zip from figshare 14796339)")
     settings = RunSettings(model="human", dataset=collection.name, profile=profile, protocol=protocol,
                            first_stage=first_stage, depth=depth,
                            queries=tuple(queries) if queries is not None else None, corpus=corpus)

@@ -39,14 +39,15 @@ import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import NOTEBOOK, KitError
 from evalkit.core.workspace import resolve
-from evalkit.data.collection import Collection
-from evalkit.data.protocols import POOL_PROTOCOLS, PROTOCOLS
+from evalkit.data.collection import Collection, select_queries
+from evalkit.data.protocols import POOL_PROTOCOLS, check_protocol
 from evalkit.datasets import csfcube_download
 from evalkit.datasets.csfcube_variants import load_instructions
 from evalkit.evaluation import evaluate as evaluation
 from evalkit.evaluation.evaluate import default_ndcg
+from evalkit.evaluation.request import check_discount
 from evalkit.models import registry
 from evalkit.pipeline import prerequisites
 from evalkit.pipeline.runner import RunSettings, instructions_identity
@@ -88,15 +89,12 @@ class Study:
         return f"{table}-{self.tag}"
 
     def queries(self, collection: Collection) -> tuple[str, ...] | None:
-        """The query ids of the smoke seeds, in collection order; None for every query."""
-        if self.seeds is None:
-            return None
-        by_seed = collection.by_seed
-        missing = sorted(set(self.seeds) - set(by_seed))
-        if missing:
-            raise KitError(f"SEEDS: {missing[0]} is no seed of {collection.name}; list seed paper ids")
-        chosen = {qid for seed in self.seeds for qid in by_seed[seed]}
-        return tuple(qid for qid in collection.queries if qid in chosen)
+        """The query ids of the smoke seeds, in collection order; None for every query
+        (`evalkit.data.collection.select_queries`, the rule of every front end)."""
+        try:
+            return select_queries(collection, seeds=self.seeds)
+        except KitError as exc:
+            raise exc.for_front_end(NOTEBOOK) from None
 
     def settings(self, model: str, collection: Collection, variant: str = "base",
                  prompt: str | None = None) -> RunSettings:
@@ -158,12 +156,22 @@ def check(notebook: str, PROFILE: str, PROTOCOL: str, SEEDS: str = "", OUTPUT_DI
           FIGURES_DIR: str = "figures", RUNS_DIR: str = "runs", CORPUS: str = "", MODELS: str | None = None,
           REFERENCE_MODEL: str | None = None, DISCOUNT: str | None = None,
           INSTRUCTIONS: str | None = None, OFFICIAL: str | None = None, TAG: str = "") -> Study:
-    """Check a notebook's parameters (those it declares; None = not declared) and return them."""
+    """Check a notebook's parameters (those it declares; None = not declared) and return them; a
+    request rule's error names the parameter as the notebooks spell it (``PROTOCOL``)."""
+    try:
+        return _check(notebook, PROFILE, PROTOCOL, SEEDS, OUTPUT_DIR, FIGURES_DIR, RUNS_DIR, CORPUS, MODELS,
+                      REFERENCE_MODEL, DISCOUNT, INSTRUCTIONS, OFFICIAL, TAG)
+    except KitError as exc:
+        raise exc.for_front_end(NOTEBOOK) from None
+
+
+def _check(notebook: str, PROFILE: str, PROTOCOL: str, SEEDS: str, OUTPUT_DIR: str, FIGURES_DIR: str,  # noqa: N803
+           RUNS_DIR: str, CORPUS: str, MODELS: str | None, REFERENCE_MODEL: str | None, DISCOUNT: str | None,
+           INSTRUCTIONS: str | None, OFFICIAL: str | None, TAG: str) -> Study:
     if notebook not in STUDY_LISTS:
         raise KitError(f"unknown study notebook {notebook!r}; choose one of {', '.join(STUDY_LISTS)}")
     registry.profile_settings(PROFILE)
-    if PROTOCOL not in PROTOCOLS:
-        raise KitError(f"unknown protocol {PROTOCOL!r}; choose one of {', '.join(PROTOCOLS)}")
+    check_protocol(PROTOCOL)
     content = {"MODELS": MODELS, "REFERENCE_MODEL": REFERENCE_MODEL, "DISCOUNT": DISCOUNT, "CORPUS": CORPUS,
                "INSTRUCTIONS": INSTRUCTIONS, "OFFICIAL": OFFICIAL}  # as given: the tag make computed from the same
     if OFFICIAL is not None and OFFICIAL not in ("yes", "no"):
@@ -179,9 +187,7 @@ def check(notebook: str, PROFILE: str, PROTOCOL: str, SEEDS: str = "", OUTPUT_DI
         raise KitError(f"CORPUS {CORPUS} is not a file; give the path of abstracts-preds.zip")
     measure = None
     if DISCOUNT is not None:
-        if DISCOUNT not in DISCOUNTS:
-            raise KitError(f"unknown DISCOUNT {DISCOUNT!r}; choose one of {', '.join(DISCOUNTS)}")
-        measure = DISCOUNTS[DISCOUNT]
+        measure = DISCOUNTS[check_discount(DISCOUNT)]
     models = study_models(PROFILE, notebook, MODELS) if MODELS is not None else ()
     reference = None
     if REFERENCE_MODEL is not None:

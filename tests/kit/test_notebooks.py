@@ -131,7 +131,7 @@ def test_check_cell_rejects_a_bad_value_with_one_line(workspace):
     with pytest.raises(papermill.PapermillExecutionError) as raised:
         execute("sensitivity", workspace, out="bad", PROTOCOL="nope")
     assert raised.value.ename == "KitError" and "\n" not in raised.value.evalue
-    assert raised.value.evalue.startswith("unknown protocol 'nope'; choose one of pool, released, pooled, full")
+    assert raised.value.evalue.startswith("PROTOCOL=nope: choose one of pool, released, pooled, full")
     assert "params.check(" in raised.value.source  # the check cell, before any model is built
 
 

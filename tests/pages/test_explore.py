@@ -109,7 +109,7 @@ def test_models_sit_side_by_side_with_aligned_rows(explorer):
 
 
 def test_check_rejects_bad_parameters_before_loading():
-    with pytest.raises(KitError, match="unknown protocol"):
+    with pytest.raises(KitError, match="PROTOCOL=nope: choose one of"):
         explore.check(PROFILE="offline", PROTOCOL="nope", SEED=SEED, MODELS="bm25")
     with pytest.raises(KitError, match="one seed paper id"):
         explore.check(PROFILE="offline", PROTOCOL="pool", SEED="1,2", MODELS="bm25")

@@ -84,7 +84,7 @@ def test_recipe_errors(tiny):
         human.human_per_query(data, ["RR"], collection, recipe="best")
     with pytest.raises(KitError, match="pool recipe ranks the judged pool"):
         human.human_per_query(data, ["RR"], collection, protocol="pooled")
-    with pytest.raises(KitError, match="unknown protocol"):
+    with pytest.raises(KitError, match="protocol='nope': choose one of"):
         human.protocol_lists(collection, "nope")
-    with pytest.raises(KitError, match="full protocol needs --corpus"):
+    with pytest.raises(KitError, match="full protocol needs corpus="):
         human.protocol_lists(collection, "full")

@@ -1,0 +1,201 @@
+"""The evaluation request every front end fills, and the one check of each of its rules.
+
+`evalkit evaluate`'s options, `evalkit.api.evaluate`'s and `Evaluation.compare_table`'s
+arguments, the study notebooks' parameters and the mteb / ranx / ir_measures integrations each
+build an `EvaluationRequest` and hand it to `check_request` (or, before the collection is
+loaded, `check_options`). Each rule is one function: here `check_cutoff`,
+`check_measure_names`, `check_test` and `check_pmrr_ties`; with what they judge the
+protocol's (`evalkit.data.protocols.check_protocol`), the aggregation's and the measures'
+against a collection (`evalkit.evaluation.evaluate.check_aggregate`, `check_measures`) and
+the query selection's (`evalkit.data.collection.select_queries`). A rule's error is a `RequestError` naming the
+request's field (``permutations``), which each front end spells its own way
+(``--permutations``, ``permutations=``, ``PERMUTATIONS``: `evalkit.core.errors.spell`), so a
+request one front end refuses every other refuses with the same line.
+
+What the checked request then evaluates is `evalkit.evaluation.outcome.evaluate_tables`: one
+function for every front end.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from evalkit.core.errors import RequestError
+from evalkit.data.collection import Collection, select_queries
+from evalkit.data.protocols import check_protocol
+from evalkit.evaluation.evaluate import DISCOUNTS, check_aggregate, check_measures, default_measures
+from evalkit.evaluation.measures import MAX_K, PMRR_TIES
+from evalkit.evaluation.stats import PERMUTATION_SEED, PERMUTATIONS, TESTS
+
+ALPHA = 0.05  # the significance level of the comparison table's marks
+MIN_PERMUTATIONS = 100  # fewer cannot give a p-value below 0.01
+MAX_PERMUTATIONS = 10_000_000  # the documented maximum; the test works through it in bounded chunks
+MAX_SEED = 2**32 - 1  # numpy's seeds are unsigned 32-bit integers
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvaluationRequest:
+    """How runs are to be evaluated, as a user asks for it (unchecked: `check_request`).
+
+    ``protocol`` None: a run's recorded protocol, else the default. ``measures`` None: the
+    collection's default table, shaped by ``discount`` and ``k`` (CSFCube only). ``test``,
+    ``alpha``, ``permutations`` and ``seed``: the paired test of a comparison (the last two for
+    Fisher's randomization test only). ``seeds`` / ``queries``: evaluate some queries only."""
+
+    dataset: str = "csfcube"
+    protocol: str | None = None
+    measures: Sequence[str] | None = None
+    discount: str | None = None
+    k: int | None = None
+    aggregate: str = "folds"
+    test: str = "t"
+    alpha: float = ALPHA
+    permutations: int | None = None
+    seed: int | None = None
+    pmrr_ties: str = "kit"
+    seeds: Sequence[str] | None = None
+    queries: Sequence[str] | None = None
+
+
+@dataclass(frozen=True)
+class PairedTestSettings:
+    """A checked paired test: ``test`` (t or fisher), ``alpha``, and Fisher's ``permutations``
+    and ``seed`` (their defaults when not given; unused by the t-test)."""
+
+    test: str = "t"
+    alpha: float = ALPHA
+    permutations: int = PERMUTATIONS
+    seed: int = PERMUTATION_SEED
+
+    def arguments(self) -> dict:
+        """The keyword arguments of `compare` and `compare_table`."""
+        return {"test": self.test, "permutations": self.permutations, "seed": self.seed}
+
+    def described(self) -> dict:
+        """The test as the settings of a printed or JSON comparison say it."""
+        if self.test == "fisher":
+            return {"test": "fisher", "permutations": self.permutations, "seed": self.seed}
+        return {"test": "t"}
+
+
+@dataclass(frozen=True)
+class CheckedEvaluation:
+    """An `EvaluationRequest` after every rule: the measures to compute (``names``, the
+    default table's where none were given: ``default`` True), the aggregation, the paired
+    test, p-MRR's tie order and the selected query ids (None: every query)."""
+
+    request: EvaluationRequest
+    names: tuple[str, ...]
+    default: bool
+    aggregate: str
+    test: PairedTestSettings
+    pmrr_ties: str
+    queries: tuple[str, ...] | None
+
+
+def _integer(field: str, value: object) -> int:
+    """`value` as an integer; booleans, floats and strings refused."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise RequestError(field, "give a whole number", value=value)
+    return value
+
+
+def check_cutoff(field: str, value: object) -> int | None:
+    """A positive whole-number cut-off or depth (``k``, ``depth``), at most `MAX_K`; None stays None."""
+    if value is None:
+        return None
+    value = _integer(field, value)
+    if value < 1:
+        raise RequestError(field, "give a positive whole number", value=value)
+    if value > MAX_K:
+        raise RequestError(field, f"absurdly large; give at most {MAX_K:,}", value=str(value)[:20])
+    return value
+
+
+def check_discount(value: object) -> str | None:
+    if value is not None and value not in DISCOUNTS:
+        raise RequestError("discount", f"choose {' or '.join(DISCOUNTS)}", value=value)
+    return value
+
+
+def check_measure_names(measures: object, discount: object = None, k: object = None) -> tuple[str, ...] | None:
+    """The measure list as given (a list of names, none twice; `discount` and `k` only shape the
+    default table, so they go without it), or None for the default table. Each name is parsed
+    against the collection later (`check_request`)."""
+    check_discount(discount)
+    check_cutoff("k", k)
+    if measures is None:
+        return None
+    if isinstance(measures, (str, bytes)) or not isinstance(measures, Sequence | tuple | set | frozenset):
+        raise RequestError("measures", f"a {type(measures).__name__} is not a list of measures; give a list of "
+                           "names, e.g. nDCG@10 and AP", value=measures)
+    names = [str(m).strip() for m in measures if str(m).strip()]
+    if not names:
+        raise RequestError("measures", "names no measure; give some (e.g. nDCG@10, AP) or leave it out",
+                           value=list(measures) if not isinstance(measures, list) else measures)
+    repeated = next((n for n in names if names.count(n) > 1), None)
+    if repeated is not None:
+        raise RequestError("measures", f"lists {repeated} twice; list each measure once")
+    if discount is not None or k is not None:
+        field = "discount" if discount is not None else "k"
+        raise RequestError(field, "shapes only the default measures; with {measures} write the measure itself "
+                           "(e.g. nDCG@10 or nDCG_csfcube@20)")
+    return tuple(names)
+
+
+def check_test(test: object = "t", alpha: object = ALPHA, permutations: object = None,
+               seed: object = None) -> PairedTestSettings:
+    """The paired test: ``t`` or ``fisher``; `alpha` in (0, 1); Fisher's `permutations`
+    (`MIN_PERMUTATIONS` to `MAX_PERMUTATIONS`) and `seed` (0 to `MAX_SEED`), given only with
+    ``test`` fisher."""
+    if test not in TESTS:
+        raise RequestError("test", f"choose one of {', '.join(TESTS)}", value=test)
+    if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 < alpha < 1 or math.isnan(alpha):
+        raise RequestError("alpha", "give a significance level between 0 and 1, e.g. 0.05", value=alpha)
+    if test != "fisher" and (permutations is not None or seed is not None):
+        field = "permutations" if permutations is not None else "seed"
+        raise RequestError(field, "sets Fisher's randomization test; add {test:fisher}")
+    if permutations is not None:
+        permutations = _integer("permutations", permutations)
+        if not MIN_PERMUTATIONS <= permutations <= MAX_PERMUTATIONS:
+            raise RequestError("permutations", f"give between {MIN_PERMUTATIONS:,} and {MAX_PERMUTATIONS:,}",
+                               value=permutations)
+    if seed is not None:
+        seed = _integer("seed", seed)
+        if not 0 <= seed <= MAX_SEED:
+            raise RequestError("seed", f"give a whole number from 0 to {MAX_SEED:,}", value=seed)
+    return PairedTestSettings(test, float(alpha), PERMUTATIONS if permutations is None else permutations,
+                              PERMUTATION_SEED if seed is None else seed)
+
+
+def check_pmrr_ties(value: object) -> str:
+    if value not in PMRR_TIES:
+        raise RequestError("pmrr_ties", f"choose one of {', '.join(PMRR_TIES)}", value=value)
+    return value
+
+
+def check_options(request: EvaluationRequest) -> None:
+    """Every rule that needs no collection, before anything is loaded (the CLI's fast refusal)."""
+    if request.protocol is not None:
+        check_protocol(request.protocol)
+    check_aggregate(request.aggregate)
+    check_measure_names(request.measures, request.discount, request.k)
+    check_test(request.test, request.alpha, request.permutations, request.seed)
+    check_pmrr_ties(request.pmrr_ties)
+
+
+def check_request(request: EvaluationRequest, collection: Collection) -> CheckedEvaluation:
+    """`request` checked against `collection` (every rule, `check_options` first): the measures
+    (given, else the collection's default table) each parsed against the collection, the
+    selected queries."""
+    check_options(request)
+    given = check_measure_names(request.measures, request.discount, request.k)
+    names = list(given) if given is not None else default_measures(collection, request.discount, request.k)
+    check_measures(names, collection)
+    return CheckedEvaluation(request=request, names=tuple(names), default=given is None,
+                             aggregate=request.aggregate,
+                             test=check_test(request.test, request.alpha, request.permutations, request.seed),
+                             pmrr_ties=request.pmrr_ties,
+                             queries=select_queries(collection, request.seeds, request.queries))
