@@ -74,11 +74,11 @@ def test_a_scheme_declared_in_a_new_module_loads_and_is_listed(toy_module):
     toy = load_dataset(f"toy:{toy_module}")
     assert toy.name == "toy" and toy.documents["d2"] == Document("d2", "", "parsing")
     assert toy.queries == {"q1": Query("q1", "graphs")} and toy.qrels == {"q1": {"d1": 1}}
-    assert datasets.SCHEMES == ("csfcube", "beir", "followir", "instructir", "irds", "toy")
+    assert datasets.SCHEMES == (*(s.name for s in datasets.KIT_SCHEMES), "toy")  # listed last
     assert datasets.DATASET_HELP.endswith(
         "\n  toy:FOLDER               a toy folder: toy.json with docs, queries and qrels"
         "\n                           (the registration test's)")
-    assert datasets.usage().endswith("instructir:FOLDER, irds:ID or toy:FOLDER")
+    assert datasets.usage().endswith(f"{datasets.KIT_SCHEMES[-1].spec} or toy:FOLDER")
     with pytest.raises(KitError, match=r"^`toy:/nowhere/x`: folder not found; give a toy folder holding toy.json$"):
         load_dataset("toy:/nowhere/x")
     with pytest.raises(KitError, match=r"unknown dataset scheme 'toys'; use .* or toy:FOLDER$"):
@@ -86,12 +86,18 @@ def test_a_scheme_declared_in_a_new_module_loads_and_is_listed(toy_module):
 
 
 def test_the_help_lists_the_kits_schemes_from_their_declarations():
-    assert datasets.SCHEMES == ("csfcube", "beir", "followir", "instructir", "irds")
+    """Every scheme of the registration list, in its order, each with its declared help lines."""
+    assert datasets.SCHEMES[:5] == ("csfcube", "beir", "followir", "instructir", "irds")  # the kit's first five
+    assert datasets.SCHEMES == tuple(s.name for s in datasets.KIT_SCHEMES)
     assert [s.name for s in datasets.schemes()] == list(datasets.SCHEMES)
     lines = datasets.DATASET_HELP.splitlines()
-    assert lines[0] == "datasets (--dataset SPEC):" and len(lines) == 1 + 8  # beir, followir, irds take two
+    assert lines == ["datasets (--dataset SPEC):", *(line for s in datasets.KIT_SCHEMES for line in s.help_lines())]
     assert [line.split()[0] for line in lines[1:] if not line.startswith(" " * 3)] == \
-        ["csfcube", "beir:FOLDER", "followir:FOLDER_OR_NAME", "instructir:FOLDER", "irds:ID"]
+        [s.spec for s in datasets.KIT_SCHEMES]
+    for scheme in datasets.KIT_SCHEMES:  # the spec in its column, then each line of the declared help beside it
+        first, *rest = scheme.help_lines()
+        assert first.split(maxsplit=1) == [scheme.spec, scheme.help.splitlines()[0]]
+        assert len(rest) == len(scheme.help.splitlines()) - 1
 
 
 def test_load_dataset_calls_the_registered_loader(registry):
@@ -162,6 +168,7 @@ def test_every_adapter_that_declares_a_scheme_is_registered():
         module = importlib.import_module(f"evalkit.datasets.{path.stem}")
         if isinstance(getattr(module, "SCHEME", None), Scheme):
             declared[path.stem] = module.SCHEME
-    assert set(declared) == {"csfcube", "beir", "followir", "instructir", "irds"}
+    assert {"csfcube", "beir", "followir", "instructir", "irds"} <= set(declared)
     assert set(declared.values()) == set(datasets.KIT_SCHEMES)
+    assert len(datasets.KIT_SCHEMES) == len({s.name for s in datasets.KIT_SCHEMES})
     assert all(datasets._REGISTRY[s.name] is s for s in declared.values())
