@@ -205,7 +205,7 @@ def sidecar_key(settings: Settings, collection: Collection) -> dict:
     run_settings = asdict(settings.settings)
     if settings.instructions is not None:  # the file by name and content, not by its path on this machine
         run_settings["instructions"] = instructions_identity(settings.instructions)
-    return {"run": settings.run_name, "dataset": collection.name, "data_sha256": collection.checksum,
+    return {"run": settings.run_name, "dataset": collection.name, "data_sha256": collection.identity,
             "run_settings": run_settings, "model_entry": asdict(model_spec), "kit_version": __version__,
             "scoring_code_sha256": scoring_code_digest(), "model_identity": registry.identity(model_spec)}
 
