@@ -83,3 +83,21 @@ def test_a_revision_alone_keeps_the_name_in_the_vectors_key(tiny):
     assert objects.ObjectEncoder(model, "a", None).fingerprint is None
     keyed = {"object": "SentenceTransformer", "fingerprint_sha256": "0" * 64}
     assert objects.ObjectEncoder(model, "a", keyed).fingerprint == objects.ObjectEncoder(model, "b", keyed).fingerprint
+
+
+def test_registry_entries_and_st_specs_over_one_encoder_share_its_document_vectors(tmp_path):
+    """Two entries of one folder under other names and query templates, and an st: spec of it, key
+    their document vectors and corpus index alike (the folder's content, not the entry's name)."""
+    from evalkit.models import registry
+    from evalkit.models.families import dense
+
+    folder = tmp_path / "encoder"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")  # never loaded: building the encoder reads no weights
+    plain = dense.build({"model": str(folder)}, "offline", None, None, None)
+    probe = dense.build({"model": str(folder), "query_template": "{instruction} {query}"}, "offline", None, None,
+                        None)
+    spec = registry.spec(f"st:{folder};label=mine", "offline")
+    assert plain.document_side() == probe.document_side() == registry.build(spec, None).document_side()
+    (folder / "config.json").write_text('{"changed": true}')
+    assert dense.build({"model": str(folder)}, "offline", None, None, None).document_side() != plain.document_side()
