@@ -24,11 +24,18 @@ optional parts some collections have:
   ``instructions_from`` reads a user's instruction file into other variants (CSFCube's
   facet instructions), see `with_instructions`.
 
+A collection's `identity` keys its runs in the run store (``data_sha256``): the adapter's
+``checksum`` when it gives one (CSFCube's manifest sha256, a BEIR folder's file sha256), else a
+sha256 of the content itself (`content_sha256`), so a run of a user's collection is never
+reused after its documents, queries, instructions, qrels or candidate lists change.
+
 Nothing here knows any dataset; adapters live in `evalkit.datasets`.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -102,6 +109,11 @@ class Fold:
     test: tuple[str, ...]
 
 
+def _document_record(document: Document) -> list:
+    """A document as `Collection.content_sha256` feeds it: id, title, body and labelled sentences."""
+    return [document.doc_id, document.title, document.text, [[s.text, s.label] for s in document.sentences]]
+
+
 def _base_only(query: Query, variant: str) -> Query:
     if variant != BASE:
         raise KitError(f"this collection defines no instruction variant {variant!r}; use {BASE}")
@@ -115,7 +127,7 @@ class Collection:
     queries: Mapping[str, Query]
     qrels: Mapping[str, Mapping[str, int]]
     relevance_level: int = 1
-    checksum: str = ""  # identifies the data in run sidecars
+    checksum: str = ""  # the adapter's sha256 of its data, if it gives one; "" -> the content's (`identity`)
     candidates: Mapping[str, tuple[str, ...]] | None = None
     pairs: Mapping[str, str] = field(default_factory=dict)
     folds: Mapping[str, Fold] = field(default_factory=dict)
@@ -128,6 +140,52 @@ class Collection:
     read_corpus: Callable[[Path], Iterator[Document]] | None = None  # the full protocol's corpus file reader
     # a user's instruction file -> (variants, make_variant); None: the collection takes no such file
     instructions_from: Callable[[Path], tuple[tuple[str, ...], Callable[[Query, str], Query]]] | None = None
+
+    @cached_property
+    def identity(self) -> str:
+        """What identifies the data in run sidecars (``data_sha256``): the adapter's `checksum`,
+        else `content_sha256` (computed once per collection)."""
+        return self.checksum or self.content_sha256()
+
+    def content_sha256(self) -> str:
+        """sha256 of everything a run or an evaluation of this collection reads: the documents
+        (ids, titles, bodies, labelled sentences) and queries (text, instruction, seed, facet) in
+        collection order, every variant's query text and instruction, the qrels and relevance
+        level, candidate lists, exclusions, pairs, folds, groups and strata. Deterministic for the
+        same data (a loader that reads the same files in the same order gives the same digest);
+        the name and headline measures are left out (the name keys runs on its own, the measures
+        change no value)."""
+        digest = hashlib.sha256()
+
+        def feed(part: str, value) -> None:
+            digest.update(json.dumps([part, value], ensure_ascii=False, separators=(",", ":")).encode())
+            digest.update(b"\n")
+
+        for document in self.documents.values():
+            feed("document", _document_record(document))
+        for query in self.queries.values():
+            feed("query", [query.qid, query.text, query.instruction, query.facet,
+                           None if query.seed is None else _document_record(query.seed)])
+        for variant in self.variants:
+            if variant == BASE:
+                continue  # the base query is the query itself, fed above
+            for qid in self.queries:
+                try:
+                    made = self.make_variant(self.queries[qid], variant)
+                    feed("variant", [variant, qid, made.text, made.instruction, made.facet])
+                except KitError as exc:  # a variant some queries do not have: its runs fail the same way
+                    feed("variant", [variant, qid, "error", str(exc)])
+        feed("variants", list(self.variants))
+        feed("relevance_level", self.relevance_level)
+        for qid, grades in self.qrels.items():
+            feed("qrels", [qid, sorted(grades.items())])
+        feed("candidates", None if self.candidates is None else [[q, list(ids)] for q, ids in self.candidates.items()])
+        feed("exclude", sorted(self.exclude.items()))
+        feed("pairs", sorted(self.pairs.items()))
+        feed("folds", sorted((name, list(fold.dev), list(fold.test)) for name, fold in self.folds.items()))
+        feed("groups", sorted((name, list(qids)) for name, qids in self.groups.items()))
+        feed("strata", sorted(self.strata.items()))
+        return digest.hexdigest()
 
     def with_instructions(self, path: Path) -> Collection:
         """The collection with the variants of an instruction file instead of its own."""

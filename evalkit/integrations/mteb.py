@@ -183,7 +183,7 @@ def csfcube_tasks(collection: Collection | None = None, *, protocol: str = "pool
         "relevant_docs": {q: dict(judged[q]) for q in qids},
         "top_ranked": {q: _pool(collection, q) for q in qids},
     }
-    settings, revision = f"{protocol}-{variant}", collection.checksum[:12]
+    settings, revision = f"{protocol}-{variant}", collection.identity[:12]
     tasks: list[AbsTaskRetrieval] = [CSFCubeFacetReranking(reranking, settings, revision)]
     if collection.pairs:
         queries, relevant, top_ranked, changed = [], {}, {}, {}

@@ -63,7 +63,7 @@ def from_evaluation(result, variant: str = BASE) -> tuple[ranx.Qrels, ranx.Run]:
         raise KitError(f"{result.name} has no run of variant {variant!r}; choose one of {', '.join(result.runs)}")
     collection = load_dataset(result.settings["dataset"])
     folder = Path(result.runs[variant])
-    run = load_verified(folder, {"dataset": collection.name, "data_sha256": collection.checksum})
+    run = load_verified(folder, {"dataset": collection.name, "data_sha256": collection.identity})
     if run is None:
         raise KitError(f"{folder}: the stored run is missing or fails its sidecar check; evaluate it again")
     return to_ranx(run, collection, result.settings["protocol"], name=f"{result.name}--{variant}")

@@ -14,7 +14,8 @@ Accepted objects (`as_scorer`):
 
 Encoders become a `evalkit.models.dense.BiEncoder` (its query, document and instruction-free
 templates; cosine similarity of the vectors, normalised here), their vectors cached under the
-model's identity (`evalkit.models.identity`) like any other model's; without an identity,
+model's identity (`evalkit.models.identity`) like any other model's, not under its name: the same
+object registered under another name encodes nothing again (`vectors_key`); without an identity,
 vectors are kept in memory for one run only.
 """
 
@@ -97,11 +98,25 @@ def as_vectors(out, n: int, where: str) -> np.ndarray:
     return (vectors / norms).astype(np.float32)
 
 
+def vectors_key(name: str, identity: dict | None, interface: str) -> dict | None:
+    """What a user encoder's cached vectors (and its corpus index) are keyed by: what makes them,
+    never the name it is registered under. With a fingerprint of the object
+    (`evalkit.models.identity.vectors_identity`), that fingerprint and the interface it is called
+    through: the same object under a new name, or registered again with other query templates,
+    encodes no document twice. A revision alone (the walk could not see everything) is the user's
+    statement about the model of that name, so the name stays in the key; no identity: None (memory
+    only)."""
+    keyed = vectors_identity(identity)
+    if keyed is None:
+        return None
+    return {"identity": keyed, "interface": interface,
+            **({} if "fingerprint_sha256" in keyed else {"user_model": name})}
+
+
 class ObjectEncoder:
     """A user's encoder behind the `Encoder` interface `BiEncoder` reads (``encode(texts, kind)``,
-    ``location``, ``revision``, ``fingerprint``), with vectors cached under its identity's
-    `evalkit.models.identity.vectors_identity` (None: memory only, no corpus index; the
-    fingerprint is then None)."""
+    ``location``, ``revision``, ``fingerprint``), with vectors cached under `vectors_key` (None:
+    memory only, no corpus index; the fingerprint is then None)."""
 
     def __init__(self, model, name: str, identity: dict | None, batch_size: int = 32):
         self.model = model
@@ -109,9 +124,8 @@ class ObjectEncoder:
         self.revision = None
         self.batch_size = batch_size
         self.mteb = is_mteb_encoder(model)
-        keyed = vectors_identity(identity)
-        self.vectors = None if keyed is None else CachedVectors({"user_model": name, "identity": keyed,
-                                                                  "interface": "mteb" if self.mteb else "plain"})
+        keyed = vectors_key(name, identity, "mteb" if self.mteb else "plain")
+        self.vectors = None if keyed is None else CachedVectors(keyed)
         self.fingerprint = None if self.vectors is None else self.vectors.fingerprint
         self._memory: dict[tuple[str, str], np.ndarray] = {}
 

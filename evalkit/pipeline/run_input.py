@@ -38,10 +38,10 @@ def load_any_run(runs: Path, name: str | None, collection: Collection) -> tuple[
         if sidecar.get("dataset") != collection.name:
             raise KitError(f"{runs}: the run was made on {sidecar.get('dataset')!r}, not {collection.name!r}; "
                            "give the --dataset it was made on")
-        if sidecar.get("data_sha256") != collection.checksum:
+        if sidecar.get("data_sha256") != collection.identity:
             raise KitError(f"{runs}: the run was made on other {collection.name} data (data_sha256 differs); "
                            "run it again on this data")
-        run = load_verified(runs, {"dataset": collection.name, "data_sha256": collection.checksum})
+        run = load_verified(runs, {"dataset": collection.name, "data_sha256": collection.identity})
         if run is None:
             raise KitError(f"{runs}: {RANKING} fails the check against sidecar.json (sha256 or query count); "
                            "run it again")

@@ -26,22 +26,30 @@ candidate and is not judged (`protocol_collection`).
 
 from __future__ import annotations
 
+import sys
 from dataclasses import asdict, dataclass, replace
 from functools import cache
 from pathlib import Path
+from types import ModuleType
 
-from evalkit.core import progress
+from evalkit import datasets, encoders, llm, models, retrieval
+from evalkit.core import hashing, progress
 from evalkit.core.errors import KitError
 from evalkit.core.hashing import files_sha256
 from evalkit.core.version import __version__
+from evalkit.data import collection as data_collection
+from evalkit.data import protocols as data_protocols
 from evalkit.data.collection import Collection, Document, Query
 from evalkit.data.protocols import POOL_PROTOCOLS, PROTOCOLS, protocol_collection
 from evalkit.data.runs import Run, ranked
 from evalkit.data.runstore import is_verified, load_verified, run_folder, write_run
+from evalkit.datasets.csfcube_variants import INSTRUCTIONS_FILE
+from evalkit.llm.templates import TEMPLATES_FILE
 from evalkit.models import registry
 from evalkit.models.base import Scorer
 from evalkit.models.family import NEEDS
 from evalkit.pipeline import prerequisites
+from evalkit.pipeline import settings as pipeline_settings
 
 # a run's settings, and them resolved once per run; the runner's callers import them from here too
 from evalkit.pipeline.settings import RunSettings, Settings, instructions_identity, resolve
@@ -205,24 +213,50 @@ def sidecar_key(settings: Settings, collection: Collection) -> dict:
     run_settings = asdict(settings.settings)
     if settings.instructions is not None:  # the file by name and content, not by its path on this machine
         run_settings["instructions"] = instructions_identity(settings.instructions)
-    return {"run": settings.run_name, "dataset": collection.name, "data_sha256": collection.checksum,
+    return {"run": settings.run_name, "dataset": collection.name, "data_sha256": collection.identity,
             "run_settings": run_settings, "model_entry": asdict(model_spec), "kit_version": __version__,
             "scoring_code_sha256": scoring_code_digest(), "model_identity": registry.identity(model_spec)}
 
 
-SCORING_CODE = ("data/collection.py", "data/protocols.py", "core/hashing.py", "datasets", "pipeline/runner.py",
-                "pipeline/settings.py",
-                "retrieval", "study/hybrid_curve.py", "models", "encoders", "llm",
-                "config/instructions.yaml", "config/llm_templates.yaml")
+# The code and configuration that turn a query into scores, declared as what this module imports
+# (so the layer contract sees every entry, and a moved or renamed module fails here at import
+# instead of dropping silently out of the digest): a package stands for every file of its folder,
+# a module for its file, a path for that configuration file. The collection's data structures
+# and protocols, the hashing behind every key, every adapter, the runner and its settings, the
+# retrieval machinery, every model, encoder and LLM module, the instruction texts and LLM
+# templates.
+SCORING_CODE: tuple[ModuleType | Path, ...] = (
+    data_collection, data_protocols, hashing, datasets, sys.modules[__name__], pipeline_settings, retrieval,
+    models, encoders, llm, INSTRUCTIONS_FILE, TEMPLATES_FILE)
+SCORED_SUFFIXES = (".py", ".yaml", ".csv")  # the files of a package folder that count
+
+
+def scoring_files(declared=SCORING_CODE) -> list[Path]:
+    """The files behind `declared` (`SCORING_CODE`), sorted: a package's every .py, .yaml and .csv
+    file under its folder, a module's file, a path as it is."""
+    found: set[Path] = set()
+    for entry in declared:
+        if isinstance(entry, Path):
+            found.add(entry.resolve())
+        elif hasattr(entry, "__path__"):  # a package: its folder
+            found |= {p.resolve() for folder in entry.__path__ for p in Path(folder).rglob("*")
+                      if p.is_file() and p.suffix in SCORED_SUFFIXES}
+        else:
+            found.add(Path(entry.__file__).resolve())
+    return sorted(found)
 
 
 @cache
 def scoring_code_digest() -> str:
-    """sha256 of the code and configuration that turn a query into scores: a run made by other
-    scoring code is never reused (embeddings and LLM judgments stay cached, so a rerun is cheap)."""
-    root = Path(__file__).resolve().parents[1]  # the evalkit package
-    files = sorted(p for name in SCORING_CODE for p in ([root / name] if (root / name).is_file()
-                   else (root / name).rglob("*")) if p.is_file() and p.suffix in (".py", ".yaml", ".csv"))
+    """sha256 of the code and configuration that turn a query into scores (`SCORING_CODE`), each
+    file named by its path in the package: a run made by other scoring code is never reused
+    (embeddings and LLM judgments stay cached, so a rerun is cheap)."""
+    return code_digest(SCORING_CODE, Path(__file__).resolve().parents[1])  # names relative to the package
+
+
+def code_digest(declared, root: Path) -> str:
+    """sha256 over the files behind `declared` (`scoring_files`), each named by its path under `root`."""
+    files = scoring_files(declared)
     return files_sha256(files, [str(p.relative_to(root)) for p in files])
 
 

@@ -254,13 +254,51 @@ def test_prp_oracle_puts_the_best_graded_of_the_first_stage_top_first(collection
         assert [grades.get(d, 0) for d in top] == sorted((grades.get(d, 0) for d in top), reverse=True)
 
 
-def test_scoring_code_names_only_paths_that_exist():
-    """Every entry of the run-store key's code list is a file or folder of the package, so a moved
-    module cannot silently drop out of the digest (stored runs are then recomputed, never matched)."""
+def test_scoring_code_is_declared_by_imported_modules_and_covers_the_same_files():
+    """The run-store key's code list holds imported modules and configuration paths, not path
+    strings (old code: strings, which a moved module left naming nothing, silently dropped from the
+    digest): a moved module now fails at import. Its files are those the string list named, the
+    adapters, the runner and its settings, the retrieval, models, encoders and LLM code and the two
+    configuration files, less study/hybrid_curve.py: study code above the runner's layer, which makes
+    no stored run (the facet hybrid's scorer is models/hybrid.py)."""
+    from types import ModuleType
+
     from evalkit.pipeline import runner as runner_module
 
+    assert all(isinstance(entry, (ModuleType, Path)) for entry in runner_module.SCORING_CODE)
+    assert all(p.is_file() for p in runner_module.SCORING_CODE if isinstance(p, Path))
     root = Path(runner_module.__file__).resolve().parents[1]
-    assert [name for name in runner_module.SCORING_CODE if not (root / name).exists()] == []
-    expected = {"data/protocols.py", "core/hashing.py", "models", "datasets", "retrieval", "pipeline/runner.py",
-                "pipeline/settings.py"}  # settings.py: run names and the settings in the key
-    assert expected <= set(runner_module.SCORING_CODE)
+    named = ("data/collection.py", "data/protocols.py", "core/hashing.py", "datasets", "pipeline/runner.py",
+             "pipeline/settings.py", "retrieval", "models", "encoders", "llm", "config/instructions.yaml",
+             "config/llm_templates.yaml")
+    expected = {str(p.relative_to(root)) for name in named
+                for p in ([root / name] if (root / name).is_file() else (root / name).rglob("*"))
+                if p.is_file() and p.suffix in (".py", ".yaml", ".csv")}
+    assert {str(p.relative_to(root)) for p in runner_module.scoring_files()} == expected
+    assert {"models/hybrid.py", "models/families/dense.py", "datasets/csfcube.py"} <= expected
+
+
+def test_the_scoring_code_digest_changes_with_any_declared_file(tmp_path):
+    """A byte changed in any declared file changes the digest: a package by every .py, .yaml and
+    .csv file of its folder, a module by its file, a path as given; other files do not count."""
+    import types
+
+    from evalkit.pipeline.runner import code_digest, scoring_files
+
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    for rel in ("__init__.py", "sub/scores.py", "sub/table.csv", "sub/notes.txt"):
+        (package / rel).write_text("x = 1\n")
+    (tmp_path / "alone.py").write_text("y = 2\n")
+    (tmp_path / "settings.yaml").write_text("z: 3\n")
+    declared = (types.SimpleNamespace(__path__=[str(package)], __file__=str(package / "__init__.py")),
+                types.SimpleNamespace(__file__=str(tmp_path / "alone.py")), tmp_path / "settings.yaml")
+    names = sorted(str(p.relative_to(tmp_path)) for p in scoring_files(declared))
+    assert names == ["alone.py", "pkg/__init__.py", "pkg/sub/scores.py", "pkg/sub/table.csv", "settings.yaml"]
+    before = code_digest(declared, tmp_path)
+    (package / "sub" / "notes.txt").write_text("changed\n")
+    assert code_digest(declared, tmp_path) == before
+    for rel in names:
+        (tmp_path / rel).write_text((tmp_path / rel).read_text() + "# changed\n")
+        assert code_digest(declared, tmp_path) != before, rel
+        before = code_digest(declared, tmp_path)
