@@ -130,6 +130,17 @@ class MissingPrerequisite(KitError):
         super().__init__(f"{what}; fix: {fix}")
 
 
+def kit_error_names() -> frozenset[str]:
+    """The class names of `KitError` and every kind below it: how a kit error is known by name alone
+    (a notebook's failure under papermill carries only the exception's class name)."""
+    found, todo = set(), [KitError]
+    while todo:
+        kind = todo.pop()
+        found.add(kind.__name__)
+        todo += kind.__subclasses__()
+    return frozenset(found)
+
+
 def report(message: object) -> int:
     """Print `message` as the kit's one error line on stderr (line breaks joined); the exit status, 2."""
     print(f"evalkit: error: {' '.join(str(message).splitlines())}", file=sys.stderr)

@@ -20,7 +20,7 @@ import signal
 import sys
 from pathlib import Path
 
-from evalkit.core.errors import KitError, report
+from evalkit.core.errors import KitError, kit_error_names, report
 from evalkit.core.progress import announce_notebook
 from evalkit.core.workspace import resolve
 from evalkit.study.tag import CONTENT, build_tag, path_part
@@ -87,7 +87,7 @@ def explore_stem(given: dict[str, str]) -> str:
 def _error_line(ename: str, evalue: str, name: str, kept: Path | None) -> str:
     """A KitError's own message; any other error named with its notebook (and the kept copy)."""
     text = " ".join(str(evalue).splitlines())
-    if ename == "KitError":
+    if ename in kit_error_names():
         return text
     where = f"; the failed notebook is kept as {kept}" if kept else ""
     return f"notebooks/{name}.ipynb failed: {ename}: {text}{where}"
@@ -118,7 +118,7 @@ def run(name: str, given: dict[str, str], root: Path = Path(".")) -> Path:
         os.replace(tmp, out)
     except papermill.PapermillExecutionError as exc:
         kept = None
-        if exc.ename != "KitError" and tmp.exists():
+        if exc.ename not in kit_error_names() and tmp.exists():
             os.replace(tmp, failed)
             kept = failed
         raise KitError(_error_line(exc.ename, exc.evalue, name, kept)) from None

@@ -1,0 +1,52 @@
+"""The evaluation request's rules, each checked once for every front end (`evalkit.evaluation.request`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from evalkit import cli
+from evalkit.core.errors import CLI, RequestError
+from evalkit.evaluation.request import EvaluationRequest, check_options, check_test
+
+
+@pytest.mark.parametrize("kwargs, text", [
+    ({"test": "fisher", "permutations": 3}, "permutations=3: give between 100 and 10,000,000"),
+    ({"test": "fisher", "permutations": 10**12}, "permutations=1000000000000: give between"),
+    ({"test": "fisher", "permutations": True}, "permutations=True: give a whole number"),
+    ({"test": "fisher", "permutations": 1.5}, "permutations=1.5: give a whole number"),
+    ({"test": "fisher", "permutations": "100"}, "permutations='100': give a whole number"),
+    ({"test": "fisher", "seed": -1}, "seed=-1: give a whole number from 0"),
+    ({"permutations": 500}, "permutations= sets Fisher's randomization test; add test='fisher'"),
+    ({"test": "z"}, "test='z': choose one of t, fisher"),
+    ({"alpha": 1.5}, "alpha=1.5: give a significance level"),
+])
+def test_the_test_rule_refuses_each_bad_option(kwargs, text):
+    with pytest.raises(RequestError) as raised:
+        check_test(**kwargs)
+    assert str(raised.value).startswith(text)
+
+
+def test_the_test_rule_keeps_good_options():
+    settings = check_test("fisher", 0.01, 100, 0)
+    assert (settings.test, settings.alpha, settings.permutations, settings.seed) == ("fisher", 0.01, 100, 0)
+    assert check_test().described() == {"test": "t"}
+
+
+@pytest.mark.parametrize("argv, fields", [
+    (["--test", "fisher", "--permutations", "3"], {"test": "fisher", "permutations": 3}),
+    (["--test", "fisher", "--seed", "-1"], {"test": "fisher", "seed": -1}),
+    (["--permutations", "500"], {"permutations": 500}),
+    (["--k", "0"], {"k": 0}),
+    (["--measures", "AP,AP"], {"measures": ["AP", "AP"]}),
+    (["--measures", "AP", "--k", "5"], {"measures": ["AP"], "k": 5}),
+    (["--aggregate", "mean", "--discount", "trec", "--measures", "AP"], {"measures": ["AP"], "discount": "trec"}),
+])
+def test_the_cli_refuses_what_the_api_refuses_with_the_same_line(argv, fields, tmp_path, capsys):
+    """Whatever the API's request refuses, `evalkit evaluate` refuses with the same line, the field
+    spelled --option (checked before any run is read)."""
+    with pytest.raises(RequestError) as raised:
+        check_options(EvaluationRequest(**fields))
+    run = tmp_path / "run.trec"
+    run.write_text("q 0 d 1 1 x\n")
+    assert cli.main(["evaluate", "--dataset", "csfcube", "--runs", str(run), *argv]) == 2
+    assert capsys.readouterr().err.strip() == f"evalkit: error: {raised.value.for_front_end(CLI)}"
