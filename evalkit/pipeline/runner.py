@@ -40,7 +40,7 @@ from evalkit.core.version import __version__
 from evalkit.data import collection as data_collection
 from evalkit.data import protocols as data_protocols
 from evalkit.data.collection import Collection, Document, Query
-from evalkit.data.protocols import POOL_PROTOCOLS, PROTOCOLS, protocol_collection
+from evalkit.data.protocols import POOL_PROTOCOLS, check_protocol, protocol_collection
 from evalkit.data.runs import Run, ranked
 from evalkit.data.runstore import is_verified, load_verified, run_folder, write_run
 from evalkit.datasets.csfcube_variants import INSTRUCTIONS_FILE
@@ -71,8 +71,7 @@ def with_prompt(text: str, prompt: str | None) -> str:
 def check_settings(settings: Settings, collection: Collection) -> None:
     """Every setting checked before any model is built or anything is scored."""
     settings = resolve(settings)
-    if settings.protocol not in PROTOCOLS:
-        raise KitError(f"unknown protocol {settings.protocol!r}; choose one of {', '.join(PROTOCOLS)}")
+    check_protocol(settings.protocol)  # the one rule of every front end
     collection = with_settings_instructions(settings, collection)
     if settings.variant not in collection.variants:
         raise KitError(f"{collection.name} has no variant {settings.variant!r}; "
