@@ -43,7 +43,6 @@ from evalkit.data.collection import Collection, Document, Query
 from evalkit.data.protocols import POOL_PROTOCOLS, check_protocol, protocol_collection
 from evalkit.data.runs import Run, ranked
 from evalkit.data.runstore import is_verified, load_verified, run_folder, write_run
-from evalkit.datasets.csfcube_variants import INSTRUCTIONS_FILE
 from evalkit.llm.templates import TEMPLATES_FILE
 from evalkit.models import registry
 from evalkit.models.base import Scorer
@@ -226,7 +225,7 @@ def sidecar_key(settings: Settings, collection: Collection) -> dict:
 # templates.
 SCORING_CODE: tuple[ModuleType | Path, ...] = (
     data_collection, data_protocols, hashing, datasets, sys.modules[__name__], pipeline_settings, retrieval,
-    models, encoders, llm, INSTRUCTIONS_FILE, TEMPLATES_FILE)
+    models, encoders, llm, datasets.csfcube_variants.INSTRUCTIONS_FILE, TEMPLATES_FILE)
 SCORED_SUFFIXES = (".py", ".yaml", ".csv")  # the files of a package folder that count
 
 
