@@ -32,11 +32,15 @@ _SPELLED = {
 }
 
 
+def _check_front_end(front_end: str) -> None:
+    if front_end not in FRONT_ENDS:
+        raise ValueError(f"unknown front end {front_end!r}")
+
+
 def spell(field: str, front_end: str = API) -> str:
     """How `front_end` names a request field: ``--k-name`` (CLI), ``name=`` (API), ``NAME``
     (notebooks and make), unless `_SPELLED` names it otherwise."""
-    if front_end not in FRONT_ENDS:
-        raise ValueError(f"unknown front end {front_end!r}")
+    _check_front_end(front_end)
     own = _SPELLED.get(front_end, {}).get(field)
     if own is not None:
         return own
@@ -79,7 +83,7 @@ _PLACEHOLDER = re.compile(r"\{([a-z_]+)(?::([^{}]*))?\}")
 
 def worded(text: str, front_end: str = API) -> str:
     """`text` with its ``{field}`` and ``{field:value}`` placeholders written as `front_end` writes them."""
-    spell("protocol", front_end)  # an unknown front end fails here
+    _check_front_end(front_end)
 
     def one(match: re.Match) -> str:
         field, value = match.group(1), match.group(2)

@@ -176,26 +176,29 @@ def check_pmrr_ties(value: object) -> str:
     return value
 
 
-def check_options(request: EvaluationRequest) -> None:
-    """Every rule that needs no collection, before anything is loaded (the CLI's fast refusal)."""
+def _checked_options(request: EvaluationRequest) -> tuple[tuple[str, ...] | None, PairedTestSettings]:
+    """Every rule that needs no collection, each once: (the measures as given, the paired test)."""
     if request.protocol is not None:
         check_protocol(request.protocol)
     check_aggregate(request.aggregate)
-    check_measure_names(request.measures, request.discount, request.k)
-    check_test(request.test, request.alpha, request.permutations, request.seed)
+    given = check_measure_names(request.measures, request.discount, request.k)
+    test = check_test(request.test, request.alpha, request.permutations, request.seed)
     check_pmrr_ties(request.pmrr_ties)
+    return given, test
+
+
+def check_options(request: EvaluationRequest) -> None:
+    """Every rule that needs no collection, before anything is loaded (the CLI's fast refusal)."""
+    _checked_options(request)
 
 
 def check_request(request: EvaluationRequest, collection: Collection) -> CheckedEvaluation:
-    """`request` checked against `collection` (every rule, `check_options` first): the measures
-    (given, else the collection's default table) each parsed against the collection, the
-    selected queries."""
-    check_options(request)
-    given = check_measure_names(request.measures, request.discount, request.k)
+    """`request` checked against `collection`, each rule once (those of `check_options` first):
+    the measures (given, else the collection's default table) each parsed against the
+    collection, the selected queries."""
+    given, test = _checked_options(request)
     names = list(given) if given is not None else default_measures(collection, request.discount, request.k)
     check_measures(names, collection)
     return CheckedEvaluation(request=request, names=tuple(names), default=given is None,
-                             aggregate=request.aggregate,
-                             test=check_test(request.test, request.alpha, request.permutations, request.seed),
-                             pmrr_ties=request.pmrr_ties,
+                             aggregate=request.aggregate, test=test, pmrr_ties=request.pmrr_ties,
                              queries=select_queries(collection, request.seeds, request.queries))
