@@ -123,3 +123,17 @@ def executed(monkeypatch):
 
     monkeypatch.setattr(runner, "execute", counting)
     return made
+
+
+@pytest.fixture
+def executions(monkeypatch):
+    """The runs actually computed (not reused), counted at `runner.execute`."""
+    calls = []
+    real = runner.execute
+
+    def counting(*args, **kwargs):
+        calls.append(args[0])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "execute", counting)
+    return calls

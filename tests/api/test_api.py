@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from fixtures_datasets import write_beir
-from tiny_models import build_sentence_transformer
 
 from evalkit import api, cli
 from evalkit.core.errors import KitError
@@ -25,18 +24,7 @@ ONE = ["929877"]  # its two facets: enough for a paired test over "all", half th
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(autouse=True)
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "cache"))
-    monkeypatch.delenv("EVALKIT_MODELS", raising=False)
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    from sentence_transformers import SentenceTransformer
-
-    folder = build_sentence_transformer(tmp_path_factory.mktemp("tiny"))
-    return folder, SentenceTransformer(str(folder), device="cpu")
+pytestmark = pytest.mark.usefixtures("fresh_cache")  # tests/api/conftest.py
 
 
 class PlainEncoder:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import threading
 
 import pytest
-from tiny_models import build_sentence_transformer
 
 from evalkit import api
 from evalkit.models import objects
@@ -15,17 +14,7 @@ from evalkit.models import objects
 ONE = ["929877"]  # one seed, its two facets
 
 
-@pytest.fixture(autouse=True)
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "cache"))
-    monkeypatch.delenv("EVALKIT_MODELS", raising=False)
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    from sentence_transformers import SentenceTransformer
-
-    return SentenceTransformer(str(build_sentence_transformer(tmp_path_factory.mktemp("tiny"))), device="cpu")
+pytestmark = pytest.mark.usefixtures("fresh_cache")  # tests/api/conftest.py
 
 
 @pytest.fixture
@@ -42,23 +31,23 @@ def encoded(monkeypatch):
     return counts
 
 
-def test_the_same_object_under_a_new_name_encodes_nothing_again(tiny, encoded, tmp_path):
-    first = api.evaluate(tiny, "csfcube", name="minilm-a", seeds=ONE, runs_dir=tmp_path)
+def test_the_same_object_under_a_new_name_encodes_nothing_again(tiny_model, encoded, tmp_path):
+    first = api.evaluate(tiny_model, "csfcube", name="minilm-a", seeds=ONE, runs_dir=tmp_path)
     assert encoded[objects.DOCUMENT] > 0 and encoded[objects.QUERY] > 0
     before = dict(encoded)
-    renamed = api.evaluate(tiny, "csfcube", name="minilm-b", seeds=ONE, runs_dir=tmp_path)
+    renamed = api.evaluate(tiny_model, "csfcube", name="minilm-b", seeds=ONE, runs_dir=tmp_path)
     assert encoded == before  # old code: every document and query encoded again under the new name
     assert renamed.per_query.equals(first.per_query)
 
 
-def test_another_spec_sharing_the_encoder_encodes_only_its_new_queries(tiny, encoded, tmp_path):
-    api.evaluate(tiny, "csfcube", name="plain", seeds=ONE, runs_dir=tmp_path)
+def test_another_spec_sharing_the_encoder_encodes_only_its_new_queries(tiny_model, encoded, tmp_path):
+    api.evaluate(tiny_model, "csfcube", name="plain", seeds=ONE, runs_dir=tmp_path)
     documents = encoded[objects.DOCUMENT]
     queries = encoded[objects.QUERY]
-    api.evaluate(tiny, "csfcube", name="prompted", query_template="query: {query}", seeds=ONE, runs_dir=tmp_path)
+    api.evaluate(tiny_model, "csfcube", name="prompted", query_template="query: {query}", seeds=ONE, runs_dir=tmp_path)
     assert encoded[objects.DOCUMENT] == documents  # the documents' vectors are the same: none encoded
     assert encoded[objects.QUERY] > queries  # other query texts are new inputs
-    api.evaluate(tiny, "csfcube", name="titled", doc_template="passage: {text}", seeds=ONE, runs_dir=tmp_path)
+    api.evaluate(tiny_model, "csfcube", name="titled", doc_template="passage: {text}", seeds=ONE, runs_dir=tmp_path)
     assert encoded[objects.DOCUMENT] > documents  # another document template makes other vectors
 
 
@@ -73,10 +62,10 @@ class Opaque:
         return self.model.encode(list(texts), convert_to_numpy=True)
 
 
-def test_a_revision_alone_keeps_the_name_in_the_vectors_key(tiny):
+def test_a_revision_alone_keeps_the_name_in_the_vectors_key(tiny_model):
     """revision= states what the model of that name is, not what encodes: another name with the same
     revision may be another model, so its vectors are its own; no identity: no cache at all."""
-    model = Opaque(tiny)
+    model = Opaque(tiny_model)
     a = objects.ObjectEncoder(model, "a", {"object": "Opaque", "revision": "r1"})
     b = objects.ObjectEncoder(model, "b", {"object": "Opaque", "revision": "r1"})
     assert a.fingerprint != b.fingerprint

@@ -10,7 +10,6 @@ import pytest
 from evalkit.data import runstore
 from evalkit.data.runs import read_trec
 from evalkit.data.runstore import RANKING, SIDECAR, is_verified, load_verified, run_folder, write_run
-from evalkit.pipeline import runner
 from evalkit.pipeline.runner import RunSettings, ensure_folder, ensure_run, execute, sidecar_key
 
 QIDS = ("929877_background", "929877_method")
@@ -33,20 +32,6 @@ def registry_file(tmp_path, monkeypatch):
 @pytest.fixture
 def settings():
     return RunSettings(model="bm25", profile="test", queries=QIDS)
-
-
-@pytest.fixture
-def executions(monkeypatch):
-    """Counts the runs `ensure_run` actually computes."""
-    calls = []
-    real = runner.execute
-
-    def counting(*args, **kwargs):
-        calls.append(args[0])
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(runner, "execute", counting)
-    return calls
 
 
 def leftovers(parent):

@@ -8,7 +8,6 @@ from dataclasses import replace
 import pytest
 
 from evalkit.data.collection import Collection, Document, Query
-from evalkit.pipeline import runner
 from evalkit.pipeline.runner import RunSettings, ensure_stored
 
 
@@ -26,18 +25,10 @@ def load_toy() -> Collection:
 
 
 @pytest.fixture
-def made(monkeypatch, tmp_path):
-    """The runs actually made (not reused), counted at `runner.execute`."""
+def made(executions, monkeypatch, tmp_path):
+    """The runs actually made (not reused; `executions`), with a fresh embedding cache."""
     monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "cache"))
-    calls = []
-    execute = runner.execute
-
-    def counted(*args, **kwargs):
-        calls.append(args[0])
-        return execute(*args, **kwargs)
-
-    monkeypatch.setattr(runner, "execute", counted)
-    return calls
+    return executions
 
 
 def test_a_changed_document_is_run_again_unchanged_data_is_reused(made, tmp_path):
