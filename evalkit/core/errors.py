@@ -12,6 +12,9 @@ kinds below it say whose move the fix is:
   placeholders (``"give {seeds} or {queries}, not both"``), spelled the same way.
 - `DataError`: bad data (a run file, a judgments file, a collection's files); ``source`` names it.
 - `MissingPrerequisite`: something not installed or not downloaded; ``fix`` says how to get it.
+- `DeclarationError`: a declaration that breaks its rules (a dataset scheme, a measure, a model
+  family, as the "adding a ..." guides write them); ``declaration`` names it. The fix is the
+  extender's, in their own code, so it is raised where the declaration is made, not when used.
 
 `report` prints any of them as the kit's one error line.
 """
@@ -132,6 +135,15 @@ class MissingPrerequisite(KitError):
     def __init__(self, what: str, fix: str):
         self.what, self.fix = what, fix
         super().__init__(f"{what}; fix: {fix}")
+
+
+class DeclarationError(KitError):
+    """A declaration that breaks its rules: `declaration` (``scheme 'toy'``, ``measure 'Hits'``,
+    ``family 'word-overlap'``) and `problem`, what is wrong and how to write it instead."""
+
+    def __init__(self, declaration: str, problem: str):
+        self.declaration, self.problem = declaration, problem
+        super().__init__(f"{declaration}: {problem}")
 
 
 def kit_error_names() -> frozenset[str]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DeclarationError, KitError
 from evalkit.data.collection import Collection
 from evalkit.datasets import beir, csfcube, followir, instructir, irds
 from evalkit.datasets.scheme import FOLDER, NOTHING, Scheme
@@ -29,10 +29,12 @@ def register(scheme: Scheme) -> Scheme:
     write ``SCHEME = register(Scheme(...))``. Registering the same scheme again is a no-op; another
     scheme under a registered name is an error (a collection never replaces another silently)."""
     if not isinstance(scheme, Scheme):
-        raise TypeError(f"register takes a Scheme, not {type(scheme).__name__}")
+        raise DeclarationError(f"register({type(scheme).__name__})", "register takes a Scheme "
+                               "(evalkit.datasets.scheme); write register(Scheme(NAME, TAKES, LOADER, HELP))")
     known = _REGISTRY.get(scheme.name)
     if known is not None and known != scheme:
-        raise KitError(f"dataset scheme {scheme.name!r} is registered already; give yours another name")
+        raise DeclarationError(f"scheme {scheme.name!r}", "another scheme is registered under this name; give "
+                               "yours another name")
     _REGISTRY[scheme.name] = scheme
     return scheme
 

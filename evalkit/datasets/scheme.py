@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from evalkit.core.errors import DeclarationError
 from evalkit.data.collection import Collection
 
 NOTHING, FOLDER, NAME = "nothing", "folder", "name"
@@ -51,16 +52,20 @@ class Scheme:
     load_name: Callable[[str], Collection] | None = None
 
     def __post_init__(self):
-        if not self.name or not self.name.isidentifier() or self.name != self.name.lower():
-            raise ValueError(f"scheme name {self.name!r} must be a lower-case identifier (the word before ':')")
+        if not isinstance(self.name, str) or not self.name.isidentifier() or self.name != self.name.lower():
+            raise DeclarationError(f"scheme {self.name!r}", "the name must be a lower-case identifier (the word "
+                                                              "before ':')")
+        declared = f"scheme {self.name!r}"
         if self.takes not in TAKES:
-            raise ValueError(f"scheme {self.name}: takes {self.takes!r} is not one of {', '.join(TAKES)}")
+            raise DeclarationError(declared, f"takes {self.takes!r} is not one of {', '.join(TAKES)}")
         if (self.takes == NOTHING) != (not self.argument):
-            raise ValueError(f"scheme {self.name}: give an argument word (FOLDER, ID...) unless it takes nothing")
+            raise DeclarationError(declared, "give an argument word (FOLDER, ID...) unless it takes nothing")
         if self.names and (self.takes != FOLDER or self.load_name is None):
-            raise ValueError(f"scheme {self.name}: names need a FOLDER scheme and load_name")
-        if not self.help.strip():
-            raise ValueError(f"scheme {self.name}: give a help line")
+            raise DeclarationError(declared, "names need a FOLDER scheme and load_name")
+        if not callable(self.load):
+            raise DeclarationError(declared, f"load {self.load!r} is not callable; give the loader function")
+        if not isinstance(self.help, str) or not self.help.strip():
+            raise DeclarationError(declared, "give a help line")
 
     @property
     def spec(self) -> str:

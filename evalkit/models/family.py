@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DeclarationError
 
 # What a family may need of a collection, and how an error line explains each
 # (`evalkit.pipeline.runner.capabilities` says what a collection has).
@@ -85,4 +85,4 @@ class Family:
             if value not in choices:
                 problems.append(f"{trait} {value!r} (choose one of {', '.join(choices)})")
         if problems:
-            raise KitError(f"family {self.name!r}: " + "; ".join(problems))
+            raise DeclarationError(f"family {self.name!r}", "; ".join(problems))

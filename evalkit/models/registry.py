@@ -27,7 +27,7 @@ from pathlib import Path
 import yaml
 
 from evalkit.core import configfile
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DeclarationError, KitError
 from evalkit.data.collection import Collection
 from evalkit.models import adhoc, families, hybrid
 from evalkit.models.base import Scorer
@@ -73,10 +73,11 @@ def register_family(family: Family) -> None:
     editing the builder or the class it builds makes them again. Registering a name again
     replaces the family; the kit's own families (`evalkit.models.families`) cannot be replaced."""
     if not isinstance(family, Family):
-        raise KitError(f"register_family takes a Family (evalkit.models.family), not {type(family).__name__}; "
-                       "write register_family(Family(NAME, BUILDER, ...))")
+        raise DeclarationError(f"register_family({type(family).__name__})", "register_family takes a Family "
+                               "(evalkit.models.family); write register_family(Family(NAME, BUILDER, ...))")
     if family.name in KIT_FAMILIES:
-        raise KitError(f"family {family.name!r} is one of the kit's; give yours another name")
+        raise DeclarationError(f"family {family.name!r}", "one of the kit's families has this name; give yours "
+                               "another name")
     FAMILIES[family.name] = family
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from evalkit.core import errors
 from evalkit.core.errors import CLI, NOTEBOOK, DataError, KitError, RequestError, kit_error_names, spell, worded
 
 
@@ -34,4 +35,12 @@ def test_placeholders_name_only_request_fields_so_user_text_stays_as_written():
 
 
 def test_every_kind_of_kit_error_is_known_by_name():
-    assert kit_error_names() == {"KitError", "RequestError", "DataError", "MissingPrerequisite"}
+    """Every kind the errors module defines, and a kind defined later below one of them."""
+    defined = {v.__name__ for v in vars(errors).values() if isinstance(v, type) and issubclass(v, errors.KitError)}
+    assert {"KitError", "RequestError", "DataError", "MissingPrerequisite", "DeclarationError"} <= defined
+    assert kit_error_names() == defined
+
+    class LaterKind(errors.DataError):
+        pass
+
+    assert kit_error_names() == defined | {"LaterKind"}

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import evalkit.datasets as datasets
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DeclarationError, KitError
 from evalkit.data.collection import Document, Query
 from evalkit.datasets import csfcube, load_dataset, register
 from evalkit.datasets.scheme import FOLDER, NAME, NOTHING, Scheme
@@ -124,7 +124,7 @@ def test_a_registered_name_is_never_replaced(registry):
     register(csfcube.SCHEME)  # the same scheme again: nothing changes
     assert datasets.SCHEMES.count("csfcube") == 1
     other = Scheme("beir", FOLDER, lambda folder: None, argument="FOLDER", help="another BEIR")
-    with pytest.raises(KitError, match="dataset scheme 'beir' is registered already; give yours another name"):
+    with pytest.raises(DeclarationError, match="scheme 'beir': another scheme is registered under this name"):
         register(other)
     assert datasets.schemes()[1] is not other
 
@@ -139,7 +139,7 @@ def test_a_registered_name_is_never_replaced(registry):
 ])
 def test_a_scheme_checks_its_declaration(fields, problem):
     declared = dict(name="toy", takes=FOLDER, load=lambda folder: None, help="a toy", argument="FOLDER")
-    with pytest.raises(ValueError, match=problem):
+    with pytest.raises(DeclarationError, match=problem):
         Scheme(**{**declared, **fields})
 
 

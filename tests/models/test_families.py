@@ -156,7 +156,7 @@ def test_register_family_takes_a_declaration_and_keeps_the_kits_own(monkeypatch)
     monkeypatch.setattr(registry, "FAMILIES", dict(registry.FAMILIES))
     with pytest.raises(KitError, match="takes a Family"):
         registry.register_family(lambda settings, profile, collection: None)
-    with pytest.raises(KitError, match="family 'bm25' is one of the kit's"):
+    with pytest.raises(KitError, match="family 'bm25': one of the kit's families has this name"):
         registry.register_family(Family("bm25", lambda settings, profile, collection: None))
     registry.FAMILIES["bare"] = lambda settings, profile, collection: None  # how families were registered before
     with pytest.raises(KitError, match=r"registered as a bare builder; register it with registry.register_family"):

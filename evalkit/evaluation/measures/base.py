@@ -42,7 +42,7 @@ from typing import Any
 import ir_measures
 import pandas as pd
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DeclarationError, KitError
 from evalkit.data.collection import Collection
 from evalkit.data.runs import ranked
 
@@ -98,7 +98,7 @@ class MeasureSpec:
         ]
         for broken, why in problems:
             if broken:
-                raise KitError(f"measure declaration {self.family!r}: {why}")
+                raise DeclarationError(f"measure {self.family!r}", why)
 
     @property
     def ranking(self) -> bool:

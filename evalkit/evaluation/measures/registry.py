@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DeclarationError, KitError
 from evalkit.evaluation.measures.ap import AP
 from evalkit.evaluation.measures.base import FORBIDS, NEEDS, MeasureSpec, Parsed, check_cutoff
 from evalkit.evaluation.measures.csfcube_map import MAP_CSFCUBE
@@ -56,13 +56,14 @@ def register(spec: MeasureSpec) -> MeasureSpec:
     Registering the very same declaration again does nothing.
     """
     if not isinstance(spec, MeasureSpec):
-        raise KitError(f"register takes a MeasureSpec; got a {type(spec).__name__}")
+        raise DeclarationError(f"register({type(spec).__name__})", "register takes a MeasureSpec "
+                               "(evalkit.evaluation.measures.base); write register(MeasureSpec(...))")
     if spec in _declared:
         return spec
     clash = next((s for s in _declared if s.family == spec.family and s.separator == spec.separator), None)
     if clash is not None:
-        raise KitError(f"measure {spec.family}{spec.separator}: {clash.help} is declared already; give the new "
-                       "measure a family name of its own")
+        raise DeclarationError(f"measure {spec.family}{spec.separator}", f"{clash.help} is declared already; give "
+                               "the new measure a family name of its own")
     _declared.append(spec)
     return spec
 
