@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from evalkit.cli.options import dataset_folder, is_within
+from evalkit.cli.options import is_within
 from evalkit.core.errors import KitError
-from evalkit.datasets import load_dataset
+from evalkit.datasets import input_folder, load_dataset
 from evalkit.evaluation.evaluate import CSFCUBE
 
 
@@ -19,7 +19,7 @@ def cmd_export(args: argparse.Namespace) -> None:
         raise KitError(f"export writes csfcube only, not {args.dataset!r}; the other datasets are already "
                        "in these formats")
     out = Path(args.out)
-    folder = dataset_folder(args.dataset)
+    folder = input_folder(args.dataset)
     if folder is not None and is_within(out, folder):
         raise KitError(f"{out}: inside the CSFCube data folder {folder}; export elsewhere")
     if out.exists() and not out.is_dir():

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 from evalkit.core.errors import KitError, report
-from evalkit.datasets import csfcube
-from evalkit.evaluation.evaluate import AGGREGATIONS, CSFCUBE, DISCOUNTS
+from evalkit.datasets import input_folder
+from evalkit.evaluation.evaluate import AGGREGATIONS, DISCOUNTS
 from evalkit.evaluation.measures import measure_help
 from evalkit.evaluation.request import EvaluationRequest
 
@@ -82,25 +82,12 @@ def is_within(path: Path, folder: Path) -> bool:
         return False
 
 
-def dataset_folder(spec: str) -> Path | None:
-    """The folder a dataset spec reads (for refusing to overwrite it), where known."""
-    scheme, colon, rest = spec.strip().partition(":")
-    if not colon and scheme == CSFCUBE:
-        try:
-            return csfcube.locate()
-        except KitError:
-            return None
-    if colon and scheme in ("beir", "followir", "instructir") and Path(rest).expanduser().is_dir():
-        return Path(rest).expanduser()
-    return None
-
-
 def check_not_input(path: Path, runs: Path | None, dataset: str, option: str) -> None:
     """Refuse an output path that is one of the files the command reads (the run, the dataset's files)."""
     inputs = [] if runs is None else [runs] if runs.is_file() else \
         [p for p in runs.iterdir() if p.is_file()] if runs.is_dir() else []
     hit = next((p for p in inputs if same_file(path, p)), None)
-    folder = dataset_folder(dataset)
+    folder = input_folder(dataset)
     if hit is None and folder is not None and path.is_file() and is_within(path, folder):
         hit = path
     if hit is not None:

@@ -146,6 +146,14 @@ class DeclarationError(KitError):
         super().__init__(f"{declaration}: {problem}")
 
 
+def unknown_settings(owner: str, unknown, accepted) -> DataError:
+    """The one line for settings nobody reads (a misspelled key in a model's registry entry, an
+    LLM backend's options): `owner` names what was given them (``model X (family dense)``)."""
+    named = ", ".join(repr(key) for key in sorted(unknown))
+    return DataError(owner, f"no setting {named}; its settings are {', '.join(sorted(accepted))}; "
+                            "fix the model's entry")
+
+
 def kit_error_names() -> frozenset[str]:
     """The class names of `KitError` and every kind below it: how a kit error is known by name alone
     (a notebook's failure under papermill carries only the exception's class name)."""

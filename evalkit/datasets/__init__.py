@@ -81,6 +81,14 @@ def _folder(spec: str, path: str, scheme: Scheme) -> Path:
     return folder
 
 
+def input_folder(spec: str) -> Path | None:
+    """The folder whose files a dataset spec reads, where its scheme can say (`Scheme.input_folder`);
+    None for an unknown scheme or one whose data lies elsewhere (an outputs check reads this)."""
+    name, _, rest = spec.strip().partition(":")
+    scheme = _REGISTRY.get(name)
+    return None if scheme is None else scheme.input_folder(rest)
+
+
 def load_dataset(spec: str) -> Collection:
     """The collection a spec names (``DATASET_HELP``), checked (`Collection.check`)."""
     name, colon, rest = spec.strip().partition(":")
@@ -102,5 +110,5 @@ def load_dataset(spec: str) -> Collection:
     return scheme.load(_folder(spec, rest, scheme))
 
 
-__all__ = ["DATASET_HELP", "KIT_SCHEMES", "SCHEMES", "Scheme", "dataset_help", "load_dataset", "register", "schemes",
-           "usage"]
+__all__ = ["DATASET_HELP", "KIT_SCHEMES", "SCHEMES", "Scheme", "dataset_help", "input_folder", "load_dataset",
+           "register", "schemes", "usage"]

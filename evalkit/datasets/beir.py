@@ -36,7 +36,6 @@ from evalkit.datasets.scheme import FOLDER, Scheme
 
 DEV_SAMPLE = 10  # prompt-selection queries drawn from the dev split, else from train
 DEV_SAMPLE_SEED = 0
-TRAIN_SAMPLE, TRAIN_SAMPLE_SEED = DEV_SAMPLE, DEV_SAMPLE_SEED  # former names
 FOLD = "dev/test"
 
 
@@ -47,8 +46,6 @@ def sample_dev(qids: list[str], size: int = DEV_SAMPLE, seed: int = DEV_SAMPLE_S
     chosen = set(random.Random(seed).sample(qids, size))
     return [q for q in qids if q in chosen]
 
-
-sample_train = sample_dev  # former name
 
 
 def _split(folder: Path, split: str, records: dict[str, dict]) -> Qrels:

@@ -280,4 +280,4 @@ def load_collection(root: Path | None = None) -> Collection:
 
 SCHEME = Scheme("csfcube", NOTHING, load_collection,
                 help="CSFCube (Mysore et al., 2021), fetched and verified by the kit",
-                hint="the kit fetches and verifies it")
+                hint="the kit fetches and verifies it", locate=locate)

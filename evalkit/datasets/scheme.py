@@ -23,8 +23,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
-from evalkit.core.errors import DeclarationError
+from evalkit.core.errors import DeclarationError, KitError
 from evalkit.data.collection import Collection
 
 NOTHING, FOLDER, NAME = "nothing", "folder", "name"
@@ -50,6 +51,7 @@ class Scheme:
     hint: str = ""
     names: tuple[str, ...] = ()  # FOLDER: names read by `load_name` instead of a folder (lower case)
     load_name: Callable[[str], Collection] | None = None
+    locate: Callable[[], Path] | None = None  # NOTHING: the folder its files are in (outputs may not overwrite them)
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name.isidentifier() or self.name != self.name.lower():
@@ -64,6 +66,9 @@ class Scheme:
             raise DeclarationError(declared, "names need a FOLDER scheme and load_name")
         if not callable(self.load):
             raise DeclarationError(declared, f"load {self.load!r} is not callable; give the loader function")
+        if self.locate is not None and self.takes != NOTHING:
+            raise DeclarationError(declared, "locate is for a scheme that takes nothing (a FOLDER scheme's folder "
+                                             "is its spec's)")
         if not isinstance(self.help, str) or not self.help.strip():
             raise DeclarationError(declared, "give a help line")
 
@@ -71,6 +76,20 @@ class Scheme:
     def spec(self) -> str:
         """The spec as the help and the usage line write it: ``csfcube``, ``beir:FOLDER``."""
         return f"{self.name}:{self.argument}" if self.argument else self.name
+
+    def input_folder(self, rest: str) -> Path | None:
+        """The folder a spec of this scheme reads (``rest`` after the colon), where it is known:
+        a `FOLDER` scheme's existing folder, a `NOTHING` scheme's `locate` (None when it cannot
+        say, e.g. not downloaded yet); a `NAME` scheme's data is the library's, not a folder here."""
+        if self.takes == FOLDER:
+            folder = Path(rest).expanduser()
+            return folder if rest and folder.is_dir() else None
+        if self.takes == NOTHING and self.locate is not None:
+            try:
+                return self.locate()
+            except KitError:
+                return None
+        return None
 
     def help_lines(self) -> list[str]:
         """The scheme's lines of the help: the spec, then the help text in a column beside it."""

@@ -175,11 +175,6 @@ def summarize(collection: Collection, table: pd.DataFrame, aggregate_by: str = "
     return aggregate.summarize(table, strata, folds, strata_mean=by_strata)
 
 
-def robustness_of(collection: Collection, table: pd.DataFrame, measure: str) -> float:
-    """InstructIR's robustness: the mean over query groups of the minimum per-instance `measure`."""
-    return measures.robustness(table[measure].to_dict(), collection.groups)
-
-
 def paired_by_units(collection: Collection, measure: str) -> bool:
     """Whether paired tests pair `measure` by the collection's pair units (its declaration's
     ``units`` is ``PAIR`` and the collection has pairs), not by query."""

@@ -37,7 +37,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import KitError, unknown_settings
 from evalkit.core.workspace import cache_root
 from evalkit.data.runs import ranked
 from evalkit.llm.backend import Backend
@@ -101,13 +101,24 @@ def build_backend(kind: str, settings: dict) -> Backend:
         raise KitError(f"unknown LLM backend {kind!r}; choose one of {sorted(BACKENDS)}")
     cls = BACKENDS[kind]()
     accepted = set(inspect.signature(cls).parameters)
-    unknown = sorted(set(settings) - accepted)
+    unknown = set(settings) - accepted
     if unknown:
-        raise KitError(f"unknown setting(s) {unknown} for the {kind} backend; it accepts {sorted(accepted)}")
+        raise unknown_settings(f"the {kind} LLM backend", unknown, accepted)
     return cls(**settings)
 
 
 SERVE = ("serve", "tensor_parallel_size", "vllm_executable", "vllm_args", "ready_timeout_s")
+# What `LLMReranker` itself reads of an entry; the rest goes to its backend (`build_backend`).
+RERANKER_SETTINGS = ("backend", "method", "variant", "k", "depth", "template", "budgets", "cache", "disagreement",
+                     "chunk", "parallel_queries")
+
+
+def entry_settings(entry: dict) -> tuple[str, ...]:
+    """Every key an ``llm`` entry may hold: the reranker's, the kit-started server's (`SERVE`) and
+    its backend's arguments (the named ``backend``'s; unknown backends are refused when built)."""
+    kind = entry.get("backend", "transformers")
+    backend = tuple(inspect.signature(BACKENDS[kind]()).parameters) if kind in BACKENDS else tuple(entry)
+    return (*RERANKER_SETTINGS, *SERVE, *backend)
 
 
 def _server(kind: str, settings: dict):

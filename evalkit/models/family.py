@@ -13,7 +13,7 @@ counts, throughput) are not traits: they stay in ``config/costs.yaml``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from evalkit.core.errors import DeclarationError
@@ -56,7 +56,14 @@ class Family:
     - `gpu_dtype`: the dtype it loads in on a GPU (for the plan's memory estimate; an entry's own
       ``dtype`` wins);
     - `api_backends`: values of the entry's ``backend`` setting that make it a remote API model
-      (no weights here, priced per token, its key and server checked).
+      (no weights here, priced per token, its key and server checked);
+    - `settings`: the entry settings its builder reads, as names or as a function of the entry's
+      settings (``entry -> names``, for a family whose settings depend on one of them, or that
+      reads them from a class it imports only when built). The registry refuses any other key
+      before building (`evalkit.models.registry.check_entry_settings`), in one line the same
+      for every family; ``first_stage`` / ``depth`` (by `first_stage`) and the facet hybrid's
+      keys (by `hybrid`) are added by the registry. None (undeclared) leaves every key to the
+      builder; each of the kit's families declares its settings.
     """
 
     name: str
@@ -68,12 +75,17 @@ class Family:
     hybrid: bool = False
     gpu_dtype: str = "float32"
     api_backends: frozenset[str] = frozenset()
+    settings: Iterable[str] | Callable[[dict], Iterable[str]] | None = None
 
     def __post_init__(self):
         # a frozen dataclass: the sets are normalised with object.__setattr__ (a list or tuple is accepted)
         object.__setattr__(self, "needs", frozenset(self.needs))
         object.__setattr__(self, "api_backends", frozenset(self.api_backends))
         problems = []
+        if isinstance(self.settings, str):
+            problems.append(f"settings {self.settings!r} is one string; give the names as a set")
+        elif self.settings is not None and not callable(self.settings):
+            object.__setattr__(self, "settings", frozenset(self.settings))
         if not isinstance(self.name, str) or not self.name.strip():
             problems.append(f"name {self.name!r} is not a non-empty string")
         if not callable(self.build):
@@ -86,3 +98,9 @@ class Family:
                 problems.append(f"{trait} {value!r} (choose one of {', '.join(choices)})")
         if problems:
             raise DeclarationError(f"family {self.name!r}", "; ".join(problems))
+
+    def accepted_settings(self, entry: dict) -> frozenset[str] | None:
+        """The names the builder reads of an entry with these settings (`settings`); None: undeclared."""
+        if self.settings is None:
+            return None
+        return frozenset(self.settings(entry) if callable(self.settings) else self.settings)

@@ -175,7 +175,6 @@ def _build_instructed(settings: dict, first_stage, family: str, encoder_class, q
                             max_length=s.pop("max_length", None), batch_size=s.pop("batch_size", 8),
                             dtype=s.pop("dtype", None), **{name: s.pop(name, None) for name in options})
     depth = s.pop("depth", None)
-    _no_more(s, family)
     settings_ = pinned(encoder.describe(), device, ("location", encoder.location, encoder.revision),
                        *extra_locations(encoder))
     exact = encoder.encode_passage_strings if scorer_class is PromptrieverBiEncoder else None
@@ -220,7 +219,6 @@ def build_paper_cls(settings: dict, first_stage=None) -> PaperClsBiEncoder:
         adapter, adapter_revision = None, None
         encoder = BertClsEncoder(location, **common)
     depth = s.pop("depth", None)
-    _no_more(s, "paper-cls")
     settings_ = pinned(encoder.describe(), device, ("location", location, common["revision"]),
                        ("adapter_location", adapter, adapter_revision))
     return PaperClsBiEncoder(encoder, settings_, doc_template, first_stage, depth, metric, encoder.encode_texts)
@@ -323,12 +321,7 @@ def build_aspire(settings: dict, first_stage=None) -> OTAspire:
                             max_tokens=s.pop("max_tokens", MAX_NUM_TOKS), batch_size=s.pop("batch_size", 8))
     solver = s.pop("solver", "sinkhorn")
     diameter = s.pop("diameter", "batch")
-    _no_more(s, "aspire")
     settings_ = pinned(encoder.describe(), device,
                        ("location", encoder.location, encoder.revision))
     return OTAspire(encoder, settings_, solver, diameter)
 
-
-def _no_more(settings: dict, family: str) -> None:
-    if settings:
-        raise KitError(f"unknown setting(s) {sorted(settings)} for family {family}; fix the model config")

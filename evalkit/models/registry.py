@@ -26,12 +26,12 @@ from pathlib import Path
 
 import yaml
 
-from evalkit.core import configfile
-from evalkit.core.errors import DeclarationError, KitError
+from evalkit.core import configfile, extras
+from evalkit.core.errors import DeclarationError, KitError, unknown_settings
 from evalkit.data.collection import Collection
 from evalkit.models import adhoc, families, hybrid
 from evalkit.models.base import Scorer
-from evalkit.models.family import ALWAYS, NO_FIRST_STAGE, Family
+from evalkit.models.family import ALWAYS, NO_FIRST_STAGE, OPTIONAL, Family
 from evalkit.models.identity import folder_identity, object_identity
 from evalkit.models.locations import local_folder
 
@@ -195,9 +195,39 @@ def build(model: ModelSpec, collection: Collection) -> Scorer:
     (`Family.first_stage`) gets its first stage built here: the entry's ``first_stage``, else
     (``always``) the profile's; an ``optional`` one also its ``depth`` (the profile's when the
     entry sets none)."""
+    try:
+        family = check_entry_settings(model)
+        settings, mixed = hybrid.split(model.settings) if family.hybrid else (model.settings, {})
+        return hybrid.over(_build_family(family, settings, model.profile, collection), mixed)
+    except ImportError as exc:  # a model library of an extra not installed (a light install): one line
+        missing = extras.missing(exc, f"model {model.name} (family {model.family})")
+        if missing is None:
+            raise
+        raise missing from None
+
+
+def check_entry_settings(model: ModelSpec) -> Family:
+    """Refuse an entry key its family does not read (a misspelled ``batch_sise`` would otherwise be
+    ignored and the run made with the default), before anything is built; the family, checked.
+    What a family reads is its declaration's (`Family.settings`), plus what the registry hands
+    it: ``first_stage`` (and ``depth`` when optional) and the facet hybrid's keys."""
     family = family_of(model)
-    settings, mixed = hybrid.split(model.settings) if family.hybrid else (model.settings, {})
-    return hybrid.over(_build_family(family, settings, model.profile, collection), mixed)
+    declared = family.accepted_settings(model.settings)
+    if declared is None:
+        return family
+    accepted = set(declared)
+    if family.first_stage != NO_FIRST_STAGE:
+        accepted.add("first_stage")
+    if family.first_stage == OPTIONAL:
+        accepted.add("depth")
+    if family.hybrid:
+        accepted.update(hybrid.SETTINGS)
+    if adhoc.is_st(model.name) or model.family == adhoc.PYTHON_FAMILY:
+        accepted.add("identity")  # what `spec` puts in beside the settings (`identity` reads it)
+    unknown = set(model.settings) - accepted
+    if unknown:
+        raise unknown_settings(f"model {model.name} (family {family.name})", unknown, accepted)
+    return family
 
 
 def _build_family(family: Family, settings: dict, profile: str, collection: Collection) -> Scorer:

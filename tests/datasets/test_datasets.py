@@ -13,7 +13,7 @@ from fixtures_datasets import write_beir, write_followir, write_instructir, writ
 from evalkit.core.errors import KitError
 from evalkit.data.collection import Document, Fold, Query
 from evalkit.datasets import DATASET_HELP, SCHEMES, load_dataset
-from evalkit.datasets.beir import TRAIN_SAMPLE, load_beir, sample_train
+from evalkit.datasets.beir import DEV_SAMPLE, load_beir, sample_dev
 from evalkit.datasets.followir import collection_name, fetch_followir, load_followir
 from evalkit.datasets.instructir import load_instructir
 from evalkit.datasets.irds import IR_DATASETS, load_irds
@@ -52,11 +52,11 @@ def test_beir_train_sample_is_seeded_and_has_ten_queries(tmp_path):
     first = load_beir(write_beir(tmp_path / "a", with_dev=False, train_queries=15))
     second = load_beir(write_beir(tmp_path / "b", with_dev=False, train_queries=15))
     dev = first.folds["dev/test"].dev
-    assert len(dev) == TRAIN_SAMPLE == 10 and dev == second.folds["dev/test"].dev
+    assert len(dev) == DEV_SAMPLE == 10 and dev == second.folds["dev/test"].dev
     assert set(dev) <= {f"t{i}" for i in range(1, 16)} and first.folds["dev/test"].test == ("q1", "q2", "q3")
     assert sorted(first.queries) == sorted(["q1", "q2", "q3", *dev])  # unsampled train queries left out
-    assert dev == tuple(sample_train([f"t{i}" for i in range(1, 16)]))
-    assert sample_train(["a", "b"]) == ["a", "b"]  # fewer than 10: all of them
+    assert dev == tuple(sample_dev([f"t{i}" for i in range(1, 16)]))
+    assert sample_dev(["a", "b"]) == ["a", "b"]  # fewer than 10: all of them
 
 
 def test_beir_dev_split_is_sampled_to_ten_seeded_queries(tmp_path):

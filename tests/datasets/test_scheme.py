@@ -172,3 +172,23 @@ def test_every_adapter_that_declares_a_scheme_is_registered():
     assert set(declared.values()) == set(datasets.KIT_SCHEMES)
     assert len(datasets.KIT_SCHEMES) == len({s.name for s in datasets.KIT_SCHEMES})
     assert all(datasets._REGISTRY[s.name] is s for s in declared.values())
+
+
+@pytest.mark.parametrize("scheme", datasets.schemes(), ids=lambda s: s.name)
+def test_every_scheme_says_which_folder_a_spec_reads(scheme, tmp_path):
+    """The folder an output may not overwrite comes from the scheme's declaration (no list of
+    scheme names): a FOLDER scheme's existing folder, a NOTHING scheme's `locate`, else None."""
+    if scheme.takes == FOLDER:
+        assert datasets.input_folder(f"{scheme.name}:{tmp_path}") == tmp_path
+        assert datasets.input_folder(f"{scheme.name}:{tmp_path / 'absent'}") is None
+    elif scheme.locate is None:
+        assert datasets.input_folder(scheme.spec) is None
+
+
+def test_a_registered_folder_scheme_has_its_folder_guarded_too(tmp_path, monkeypatch):
+    monkeypatch.setattr(datasets, "_REGISTRY", dict(datasets._REGISTRY))
+    register(Scheme("twofiles", FOLDER, lambda folder: None, argument="FOLDER", help="two files"))
+    assert datasets.input_folder(f"twofiles:{tmp_path}") == tmp_path
+    assert datasets.input_folder(f"nosuch:{tmp_path}") is None
+    with pytest.raises(DeclarationError, match="locate is for a scheme that takes nothing"):
+        Scheme("toy", FOLDER, lambda folder: None, argument="FOLDER", help="toy", locate=lambda: tmp_path)

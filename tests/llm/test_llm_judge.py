@@ -153,7 +153,7 @@ def test_missing_candidate_text_is_a_kit_error(tmp_path):
     ({"template": "nope"}, "no template"),
     ({"disagreement": "coin"}, "disagreement"),
     ({"backend": "nope"}, "unknown LLM backend"),
-    ({"backend": "openai", "base_url": "http://x", "model": "m", "temperature": 1}, "unknown setting"),
+    ({"backend": "openai", "base_url": "http://x", "model": "m", "temperature": 1}, "no setting .temperature."),
 ])
 def test_bad_settings_are_kit_errors(tmp_path, settings, message):
     backend = None if "backend" in settings else FakeBackend(by_grade)

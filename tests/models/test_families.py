@@ -237,3 +237,32 @@ def test_the_readers_of_the_declarations_name_no_family(module):
     names = {f.name for f in families.ALL}
     literals = {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and node.value in names}
     assert not literals, f"{module} names families {sorted(literals)}"
+
+
+def _entry_of(family: Family) -> dict:
+    """An entry of `family` holding only settings it reads (its first declared one, if any)."""
+    declared = sorted(family.accepted_settings({}) or ())
+    return {declared[0]: "x"} if declared else {}
+
+
+@pytest.mark.parametrize("family", families.ALL, ids=lambda f: f.name)
+def test_every_kit_family_refuses_an_unknown_setting_in_one_line_before_building(family, monkeypatch):
+    """A misspelled key (``batch_sise``) is refused by the one registry rule, the same line for
+    every family, and before the builder runs (so no weights load and no default is used silently)."""
+    assert family.settings is not None, f"family {family.name} does not declare its settings"
+    built = []
+    monkeypatch.setitem(registry.FAMILIES, family.name, Family(
+        family.name, lambda *a, **k: built.append(a), weighted=family.weighted, needs=family.needs,
+        first_stage=family.first_stage, work=family.work, hybrid=family.hybrid, gpu_dtype=family.gpu_dtype,
+        api_backends=family.api_backends, settings=family.settings))
+    model = registry.ModelSpec("m", "offline", family.name, "m", "agnostic", {**_entry_of(family), "batch_sise": 8})
+    with pytest.raises(KitError) as caught:
+        registry.build(model, toy_collection(True))
+    assert str(caught.value).startswith(f"model m (family {family.name}): no setting 'batch_sise'; its settings are ")
+    assert str(caught.value).endswith("; fix the model's entry") and not built
+
+
+def test_every_entry_of_the_kits_registry_holds_only_settings_its_family_reads():
+    for profile in registry.profiles():
+        for name in registry.model_names(profile):
+            registry.check_entry_settings(registry.spec(name, profile))

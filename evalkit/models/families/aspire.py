@@ -25,4 +25,8 @@ def build(settings: dict, profile: str, collection: Collection, first_stage: Sco
 
 # first_stage OPTIONAL so that the registry takes `first_stage` and `depth` off the entry and the
 # builder refuses a first stage in one line (as the other paper families accept one).
-FAMILY = Family("aspire", build, weighted=True, needs={"sentences"}, first_stage=OPTIONAL, work=ENCODING)
+# What `evalkit.models.paper.build_aspire` reads of an entry, and the facet hybrid's keys it drops.
+SETTINGS = ("model", "revision", "device", "max_tokens", "batch_size", "solver", "diameter", *hybrid.SETTINGS)
+
+FAMILY = Family("aspire", build, weighted=True, needs={"sentences"}, first_stage=OPTIONAL, work=ENCODING,
+                settings=SETTINGS)

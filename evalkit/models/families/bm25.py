@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import inspect
 
-from evalkit.core.errors import KitError
 from evalkit.data.collection import Collection
 from evalkit.models.base import Scorer
 from evalkit.models.family import Family
@@ -14,11 +13,14 @@ from evalkit.models.family import Family
 def build(settings: dict, profile: str, collection: Collection) -> Scorer:
     from evalkit.models.bm25 import BM25  # lazy: bm25s loads numba and scipy (start-up cost), needed only to rank
 
-    unknown = sorted(set(settings) - set(inspect.signature(BM25).parameters))
-    if unknown:
-        raise KitError(f"BM25 has no setting {unknown[0]!r}; its settings are "
-                       f"{', '.join(inspect.signature(BM25).parameters)}")
     return BM25(**settings)
 
 
-FAMILY = Family("bm25", build)
+def settings(entry: dict) -> tuple[str, ...]:
+    """BM25's arguments (read from the class, which loads only when asked)."""
+    from evalkit.models.bm25 import BM25  # lazy, as in `build`
+
+    return tuple(inspect.signature(BM25).parameters)
+
+
+FAMILY = Family("bm25", build, settings=settings)

@@ -34,4 +34,8 @@ def build(settings: dict, profile: str, collection: Collection, first_stage: Sco
                      settings.get("empty_instruction_template", "{query}"), first_stage, depth)
 
 
-FAMILY = Family("dense", build, weighted=True, first_stage=OPTIONAL, work=ENCODING, hybrid=True)
+# What `encoder` reads of an entry (``adapter`` only to refuse it with the way to a family that takes one).
+ENCODER_SETTINGS = ("model", "revision", "max_seq_length", "batch_size", "devices", "backend", "threads", "adapter")
+SETTINGS = (*ENCODER_SETTINGS, "query_template", "doc_template", "empty_instruction_template")
+
+FAMILY = Family("dense", build, weighted=True, first_stage=OPTIONAL, work=ENCODING, hybrid=True, settings=SETTINGS)

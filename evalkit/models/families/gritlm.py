@@ -18,6 +18,9 @@ def build(settings: dict, profile: str, collection: Collection, first_stage: Sco
     return paper.build_gritlm({**settings, "depth": depth}, first_stage)
 
 
+# What `evalkit.models.paper.build_gritlm` reads of an entry.
+SETTINGS = ("model", "revision", "device", "max_length", "batch_size", "dtype", "doc_template")
+
 # bfloat16: the checkpoint's own dtype ("auto")
 FAMILY = Family("gritlm", build, weighted=True, first_stage=OPTIONAL, work=ENCODING, hybrid=True,
-                gpu_dtype="bfloat16")
+                gpu_dtype="bfloat16", settings=SETTINGS)

@@ -17,4 +17,12 @@ def build(settings: dict, profile: str, collection: Collection, first_stage: Sco
     return LLMScorer(LLMReranker(settings), first_stage)
 
 
-FAMILY = Family("llm", build, weighted=True, first_stage=ALWAYS, work=PROMPTS, api_backends={"openai"})
+def settings(entry: dict) -> tuple[str, ...]:
+    """The reranker's settings and its backend's (`evalkit.llm.reranker.entry_settings`)."""
+    from evalkit.llm.reranker import entry_settings  # lazy, as in `build`
+
+    return entry_settings(entry)
+
+
+FAMILY = Family("llm", build, weighted=True, first_stage=ALWAYS, work=PROMPTS, api_backends={"openai"},
+                settings=settings)

@@ -16,4 +16,4 @@ def build(settings: dict, profile: str, collection: Collection, first_stage: Sco
     return OraclePRP(first_stage, collection.qrels, **settings)
 
 
-FAMILY = Family("oracle", build, needs={"qrels"}, first_stage=ALWAYS)
+FAMILY = Family("oracle", build, needs={"qrels"}, first_stage=ALWAYS, settings=("variant", "k", "depth"))

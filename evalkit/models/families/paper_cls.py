@@ -18,5 +18,9 @@ def build(settings: dict, profile: str, collection: Collection, first_stage: Sco
     return paper.build_paper_cls({**settings, "depth": depth}, first_stage)
 
 
+# What `evalkit.models.paper.build_paper_cls` reads of an entry.
+SETTINGS = ("model", "revision", "device", "max_length", "batch_size", "doc_template", "metric", "adapter",
+            "adapter_revision")
+
 FAMILY = Family("paper-cls", build, weighted=True, first_stage=OPTIONAL, work=ENCODING, hybrid=True,
-                gpu_dtype="float32")
+                gpu_dtype="float32", settings=SETTINGS)

@@ -18,5 +18,9 @@ def build(settings: dict, profile: str, collection: Collection, first_stage: Sco
     return paper.build_promptriever({**settings, "depth": depth}, first_stage)
 
 
+# What `evalkit.models.paper.build_promptriever` reads of an entry.
+SETTINGS = ("model", "revision", "device", "max_length", "batch_size", "dtype", "doc_template", "base",
+            "base_revision", "query_max_length", "passage_max_length")
+
 FAMILY = Family("promptriever", build, weighted=True, first_stage=OPTIONAL, work=ENCODING, hybrid=True,
-                gpu_dtype="bfloat16")
+                gpu_dtype="bfloat16", settings=SETTINGS)

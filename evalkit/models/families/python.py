@@ -24,4 +24,5 @@ def build(settings: dict, profile: str, collection: Collection) -> Scorer:
     return as_scorer(model, name, identity, templates)
 
 
-FAMILY = Family(adhoc.PYTHON_FAMILY, build)
+FAMILY = Family(adhoc.PYTHON_FAMILY, build, settings=("object", "query_template", "doc_template",
+                                                             "empty_instruction_template"))
