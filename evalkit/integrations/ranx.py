@@ -17,7 +17,6 @@ ideal from every judged document, as trec_eval). The kit's own measures (``nDCG_
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import ranx
@@ -27,22 +26,19 @@ from evalkit.data.collection import BASE, Collection
 from evalkit.data.runs import Run
 from evalkit.data.runstore import load_verified
 from evalkit.datasets import load_dataset  # the dataset layer: loaded only when a result is converted
+from evalkit.evaluation import measures
 from evalkit.integrations.library_input import checked, judgments, ranked_scores
-
-_RANX = {"nDCG": "ndcg", "AP": "map", "RR": "mrr", "P": "precision", "R": "recall"}
-_BINARY = {"AP", "RR", "P", "R"}
-_NAME = re.compile(r"(nDCG|AP|RR|P|R)(?:@(\d+))?")
 
 
 def ranx_metric(measure: str, relevance_level: int) -> str:
-    """The ranx metric name equal to the kit's `measure` (``nDCG@20`` -> ``ndcg@20``, ``AP`` -> ``map-l2``)."""
-    match = _NAME.fullmatch(measure)
-    if match is None:
-        raise KitError(f"measure {measure!r} has no ranx equivalent; use nDCG@k, AP, RR, P@k or R@k "
-                       "(nDCG_csfcube, MAP_csfcube and p-MRR are the kit's own)")
-    family, k = match.groups()
-    name = _RANX[family] + (f"@{k}" if k else "")
-    return f"{name}-l{relevance_level}" if family in _BINARY else name
+    """The ranx metric name equal to the kit's `measure` (``nDCG@20`` -> ``ndcg@20``, ``AP`` -> ``map-l2``),
+    read from the measure's declaration (`MeasureSpec.ranx`, its ``binary``); one line where ranx has none."""
+    parsed = measures.parse(measure)
+    if parsed.spec.ranx is None:
+        equal = ", ".join(s.help for s in measures.declarations() if s.ranx is not None)
+        raise KitError(f"measure {measure!r} has no ranx equivalent; use {equal}")
+    name = parsed.spec.ranx + (f"@{parsed.cutoff}" if parsed.cutoff else "")
+    return f"{name}-l{relevance_level}" if parsed.spec.binary else name
 
 
 def to_ranx(run: Run, collection: Collection, protocol: str = "pool", name: str = "run",

@@ -129,3 +129,22 @@ def test_an_evaluation_converts_to_ranx(tmp_path, monkeypatch):
         assert values["AP"][qid] == pytest.approx(table.loc[qid, "AP"], abs=1e-12)
     with pytest.raises(KitError, match="no run of variant"):
         result.to_ranx("generic")
+
+
+def test_a_registered_measure_with_a_ranx_name_converts_without_editing_the_integration():
+    """The ranx name is the declaration's (`MeasureSpec.ranx`): a measure added as
+    docs/adding-a-measure.md says, declaring ``ranx=``, has a ranx metric; the kit's own all do
+    where ranx computes the same thing, and one without is refused naming those that have one."""
+    import ir_measures
+
+    from evalkit.evaluation.measures import MeasureSpec, registry
+
+    hits = MeasureSpec("Hits", "Hits@k", cutoff="needs", binary=True, library=ir_measures.Success, ranx="hits")
+    with registry.registered(hits):
+        assert ranx_metric("Hits@5", 2) == "hits@5-l2"
+    for spec in registry.declarations():
+        if spec.ranx is not None:
+            name = spec.family + ("@10" if spec.cutoff == "needs" else "")
+            assert ranx_metric(name, 1).startswith(spec.ranx)
+    with pytest.raises(KitError, match="no ranx equivalent; use nDCG@k, AP"):
+        ranx_metric("p-MRR", 2)

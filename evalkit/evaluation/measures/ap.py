@@ -10,4 +10,4 @@ import ir_measures
 
 from evalkit.evaluation.measures.base import OPTIONAL, MeasureSpec
 
-AP = MeasureSpec("AP", "AP[@k]", cutoff=OPTIONAL, binary=True, library=ir_measures.AP)
+AP = MeasureSpec("AP", "AP[@k]", cutoff=OPTIONAL, binary=True, library=ir_measures.AP, ranx="map")

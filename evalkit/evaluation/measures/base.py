@@ -26,7 +26,10 @@ case anywhere else. A declaration says:
   the test folds' means where the collection has folds, else the plain mean), ``STRATUM_MEAN``
   (the plain mean per stratum, and over all queries the mean of the stratum means: p-MRR) or
   ``ONE_VALUE`` (its ``value``);
-- how statistical tests pair it (``units``: ``QUERY`` or ``PAIR``, a pair's queries as one unit).
+- how statistical tests pair it (``units``: ``QUERY`` or ``PAIR``, a pair's queries as one unit);
+- its **name in other libraries** where one computes the same thing: ``ranx``, the ranx metric
+  family (``ndcg``, ``map``; `evalkit.integrations.ranx` adds the cut-off and, for a ``binary``
+  measure, ``-l`` and the relevance level), None where ranx has no equal.
 """
 
 from __future__ import annotations
@@ -77,6 +80,7 @@ class MeasureSpec:
     requires_help: str = ""
     aggregate: str = QUERY_MEAN
     units: str = QUERY
+    ranx: str | None = None  # the ranx metric family that computes the same (module docstring)
 
     def __post_init__(self) -> None:
         ways = [self.library is not None or self.build is not None, self.column is not None, self.value is not None]
@@ -93,6 +97,8 @@ class MeasureSpec:
             (self.aggregate not in (QUERY_MEAN, STRATUM_MEAN, ONE_VALUE), f"aggregate {self.aggregate!r} is unknown"),
             (self.units not in (QUERY, PAIR), f"units {self.units!r} must be query or pair"),
             (self.always and self.column is None, "always applies to a column measure only"),
+            (self.ranx is not None and (self.library is None and self.build is None),
+             "ranx names a ranx metric equal to a ranking measure (library or build)"),
             (self.column is not None and self.cutoff != FORBIDS,
              "a column measure takes no cut-off (its per-query column is named by its family); cutoff=FORBIDS"),
         ]

@@ -10,4 +10,4 @@ import ir_measures
 
 from evalkit.evaluation.measures.base import OPTIONAL, MeasureSpec
 
-NDCG = MeasureSpec("nDCG", "nDCG@k", cutoff=OPTIONAL, library=ir_measures.nDCG)
+NDCG = MeasureSpec("nDCG", "nDCG@k", cutoff=OPTIONAL, library=ir_measures.nDCG, ranx="ndcg")

@@ -6,4 +6,4 @@ import ir_measures
 
 from evalkit.evaluation.measures.base import NEEDS, MeasureSpec
 
-P = MeasureSpec("P", "P@k", cutoff=NEEDS, binary=True, library=ir_measures.P)
+P = MeasureSpec("P", "P@k", cutoff=NEEDS, binary=True, library=ir_measures.P, ranx="precision")

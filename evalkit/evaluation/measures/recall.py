@@ -6,4 +6,4 @@ import ir_measures
 
 from evalkit.evaluation.measures.base import NEEDS, MeasureSpec
 
-R = MeasureSpec("R", "R@k", cutoff=NEEDS, binary=True, library=ir_measures.R)
+R = MeasureSpec("R", "R@k", cutoff=NEEDS, binary=True, library=ir_measures.R, ranx="recall")

@@ -6,4 +6,4 @@ import ir_measures
 
 from evalkit.evaluation.measures.base import OPTIONAL, MeasureSpec
 
-RR = MeasureSpec("RR", "RR[@k]", cutoff=OPTIONAL, binary=True, library=ir_measures.RR)
+RR = MeasureSpec("RR", "RR[@k]", cutoff=OPTIONAL, binary=True, library=ir_measures.RR, ranx="mrr")
