@@ -7,11 +7,11 @@ The run has 50 queries x 250 candidates on the real CSFCube judgments: each quer
 pool (cut to 250 where larger) filled up to 250 with unjudged CSFCube papers, scored with
 seeded random numbers. Timed, best of several repeats (time.perf_counter):
 
-- ``measures.per_query`` with all six measures (nDCG@20, AP, RR, P@20, R@20, nDCG_csfcube@20);
+- ``measures.judged_values`` with all six measures (nDCG@20, AP, RR, P@20, R@20, nDCG_csfcube@20);
 - the binary measures (AP, RR, P@20, R@20): their marginal cost inside the one
   ir_measures call (nDCG@20 + the four, minus nDCG@20 alone) versus a pure-Python
   implementation on the kit's ranking (`own_binary`);
-- nDCG_csfcube@20 through `measures.per_query` (the ir_measures custom measure) versus a
+- nDCG_csfcube@20 through `measures.judged_values` (the ir_measures custom measure) versus a
   direct loop over the kit's ranking (`own_csfcube`);
 - ``measures.p_mrr`` over CSFCube's 32 pairs;
 - for scale, ir_measures alone on the raw run (no tie rule) for the five standard measures.
@@ -97,23 +97,23 @@ def main() -> None:
     assert len(run) == 50 and all(len(docs) == CANDIDATES for docs in run.values())
 
     # the two implementations agree before they are timed
-    library, own = measures.per_query(qrels, run, BINARY, level), own_binary(qrels, run, level, 20)
+    library, own = measures.judged_values(qrels, run, BINARY, level), own_binary(qrels, run, level, 20)
     for qid in run:
         for name in BINARY:
             assert abs(library.loc[qid, name] - own[qid][name]) < 1e-12, (qid, name)
-    custom, direct = measures.per_query(qrels, run, CSFCUBE, level), own_csfcube(qrels, run, 20)
+    custom, direct = measures.judged_values(qrels, run, CSFCUBE, level), own_csfcube(qrels, run, 20)
     assert all(abs(custom.loc[q, CSFCUBE[0]] - direct[q]) < 1e-12 for q in run)
 
     raw_measures = [measures.parse_measure(name, level) for name in STANDARD]
     cases = [
-        ("measures.per_query, all six measures (ir_measures)",
-         lambda: measures.per_query(qrels, run, STANDARD + CSFCUBE, level)),
-        ("measures.per_query, nDCG@20 only", lambda: measures.per_query(qrels, run, ["nDCG@20"], level)),
-        ("measures.per_query, nDCG@20 + AP, RR, P@20, R@20",
-         lambda: measures.per_query(qrels, run, STANDARD, level)),
+        ("measures.judged_values, all six measures (ir_measures)",
+         lambda: measures.judged_values(qrels, run, STANDARD + CSFCUBE, level)),
+        ("measures.judged_values, nDCG@20 only", lambda: measures.judged_values(qrels, run, ["nDCG@20"], level)),
+        ("measures.judged_values, nDCG@20 + AP, RR, P@20, R@20",
+         lambda: measures.judged_values(qrels, run, STANDARD, level)),
         ("binary AP, RR, P@20, R@20: own Python code", lambda: own_binary(qrels, run, level, 20)),
-        ("measures.per_query, nDCG_csfcube@20 only (custom measure)",
-         lambda: measures.per_query(qrels, run, CSFCUBE, level)),
+        ("measures.judged_values, nDCG_csfcube@20 only (custom measure)",
+         lambda: measures.judged_values(qrels, run, CSFCUBE, level)),
         ("nDCG_csfcube@20: own direct loop", lambda: own_csfcube(qrels, run, 20)),
         ("measures.p_mrr, 32 pairs", lambda: measures.p_mrr(qrels, run, collection.pairs, level)),
         ("ir_measures alone, raw run, 5 standard measures",

@@ -50,7 +50,7 @@ def _requirement_met(spec: measures.MeasureSpec, collection: Collection) -> bool
 
 
 def ranking_measures(collection: Collection, names: Sequence[str] | None = None) -> list[str]:
-    """The measures `per_query` computes with `evalkit.evaluation.measures.per_query`: the ranking
+    """The measures `per_query` computes with `evalkit.evaluation.measures.judged_values`: the ranking
     declarations (a per-query column such as p-MRR, or a one-value measure such as robustness@k, aside)."""
     names = list(names) if names is not None else list(collection.measures)
     return [n for n in names if (spec := _spec(n)) is None or spec.ranking]
@@ -63,7 +63,7 @@ def per_query(collection: Collection, run: Run, names: Sequence[str] | None = No
     every paired collection's table, tied scores ordered by `pmrr_ties`: ``kit`` or ``mteb``, see
     `evalkit.evaluation.measures.p_mrr`)."""
     names = list(names) if names is not None else list(collection.measures)
-    table = measures.per_query(collection.judged, run, ranking_measures(collection, names),
+    table = measures.judged_values(collection.judged, run, ranking_measures(collection, names),
                                collection.relevance_level)
     table.insert(0, "stratum", [collection.strata.get(q, "all") for q in table.index])
     table.insert(1, "fold", [collection.test_fold_of(q) for q in table.index])

@@ -245,7 +245,7 @@ def test_run_then_evaluate_round_trip(beir_run, capsys, tmp_path):
     assert summary["queries"] == {"all": 3}  # the test half of the dev/test fold
     run = runs.read_trec(folder / "run.trec")
     collection = load_dataset(spec)
-    expected = measures.per_query(collection.qrels, run, ["nDCG@10"], 1)["nDCG@10"]
+    expected = measures.judged_values(collection.qrels, run, ["nDCG@10"], 1)["nDCG@10"]
     assert summary["nDCG@10"]["all"] == pytest.approx(expected[["q1", "q2", "q3"]].mean())
     assert pd.read_csv(csv, index_col="qid")["nDCG@10"].to_dict() == pytest.approx(expected.to_dict())
     # the run file alone gives the same numbers; the plain mean counts the dev query too

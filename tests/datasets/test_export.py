@@ -71,7 +71,7 @@ def test_trec_export_reads_back_with_the_same_numbers(collection, run, tmp_path)
     assert "8781666" not in qrels["8781666_background"] and "8781666" in collection.qrels["8781666_background"]
     names = ["nDCG_csfcube@20", "nDCG@20"]
     kit = per_query(collection, run, names)
-    values = measures.per_query(qrels, run, names, collection.relevance_level)
+    values = measures.judged_values(qrels, run, names, collection.relevance_level)
     pd.testing.assert_frame_equal(values, kit[names])
     pd.testing.assert_series_equal(measures.p_mrr(qrels, run, pairs, collection.relevance_level),
                                    kit[PMRR].loc[sorted(pairs)], check_names=False)

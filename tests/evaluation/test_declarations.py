@@ -79,7 +79,7 @@ def test_a_one_value_measure_reads_its_inputs_and_a_column_measure_its_collectio
         with pytest.raises(KitError, match="Ranked needs given candidate lists; tiny-declared has none"):
             evaluate.check_measures(["Ranked"], _collection(candidates=False))
         with pytest.raises(KitError, match="not computed from one query's ranking"):
-            measures.per_query(QRELS, RUN, ["Ranked"], 2)
+            measures.judged_values(QRELS, RUN, ["Ranked"], 2)
 
 
 def test_declarations_are_checked_and_names_stay_one_measure():

@@ -24,7 +24,7 @@ FIVE = ["nDCG@3", "AP", "RR", "P@3", "R@3"]
 
 
 def one(qrels, run, name, level=2, qid="q"):
-    return measures.per_query(qrels, run, [name], level).loc[qid, name]
+    return measures.judged_values(qrels, run, [name], level).loc[qid, name]
 
 
 # --- nDCG, csfcube discount ------------------------------------------------------------------
@@ -83,7 +83,7 @@ QRELS = {"q": {"a": 3, "b": 2, "c": 1, "d": 0, "e": 2}}  # relevant at level 2: 
 
 def test_trec_measures_hand_example():
     run = {"q": {"a": 0.9, "d": 0.8, "b": 0.7, "c": 0.6}}  # ranking a, d, b, c; e not retrieved
-    values = measures.per_query(QRELS, run, FIVE, 2).loc["q"]
+    values = measures.judged_values(QRELS, run, FIVE, 2).loc["q"]
     # nDCG@3: DCG = 3/log2(2) + 0/log2(3) + 2/log2(4) = 3 + 0 + 1 = 4
     #         ideal from all judged grades 3, 2, 2 (1, 0): 3/1 + 2/log2(3) + 2/2 = 4 + 2/log2(3)
     assert values["nDCG@3"] == pytest.approx(4 / (4 + 2 / log2(3)), abs=1e-12)
@@ -97,14 +97,14 @@ def test_trec_measures_hand_example():
 
 def test_binary_measures_use_the_relevance_level():
     # only c (grade 1) and d retrieved: nothing is relevant at level 2
-    values = measures.per_query(QRELS, {"q": {"c": 2.0, "d": 1.0}}, FIVE, 2).loc["q"]
+    values = measures.judged_values(QRELS, {"q": {"c": 2.0, "d": 1.0}}, FIVE, 2).loc["q"]
     assert (values["AP"], values["RR"], values["P@3"], values["R@3"]) == (0.0, 0.0, 0.0, 0.0)
     # graded nDCG gains from grade 1 whatever the level: DCG = 1; ideal = 3 + 2/log2(3) + 2/2
     assert values["nDCG@3"] == pytest.approx(1 / (4 + 2 / log2(3)), abs=1e-12)
     # RR with the first relevant doc at rank 3: 1/3
     assert one(QRELS, {"q": {"c": 3.0, "d": 2.0, "e": 1.0}}, "RR") == pytest.approx(1 / 3)
     # at level 1, c counts: RR = 1, P@3 = 1/3 (c of c, d), R@3 = 1/4 (of a, b, c, e)
-    level1 = measures.per_query(QRELS, {"q": {"c": 2.0, "d": 1.0}}, FIVE, 1).loc["q"]
+    level1 = measures.judged_values(QRELS, {"q": {"c": 2.0, "d": 1.0}}, FIVE, 1).loc["q"]
     assert (level1["RR"], level1["P@3"], level1["R@3"]) == pytest.approx((1.0, 1 / 3, 1 / 4))
 
 
@@ -127,7 +127,7 @@ def test_ndcg_cutoffs_5_and_10():
     qrels = {"q": {"f": 1}}
     run = {"q": {d: 6 - i for i, d in enumerate("abcdef")}}  # f ranks 6th
     # nDCG@5 = 0 (f is beyond the cut); nDCG@10 = (1/log2(7)) / (1/log2(2)) = 0.356207
-    table = measures.per_query(qrels, run, ["nDCG@5", "nDCG@10"], 1)
+    table = measures.judged_values(qrels, run, ["nDCG@5", "nDCG@10"], 1)
     assert table.loc["q", "nDCG@5"] == 0.0
     assert table.loc["q", "nDCG@10"] == pytest.approx(0.356207, abs=1e-6)
 
@@ -138,7 +138,7 @@ def test_rr_at_10_msmarco_dev():
         "q1": {"a": 3.0, "b": 2.0, "c": 1.0},  # first relevant at rank 3: 1/3
         "q2": {d: 11 - i for i, d in enumerate("abcdefghijk")},  # k at rank 11: beyond @10, 0
     }
-    table = measures.per_query(qrels, run, ["RR@10"], 1)
+    table = measures.judged_values(qrels, run, ["RR@10"], 1)
     assert table["RR@10"].to_dict() == pytest.approx({"q1": 1 / 3, "q2": 0.0})
     assert aggregate.plain_mean(table["RR@10"]) == pytest.approx(1 / 6)
 
@@ -146,7 +146,7 @@ def test_rr_at_10_msmarco_dev():
 def test_missing_document_lowers_trec_ndcg_but_not_csfcube_ndcg():
     # the run orders what it ranks perfectly (3, 2, 1, 0) but omits e (grade 2)
     run = {"q": {"a": 4.0, "b": 3.0, "c": 2.0, "d": 1.0}}
-    table = measures.per_query(QRELS, run, ["nDCG@3", "nDCG_csfcube@3"], 2)
+    table = measures.judged_values(QRELS, run, ["nDCG@3", "nDCG_csfcube@3"], 2)
     # csfcube: ideal from the ranked grades themselves -> 1.0
     assert table.loc["q", "nDCG_csfcube@3"] == 1.0
     # trec: DCG@3 = 3 + 2/log2(3) + 1/2; ideal from all judged (3, 2, 2) = 3 + 2/log2(3) + 2/2
@@ -161,7 +161,7 @@ def test_missing_document_lowers_trec_ndcg_but_not_csfcube_ndcg():
 def test_unjudged_queries_are_nan_and_empty_runs_zero():
     qrels = {"a": {}, "b": {"x": 1}, "d": {"x": 1}}
     run = {"c": {"x": 1.0}, "a": {"x": 1.0}, "b": {"x": 1.0}, "d": {}}
-    table = measures.per_query(qrels, run, ["nDCG@10", "nDCG_csfcube@10", "AP", "RR@10", "P@5", "R@5"], 1)
+    table = measures.judged_values(qrels, run, ["nDCG@10", "nDCG_csfcube@10", "AP", "RR@10", "P@5", "R@5"], 1)
     assert list(table.index) == ["a", "b", "c", "d"] and table.index.name == "qid"
     assert table.loc[["a", "c"]].isna().all().all()  # no judgments: NaN, not 0
     assert (table.loc["d"] == 0.0).all()  # judged, nothing ranked: 0
@@ -169,17 +169,17 @@ def test_unjudged_queries_are_nan_and_empty_runs_zero():
 
 
 def test_per_query_columns_as_given_and_errors():
-    table = measures.per_query(QRELS, {"q": {"a": 1.0}}, ["R@3", "nDCG_csfcube@20", "AP@5"], 2)
+    table = measures.judged_values(QRELS, {"q": {"a": 1.0}}, ["R@3", "nDCG_csfcube@20", "AP@5"], 2)
     assert list(table.columns) == ["R@3", "nDCG_csfcube@20", "AP@5"]
     for bad, message in [("MAP", "unknown measure 'MAP'"), ("ndcg@10", "unknown measure"),
                          ("P", "needs a cut-off"), ("nDCG_csfcube", "needs a cut-off"),
                          ("nDCG@0", "k=0"), ("AP(rel=1)", "unknown measure")]:
         with pytest.raises(KitError, match=message.replace("(", r"\(")):
-            measures.per_query(QRELS, {"q": {"a": 1.0}}, [bad], 2)
+            measures.judged_values(QRELS, {"q": {"a": 1.0}}, [bad], 2)
     with pytest.raises(KitError, match="repeat"):
-        measures.per_query(QRELS, {"q": {"a": 1.0}}, ["AP", "AP"], 2)
+        measures.judged_values(QRELS, {"q": {"a": 1.0}}, ["AP", "AP"], 2)
     with pytest.raises(KitError, match="relevance_level=0"):
-        measures.per_query(QRELS, {"q": {"a": 1.0}}, ["AP"], 0)
+        measures.judged_values(QRELS, {"q": {"a": 1.0}}, ["AP"], 0)
 
 
 def test_parse_measure_sets_rel_on_binary_measures_only():
@@ -235,7 +235,7 @@ def test_standard_measures_agree_with_pytrec_eval_and_ir_measures(ties, level):
     if ties:
         assert any(len(set(s.values())) < len(s) for s in run.values())
     names = ["nDCG@20", "nDCG", "AP", "AP@10", "RR", "RR@10", "P@20", "R@20"]
-    ours = measures.per_query(qrels, run, names, level)
+    ours = measures.judged_values(qrels, run, names, level)
     untied = _kit_order_scores(run)
     graded = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut_20", "ndcg"}).evaluate(untied)
     binary = pytrec_eval.RelevanceEvaluator(
@@ -257,7 +257,7 @@ def test_input_order_does_not_change_any_value():
     # regression: with tied scores a library's own tie rule (or dict order) must not leak in
     qrels, run = _random_run(7, ties=True)
     names = ["nDCG@10", "nDCG_csfcube@10", "AP", "RR@10", "P@10", "R@10"]
-    reference = measures.per_query(qrels, run, names, 2)
+    reference = measures.judged_values(qrels, run, names, 2)
     rng = random.Random(3)
     for _ in range(3):
         shuffled = {}
@@ -265,13 +265,13 @@ def test_input_order_does_not_change_any_value():
             items = list(run[qid].items())
             rng.shuffle(items)
             shuffled[qid] = dict(items)
-        pd.testing.assert_frame_equal(measures.per_query(qrels, shuffled, names, 2), reference)
+        pd.testing.assert_frame_equal(measures.judged_values(qrels, shuffled, names, 2), reference)
         pairs = {f"q{i}": f"q{i + 1}" for i in range(9)}
         pd.testing.assert_series_equal(measures.p_mrr(qrels, shuffled, pairs, 2), measures.p_mrr(qrels, run, pairs, 2))
     # the tie rule matters: ties broken by id descending instead change values
     reversed_ties = {qid: {doc: scores[doc] + 1e-9 * i for i, doc in enumerate(sorted(scores))}
                      for qid, scores in run.items()}
-    other = measures.per_query(qrels, reversed_ties, names, 2)
+    other = measures.judged_values(qrels, reversed_ties, names, 2)
     assert not np.allclose(other["nDCG@10"], reference["nDCG@10"])
     assert not np.allclose(other["nDCG_csfcube@10"], reference["nDCG_csfcube@10"])
 
@@ -376,7 +376,7 @@ def test_followir_pair_end_to_end():
     assert aggregate.plain_mean(measures.p_mrr(qrels, run, pairs, 1)) == pytest.approx(-1 / 12)
     # AP@1000 on the original instances: 301 d1@1, d2@2: 1; 302 d4@2: 1/2; mean 3/4
     originals = {q: run[q] for q in pairs}
-    assert aggregate.plain_mean(measures.per_query(qrels, originals, ["AP@1000"], 1)["AP@1000"]) == 0.75
+    assert aggregate.plain_mean(measures.judged_values(qrels, originals, ["AP@1000"], 1)["AP@1000"]) == 0.75
 
 
 def test_p_mrr_run_lacking_a_pair_query_is_an_error():
@@ -500,7 +500,7 @@ def test_robustness_is_mean_of_group_minima():
         "i3": {"y": 3.0, "z": 2.0, "x": 1.0},  # x at rank 3: 1/log2(4) = 0.5
     }
     groups = {"umami": ("i1", "i2"), "fever": ("i3",)}
-    values = measures.per_query(qrels, run, ["nDCG@10"], 1)["nDCG@10"]
+    values = measures.judged_values(qrels, run, ["nDCG@10"], 1)["nDCG@10"]
     # robustness@10 = (min(1, 0.630930) + 0.5) / 2 = 0.565465; nDCG@10 = (1 + 0.630930 + 0.5) / 3
     assert measures.robustness(values.to_dict(), groups) == pytest.approx((1 / log2(3) + 0.5) / 2)
     assert aggregate.plain_mean(values) == pytest.approx((1 + 1 / log2(3) + 0.5) / 3)
@@ -546,7 +546,8 @@ def _rounded(parts):
 
 def test_specter_official_ndcg20_csfcube_discount(cube, specter_run):
     data, collection = cube
-    table = measures.per_query(data.qrels(), specter_run, ["nDCG_csfcube@20", "nDCG@20"], collection.relevance_level)
+    table = measures.judged_values(data.qrels(), specter_run, ["nDCG_csfcube@20", "nDCG@20"],
+                                   collection.relevance_level)
     summary = _summary(collection, table)
     assert _rounded(summary["nDCG_csfcube@20"]) == OFFICIAL_SPECTER
     # the trec discount differs (the official script takes the ideal from the ranked pool)
@@ -563,7 +564,7 @@ def test_per_query_csfcube_ndcg_equals_a_direct_computation(cube, specter_run):
     def dcg(gs):
         return sum(g / (1 if r == 1 else log2(r)) for r, g in enumerate(gs[:20], start=1))
 
-    table = measures.per_query(collection.qrels, specter_run, ["nDCG_csfcube@20"], 2)
+    table = measures.judged_values(collection.qrels, specter_run, ["nDCG_csfcube@20"], 2)
     assert table.loc[qid, "nDCG_csfcube@20"] == pytest.approx(dcg(grades) / dcg(sorted(grades, reverse=True)))
     assert list(table.index) == sorted(specter_run)
 
@@ -576,7 +577,7 @@ def test_specter_p_mrr_is_zero(cube, specter_run):
     # two method queries have no document relevant for method but not for result: nothing to score
     assert sorted(values.index[values.isna()]) == ["174799296_method", "5052952_method"]
     assert (values.dropna() == 0.0).sum() == 30
-    table = measures.per_query(collection.qrels, specter_run, ["nDCG_csfcube@20"], 2)
+    table = measures.judged_values(collection.qrels, specter_run, ["nDCG_csfcube@20"], 2)
     table["p-MRR"] = values
     assert table["p-MRR"].notna().sum() == 30
     assert _summary(collection, table)["p-MRR"] == {"background": 0.0, "method": 0.0, "result": 0.0, "all": 0.0}
@@ -612,7 +613,7 @@ def test_human_reference_on_heavily_tied_runs(cube):
     # the Human row: rank each pool by one annotator's grades (ties by the kit's rule),
     # score against the adjudicated grades, average the two annotator slots per query
     data, collection = cube
-    first, second = (measures.per_query(collection.qrels, _annotator_run(data, s), ["nDCG_csfcube@20"], 2)
+    first, second = (measures.judged_values(collection.qrels, _annotator_run(data, s), ["nDCG_csfcube@20"], 2)
                      for s in (0, 1))
     assert not np.allclose(first, second)
     summary = _summary(collection, (first + second) / 2)["nDCG_csfcube@20"]

@@ -38,7 +38,7 @@ OFFICIAL = ["MAP_csfcube", "nDCG_csfcube%20"]
 
 
 def one(qrels, run, name, level=2, qid="q"):
-    return measures.per_query(qrels, run, [name], level).loc[qid, name]
+    return measures.judged_values(qrels, run, [name], level).loc[qid, name]
 
 
 def scores(*docs):

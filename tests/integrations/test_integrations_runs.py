@@ -20,7 +20,7 @@ KIT = ["nDCG@20", "AP", "RR", "P@20", "R@20"]
 
 
 def kit_values(collection, run, names=KIT):
-    return measures.per_query(collection.judged, run, names, collection.relevance_level)
+    return measures.judged_values(collection.judged, run, names, collection.relevance_level)
 
 
 def ranx_values(qrels, run, names, level):

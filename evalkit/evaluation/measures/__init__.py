@@ -63,7 +63,7 @@ from evalkit.evaluation.measures.csfcube_ndcg import (
     ndcg_csfcube_percent,
     percent_cut,
 )
-from evalkit.evaluation.measures.evaluator import parse_measure, per_query
+from evalkit.evaluation.measures.evaluator import judged_values, parse_measure
 from evalkit.evaluation.measures.pmrr import (
     P_MRR,
     PMRR,
@@ -91,7 +91,7 @@ __all__ = [
     "ONE_VALUE", "OPTIONAL", "PAIR", "PMRR", "PMRR_TIES", "P_MRR", "Parsed", "QUERY", "QUERY_MEAN", "Qrels",
     "ROBUSTNESS_AT_K", "RunScores", "STRATUM_MEAN", "average_precision_listed", "changed_documents", "check_cutoff",
     "check_level", "csfcube_map_measure", "csfcube_measure", "csfcube_percent_measure", "declarations", "find",
-    "measure_help", "ndcg_csfcube", "ndcg_csfcube_percent", "p_mrr", "pair_score", "parse", "parse_measure",
-    "per_query", "percent_cut", "rank_scores", "ranks_ids_descending", "register", "registered", "robustness",
+    "judged_values", "measure_help", "ndcg_csfcube", "ndcg_csfcube_percent", "p_mrr", "pair_score", "parse",
+    "parse_measure", "percent_cut", "rank_scores", "ranks_ids_descending", "register", "registered", "robustness",
     "unregister", "whole_list_measure",
 ]

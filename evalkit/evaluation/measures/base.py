@@ -108,7 +108,7 @@ class MeasureSpec:
 
     @property
     def ranking(self) -> bool:
-        """Computed per query by the ir_measures evaluator (`evalkit.evaluation.measures.per_query`)."""
+        """Computed per query by the ir_measures evaluator (`evalkit.evaluation.measures.judged_values`)."""
         return self.library is not None or self.build is not None
 
     def ir_measure(self, cutoff: int | None, relevance_level: int) -> ir_measures.Measure:

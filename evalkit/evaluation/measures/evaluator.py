@@ -27,7 +27,7 @@ def parse_measure(name: str, relevance_level: int) -> ir_measures.Measure:
     return parsed.spec.ir_measure(parsed.cutoff, relevance_level)
 
 
-def per_query(qrels: Qrels, run: RunScores, measures: Sequence[str], relevance_level: int) -> pd.DataFrame:
+def judged_values(qrels: Qrels, run: RunScores, measures: Sequence[str], relevance_level: int) -> pd.DataFrame:
     """One row per run query (index ``qid``, sorted), one column per measure name as given.
 
     NaN for run queries without judgments (absent from qrels or with an empty entry); a judged
