@@ -119,13 +119,16 @@ class VLLMServer:
     @property
     def identity(self) -> str:
         """What makes this server's answers, for the judgment cache's key: the command without its
-        port (a free one each start, so a restarted server reuses its judgments) and the vLLM
+        port (a free one each start, so a restarted server reuses its judgments), the vLLM
         build the executable runs (`executable_identity`), so judgments of one build are never
-        served for another."""
+        served for another, and the ``VLLM_*`` environment variables the server inherits (they
+        choose kernels and backends)."""
         argv = self.argv()
         at = argv.index("--port")
         return json.dumps({"command": ["vllm"] + argv[1:at] + argv[at + 2:],
-                           "executable": executable_identity(self.executable)}, sort_keys=True)
+                           "executable": executable_identity(self.executable),
+                           "environment": {k: v for k, v in os.environ.items() if k.startswith("VLLM_")}},
+                          sort_keys=True)
 
     @property
     def base_url(self) -> str:

@@ -74,10 +74,11 @@ def test_started_with_vllms_flags_reranks_and_is_stopped(vllm):
     assert again == scores and not (vllm / "argv.json").exists()  # every judgment cached: no server started
 
 
-@pytest.mark.parametrize("change", ["rebuilt", "other-install", "other-executable"])
-def test_judgments_of_one_vllm_build_are_not_served_for_another(vllm, change):
+@pytest.mark.parametrize("change", ["rebuilt", "other-install", "other-executable", "vllm-environment"])
+def test_judgments_of_one_vllm_build_are_not_served_for_another(vllm, change, monkeypatch):
     """The judgment key holds the executable's identity (real path, size, mtime, the sha256 of
-    vllm's installed RECORD beside it): another build asks every judgment again."""
+    vllm's installed RECORD beside it) and the VLLM_* environment: another build asks every
+    judgment again."""
     record = vllm / "lib" / "python3.11" / "site-packages" / "vllm-0.0.1.dist-info" / "RECORD"
     record.parent.mkdir(parents=True)
     record.write_text("vllm/__init__.py,sha256=one,10\n")
@@ -90,6 +91,8 @@ def test_judgments_of_one_vllm_build_are_not_served_for_another(vllm, change):
         exe.write_text(exe.read_text() + "# rebuilt\n")
     elif change == "other-install":  # the same launcher over another vllm build
         record.write_text("vllm/__init__.py,sha256=two,10\n")
+    elif change == "vllm-environment":
+        monkeypatch.setenv("VLLM_ATTENTION_BACKEND", "FLASHINFER")
     else:  # a copy of the launcher elsewhere, named by vllm_executable
         other = vllm / "other" / "vllm"
         other.parent.mkdir()
