@@ -57,6 +57,7 @@ METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")  # bm25s' term-freq
 INDEX_FILES = ("data.csc.index.npy", "indices.csc.index.npy", "indptr.csc.index.npy", "params.index.json",
                "vocab.index.json", "ids.json")
 CHECKSUMS = "checksums.json"  # written last into a finished index: its settings and every file's sha256
+LAYOUT = 2  # of a published index (2: settings in checksums.json, sorted vocabulary); in its key
 
 
 class BM25:
@@ -131,7 +132,7 @@ class BM25:
         into place once its checksums are written, so a reader sees a complete index or none."""
         if self._corpus is not None and self._corpus[0] == corpus.key:
             return self._corpus[1], self._corpus[2]
-        settings = {**self.describe(), "corpus": corpus.key, "bm25s": bm25s.__version__}
+        settings = {**self.describe(), "corpus": corpus.key, "bm25s": bm25s.__version__, "layout": LAYOUT}
         folder = index_folder("bm25", settings)
         found = _load(folder, settings)
         if found is None:
