@@ -159,8 +159,8 @@ class BM25:
             written = sorted(p.name for p in partial.iterdir())
             if written != sorted(INDEX_FILES):
                 shutil.rmtree(partial, ignore_errors=True)
-                raise KitError(f"bm25s {bm25s.__version__} saved the files {written}, not the kit's "
-                               f"{sorted(INDEX_FILES)}; install the bm25s version the kit pins")
+                raise KitError(f"bm25s {bm25s.__version__} saved the files {written}, not the ones the kit checks "
+                               f"{sorted(INDEX_FILES)}; install a bm25s release whose save writes those")
             sums = {name: file_sha256(partial / name) for name in INDEX_FILES}
             write_atomic(partial / CHECKSUMS, json.dumps({"settings": settings, "files": sums}, indent=1,
                                                          sort_keys=True))  # last: complete
