@@ -147,7 +147,9 @@ class JudgmentCache:
         columns = ", ".join(("key", *Key._fields, "p", "checksum"))
         marks = ",".join("?" * (len(Key._fields) + 3))
         try:
-            rows = [(k.digest, *k, float(p), row_checksum(k.digest, float(p))) for k, p in judgments.items()]
+            # + 0.0: -0.0 reads back from SQLite as 0.0, so it is stored (and checksummed) as 0.0
+            rows = [(k.digest, *k, float(p) + 0.0, row_checksum(k.digest, float(p) + 0.0))
+                    for k, p in judgments.items()]
 
             def write():
                 with self.db:

@@ -130,6 +130,16 @@ def test_a_changed_judgment_row_is_asked_again(server, tmp_path, damage, capsys)
     assert again.accounting()["prompts_sent"] == 0
 
 
+def test_every_stored_probability_reads_back_under_its_checksum(tmp_path, capsys):
+    """0, 1 (whole values SQLite may store as integers) and -0.0 (read back as 0.0) check on read."""
+    cache = JudgmentCache(tmp_path / "j.sqlite")
+    probabilities = [0, 1, 1.0, -0.0, 0.5, 1e-300]
+    values = {Key("m", "r", "", "t", "s", "i", f"d{i}", "", "x"): p for i, p in enumerate(probabilities)}
+    cache.put(values)
+    assert JudgmentCache(tmp_path / "j.sqlite").get(list(values)) == values
+    assert "fail their checksum" not in capsys.readouterr().err
+
+
 def test_the_judgment_checksum_covers_the_key(tmp_path):
     cache = JudgmentCache(tmp_path / "j.sqlite")
     one, other = Key("m", "r", "", "t", "s", "i", "a", "b", "x"), Key("m", "r", "", "t", "s", "i", "b", "a", "x")
