@@ -80,9 +80,9 @@ def executable_identity(executable: str) -> dict:
     which lists the sha256 of every installed file of vllm, its compiled kernels included.
     Installing another vllm build rewrites both, so its judgments are asked anew. Not seen: a
     build changed behind a launcher that stays byte-for-byte the same and has no RECORD beside
-    it (say, a wrapper script starting a container); give such a build its own
-    ``vllm_executable``. An executable not found is keyed by its name (starting it then fails
-    with one line)."""
+    it (say, a wrapper script starting a container), nor edits to an editable install's sources
+    (RECORD does not list them); give such a build its own ``vllm_executable``. An executable
+    not found is keyed by its name (starting it then fails with one line)."""
     found = shutil.which(executable)
     if found is None:
         return {"name": executable, "found": False}
