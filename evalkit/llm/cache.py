@@ -4,15 +4,24 @@ A judgment is keyed by model, revision, numerics (a local model's dtype and devi
 which change the last digits of its answers; for an API, the server and the decoding
 options, `evalkit.llm.openai_api.api_numerics`), template digest, seed text hash,
 instruction text hash, the document ids in prompt order (second empty for pointwise)
-and a hash of the candidate texts as prompted; it stores P(first label). Every `put`
-commits. A cache written before numerics were keyed gains the column; its old rows are
-never matched again (their keys lack it), so they are asked anew.
+and a hash of the candidate texts as prompted; it stores P(first label). For a server the
+kit starts, the server's identity includes the vllm executable's (`evalkit.llm.vllm_server`),
+so judgments of one vLLM build are never served for another. Every `put` commits. A cache
+written before numerics were keyed gains the column; its old rows are never matched again
+(their keys lack it), so they are asked anew.
 
-Only a finite probability in [0, 1] is stored; a stored row that is not one (written by an
-older kit) counts as missing and is asked again. A file that is not a sound SQLite database,
-or a folder that cannot be written (read-only, disk full), stops the run with one line
-naming the file and the fix. Processes share the file (SQLite, WAL): one writes at a time,
-and a process finding it held waits (`evalkit.core.locks.waiting`), never calling it damaged.
+Each row carries a checksum (`row_checksum`: BLAKE2b over the row's key digest, which hashes
+every key field, and the exact float64 bytes of p), checked on read, failing closed: a changed
+p (one flipped bit), a p moved to another key (rows swapped with their checksums), a row
+without a checksum (NULL, or a file from before the column was added) or a p that is not a
+finite probability in [0, 1] counts as missing, so it is asked again (one note per cache).
+The checksum is not a signature: a deliberate edit that recomputes it is not detected
+(docs/reference/runs-and-caches.md). Only a finite probability in [0, 1] is stored.
+
+A file that is not a sound SQLite database, or a folder that cannot be written (read-only,
+disk full), stops the run with one line naming the file and the fix. Processes share the
+file (SQLite, WAL): one writes at a time, and a process finding it held waits
+(`evalkit.core.locks.waiting`), never calling it damaged.
 """
 
 from __future__ import annotations
@@ -20,6 +29,8 @@ from __future__ import annotations
 import hashlib
 import math
 import sqlite3
+import struct
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
@@ -53,9 +64,20 @@ def valid_prob(p) -> bool:
     return isinstance(p, (float, int)) and not isinstance(p, bool) and math.isfinite(p) and 0.0 <= p <= 1.0
 
 
+def row_checksum(digest: str, p: float) -> str:
+    """A row's checksum: BLAKE2b (16 bytes) over its key digest and the float64 bytes of p."""
+    return hashlib.blake2b(digest.encode() + b"\0" + struct.pack("<d", p), digest_size=16).hexdigest()
+
+
+def sound(digest: str, p, check) -> bool:
+    """Whether a stored row may be served: a valid probability under its own key's checksum."""
+    return valid_prob(p) and isinstance(check, str) and check == row_checksum(digest, float(p))
+
+
 class JudgmentCache:
     def __init__(self, path: Path):
         self.path = path = Path(path)
+        self._noted = False
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self.db = sqlite3.connect(path, check_same_thread=False, timeout=BUSY_MS / 1000)
@@ -67,10 +89,11 @@ class JudgmentCache:
         self.db.execute("PRAGMA journal_mode=WAL")  # commits survive a killed process without a sync each
         self.db.execute("PRAGMA synchronous=NORMAL")
         columns = ", ".join(f"{name} TEXT" for name in Key._fields)
-        self.db.execute(f"CREATE TABLE IF NOT EXISTS judgments (key TEXT PRIMARY KEY, {columns}, p REAL)")
+        self.db.execute(f"CREATE TABLE IF NOT EXISTS judgments (key TEXT PRIMARY KEY, {columns}, p REAL, "
+                        "checksum TEXT)")
         present = {row[1] for row in self.db.execute("PRAGMA table_info(judgments)")}
-        for name in Key._fields:
-            if name not in present:
+        for name in (*Key._fields, "checksum"):
+            if name not in present:  # rows without it are asked again (their key or checksum fails)
                 self.db.execute(f"ALTER TABLE judgments ADD COLUMN {name} TEXT")
         self.db.commit()
         check = self.db.execute("PRAGMA quick_check").fetchone()[0]
@@ -96,15 +119,23 @@ class JudgmentCache:
     def get(self, keys: Iterable[Key]) -> dict[Key, float]:
         by_digest = {k.digest: k for k in keys}
         digests = list(by_digest)
-        found = {}
+        found, damaged = {}, 0
         try:
             for start in range(0, len(digests), 900):  # SQLite's bound on query parameters
                 part = digests[start:start + 900]
-                query = f"SELECT key, p FROM judgments WHERE key IN ({','.join('?' * len(part))})"
+                query = f"SELECT key, p, checksum FROM judgments WHERE key IN ({','.join('?' * len(part))})"
                 rows = waiting(self.path, lambda q=query, p=part: self.db.execute(q, p).fetchall(), "judgment cache")
-                found.update({by_digest[digest]: p for digest, p in rows if valid_prob(p)})
+                for digest, p, check in rows:
+                    if sound(digest, p, check):
+                        found[by_digest[digest]] = p
+                    else:
+                        damaged += 1
         except sqlite3.Error as exc:
             raise self._error(exc) from None
+        if damaged and not self._noted:  # once per cache: a run reads it query by query
+            self._noted = True
+            print(f"evalkit: note: {self.path}: stored judgments fail their checksum (changed, moved to another "
+                  "key, without one, or not a probability); they are asked again", file=sys.stderr)
         return found
 
     def put(self, judgments: dict[Key, float]) -> None:
@@ -113,10 +144,12 @@ class JudgmentCache:
             raise KitError(f"{self.path}: refusing to cache the probability {bad[0]!r}; the model's answer is invalid")
         if not judgments:
             return
-        columns = ", ".join(("key", *Key._fields, "p"))
-        marks = ",".join("?" * (len(Key._fields) + 2))
+        columns = ", ".join(("key", *Key._fields, "p", "checksum"))
+        marks = ",".join("?" * (len(Key._fields) + 3))
         try:
-            rows = [(k.digest, *k, float(p)) for k, p in judgments.items()]
+            # + 0.0: -0.0 reads back from SQLite as 0.0, so it is stored (and checksummed) as 0.0
+            rows = [(k.digest, *k, float(p) + 0.0, row_checksum(k.digest, float(p) + 0.0))
+                    for k, p in judgments.items()]
 
             def write():
                 with self.db:

@@ -23,6 +23,7 @@ import atexit
 import hashlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -34,6 +35,7 @@ from pathlib import Path
 
 from evalkit.core.devices import gpu_count
 from evalkit.core.errors import KitError
+from evalkit.core.hashing import file_sha256
 from evalkit.core.workspace import cache_root
 
 HOST = "127.0.0.1"
@@ -71,6 +73,28 @@ def die_with_parent(parent: int):
     return arm
 
 
+def executable_identity(executable: str) -> dict:
+    """What identifies the vLLM build `executable` runs: the file PATH resolves it to (its real
+    path, size and modification time in ns) and, for a Python install (the file in ``bin/``
+    beside ``lib/python*/site-packages``), the sha256 of each ``vllm-*.dist-info/RECORD`` there,
+    which lists the sha256 of every installed file of vllm, its compiled kernels included.
+    Installing another vllm build rewrites both, so its judgments are asked anew. Not seen: a
+    build changed behind a launcher that stays byte-for-byte the same and has no RECORD beside
+    it (say, a wrapper script starting a container), nor edits to an editable install's sources
+    (RECORD does not list them); give such a build its own ``vllm_executable``. An executable
+    not found is keyed by its name (starting it then fails with one line)."""
+    found = shutil.which(executable)
+    if found is None:
+        return {"name": executable, "found": False}
+    launcher = Path(found).absolute()
+    real = launcher.resolve()
+    stat = real.stat()
+    records = sorted({*launcher.parent.parent.glob("lib/python*/*-packages/vllm-*.dist-info/RECORD"),
+                      *real.parent.parent.glob("lib/python*/*-packages/vllm-*.dist-info/RECORD")})
+    return {"path": str(real), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns,
+            "installed": {str(r): file_sha256(r) for r in records}}
+
+
 class VLLMServer:
     """One `vllm serve` process on a free local port, started on demand and stopped by `stop`."""
 
@@ -95,10 +119,16 @@ class VLLMServer:
     @property
     def identity(self) -> str:
         """What makes this server's answers, for the judgment cache's key: the command without its
-        port (a free one each start), so a restarted server reuses its judgments."""
+        port (a free one each start, so a restarted server reuses its judgments), the vLLM
+        build the executable runs (`executable_identity`), so judgments of one build are never
+        served for another, and the ``VLLM_*`` environment variables the server inherits (they
+        choose kernels and backends)."""
         argv = self.argv()
         at = argv.index("--port")
-        return " ".join(["vllm"] + argv[1:at] + argv[at + 2:])
+        return json.dumps({"command": ["vllm"] + argv[1:at] + argv[at + 2:],
+                           "executable": executable_identity(self.executable),
+                           "environment": {k: v for k, v in os.environ.items() if k.startswith("VLLM_")}},
+                          sort_keys=True)
 
     @property
     def base_url(self) -> str:

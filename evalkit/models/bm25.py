@@ -8,7 +8,15 @@ given candidate list, or the whole corpus); the index of the last candidate set 
 
 A whole corpus (`search`) is indexed once and kept on disk under the cache folder, keyed by
 the corpus checksum, the settings and the bm25s version; all queries then go through bm25s'
-batched top-k `retrieve`. Its selection breaks ties arbitrarily, so each query asks for one
+batched top-k `retrieve`. The index's files (`INDEX_FILES`, every one it needs) are written with
+``checksums.json`` last, which records those settings and every file's sha256; an index is
+used only when its folder holds exactly those files, each matching, built with the same
+settings, and neither the folder nor a file in it is a symbolic link (the kit writes none), so
+a changed, cut, removed, unlisted or linked-in file, or an index of other settings, is one line
+naming the folder. Two builds of one corpus give byte-identical files (the vocabulary is
+numbered in sorted order, not in the order of Python's per-process string hashing).
+
+bm25s' top-k selection breaks ties arbitrarily, so each query asks for one
 more document than it keeps and checks whether the last one returned ties the ``k``-th;
 when it does, that query's every score (`get_scores`) gives all rows tying the ``k``-th
 (a query matching fewer than ``k`` documents ties at 0). The ``k`` kept are then those the
@@ -45,7 +53,11 @@ from evalkit.retrieval.vector_index import index_folder
 
 QUERY_BATCH = 256  # queries per call of bm25s' retrieve
 METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")  # bm25s' term-frequency variants
-CHECKSUMS = "checksums.json"  # written last into a finished index: every file's sha256
+# every file a published index needs: what bm25s' `save` writes (no corpus) and the kit's document ids
+INDEX_FILES = ("data.csc.index.npy", "indices.csc.index.npy", "indptr.csc.index.npy", "params.index.json",
+               "vocab.index.json", "ids.json")
+CHECKSUMS = "checksums.json"  # written last into a finished index: its settings and every file's sha256
+LAYOUT = 2  # of a published index (2: settings in checksums.json, sorted vocabulary); in its key
 
 
 class BM25:
@@ -88,7 +100,7 @@ class BM25:
 
     def _new_index(self, documents: Sequence[Document]) -> bm25s.BM25 | None:
         """The index of the documents; None when no document has a term."""
-        tokenized = self._tokens([d.full_text for d in documents])
+        tokenized = _sorted_vocabulary(self._tokens([d.full_text for d in documents]))
         if not tokenized.vocab:
             return None
         retriever = bm25s.BM25(k1=self.k1, b=self.b, method=self.method)
@@ -120,17 +132,19 @@ class BM25:
         into place once its checksums are written, so a reader sees a complete index or none."""
         if self._corpus is not None and self._corpus[0] == corpus.key:
             return self._corpus[1], self._corpus[2]
-        folder = index_folder("bm25", {**self.describe(), "corpus": corpus.key, "bm25s": bm25s.__version__})
-        found = _load(folder)
+        settings = {**self.describe(), "corpus": corpus.key, "bm25s": bm25s.__version__, "layout": LAYOUT}
+        folder = index_folder("bm25", settings)
+        found = _load(folder, settings)
         if found is None:
             with exclusive(folder.with_name(folder.name + ".lock"), f"BM25 index of {corpus.name}"):
-                found = _load(folder) or self._build(folder, corpus)
+                found = _load(folder, settings) or self._build(folder, corpus, settings)
         ids, retriever = found
         self._corpus = (corpus.key, TieRule(ids), retriever)
         return self._corpus[1], retriever
 
-    def _build(self, folder: Path, corpus) -> tuple[list[str], bm25s.BM25 | None]:
-        """Index `corpus` and publish it at `folder` (the caller holds its lock)."""
+    def _build(self, folder: Path, corpus, settings: dict) -> tuple[list[str], bm25s.BM25 | None]:
+        """Index `corpus` and publish it at `folder` with the `settings` it was built with (the
+        caller holds its lock)."""
         documents = list(corpus.read())
         ids = [d.doc_id for d in documents]
         retriever = self._new_index(documents)
@@ -142,13 +156,19 @@ class BM25:
             shutil.rmtree(partial, ignore_errors=True)
             retriever.save(partial, show_progress=False)
             (partial / "ids.json").write_text(json.dumps(ids), encoding="utf-8")
-            sums = {p.name: file_sha256(p) for p in sorted(partial.iterdir()) if p.is_file()}
-            write_atomic(partial / CHECKSUMS, json.dumps(sums, indent=1, sort_keys=True))  # last: complete
+            written = sorted(p.name for p in partial.iterdir())
+            if written != sorted(INDEX_FILES):
+                shutil.rmtree(partial, ignore_errors=True)
+                raise KitError(f"bm25s {bm25s.__version__} saved the files {written}, not the ones the kit checks "
+                               f"{sorted(INDEX_FILES)}; install a bm25s release whose save writes those")
+            sums = {name: file_sha256(partial / name) for name in INDEX_FILES}
+            write_atomic(partial / CHECKSUMS, json.dumps({"settings": settings, "files": sums}, indent=1,
+                                                         sort_keys=True))  # last: complete
             os.replace(partial, folder)
         except OSError as exc:  # a full disk, a read-only cache: nothing half-written is left
             shutil.rmtree(partial, ignore_errors=True)
             if folder.is_dir() and (folder / CHECKSUMS).is_file():  # published by another process meanwhile
-                return _load(folder)
+                return _load(folder, settings)
             raise KitError(f"{folder}: cannot write the BM25 index ({exc.strerror or exc}); free disk space or set "
                            "EVALKIT_CACHE to a writable folder with room") from None
         return ids, retriever
@@ -194,9 +214,24 @@ class BM25:
                 "stemmer": self.stemmer_name}
 
 
-def _load(folder: Path) -> tuple[list[str], bm25s.BM25] | None:
-    """A published index (ids, retriever), every file checked against ``checksums.json``; None when
-    there is none; a one-line error when a file was changed, cut or removed."""
+def _sorted_vocabulary(tokenized):
+    """`tokenized` with its vocabulary numbered in sorted token order. bm25s numbers tokens in the
+    iteration order of a set of strings, which Python's string hashing changes per process
+    (PYTHONHASHSEED), so the index's files differed between identical builds; scores do not
+    depend on the numbering."""
+    order = {token: i for i, token in enumerate(sorted(tokenized.vocab))}
+    renumber = {old: order[token] for token, old in tokenized.vocab.items()}
+    return type(tokenized)(ids=[[renumber[i] for i in doc] for doc in tokenized.ids], vocab=order)
+
+
+def _load(folder: Path, settings: dict) -> tuple[list[str], bm25s.BM25] | None:
+    """A published index (ids, retriever) built with `settings`; None when there is none; a one-line
+    error when it cannot be trusted: the folder or a file in it is a symbolic link, a file of
+    `INDEX_FILES` is missing, changed or cut, a file is there that none lists, or ``checksums.json``
+    lists other files or records other settings."""
+    if folder.is_symlink():
+        raise KitError(f"{folder}: the BM25 index folder is a symbolic link (to {os.readlink(folder)}), which the "
+                       "kit never writes; delete the link to rebuild the index")
     if not folder.exists():
         return None
 
@@ -204,18 +239,31 @@ def _load(folder: Path) -> tuple[list[str], bm25s.BM25] | None:
         return KitError(f"{folder}: the BM25 index is damaged: {problem}; delete the folder to rebuild it")
 
     try:
-        sums = json.loads((folder / CHECKSUMS).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise damaged(f"it has no {CHECKSUMS} (not written by this kit's build)") from None
+        entries = sorted(folder.iterdir())
+    except OSError as exc:
+        raise damaged(f"it cannot be listed ({exc.strerror or exc})") from None
+    for path in entries:
+        if path.is_symlink():
+            raise damaged(f"{path.name} is a symbolic link (to {os.readlink(path)}), which the kit never writes")
+    names = {path.name for path in entries}
+    for name in (*INDEX_FILES, CHECKSUMS):
+        if name not in names or not (folder / name).is_file():
+            raise damaged(f"{name} is missing" if name != CHECKSUMS else
+                          f"it has no {CHECKSUMS} (not written by this kit's build)")
+    unlisted = sorted(names - {*INDEX_FILES, CHECKSUMS})
+    if unlisted:
+        raise damaged(f"{unlisted[0]} is not a file of a BM25 index")
+    try:
+        recorded = json.loads((folder / CHECKSUMS).read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError):
         raise damaged(f"{CHECKSUMS} cannot be read") from None
-    if not isinstance(sums, dict) or "ids.json" not in sums:
-        raise damaged(f"{CHECKSUMS} lists no ids.json")
-    for name, digest in sums.items():
-        path = folder / str(name)
-        if Path(str(name)).name != name or not path.is_file():
-            raise damaged(f"{name} is missing")
-        if file_sha256(path) != digest:
+    sums = recorded.get("files") if isinstance(recorded, dict) else None
+    if not isinstance(sums, dict) or sorted(sums) != sorted(INDEX_FILES):
+        raise damaged(f"{CHECKSUMS} does not list exactly the index's files {list(INDEX_FILES)}")
+    if recorded.get("settings") != json.loads(json.dumps(settings)):
+        raise damaged(f"{CHECKSUMS} records other settings than this index's ({recorded.get('settings')!r})")
+    for name in INDEX_FILES:
+        if file_sha256(folder / name) != sums[name]:
             raise damaged(f"{name} does not match its checksum")
     try:
         ids = json.loads((folder / "ids.json").read_text(encoding="utf-8"))

@@ -3,7 +3,9 @@
 `CachedVectors` is the one cache path: each unique input (its exact model text, plus the
 instruction or other parts that change the vector) is encoded once per model fingerprint;
 vectors (or per-document matrices of sentence vectors) are stored in a SQLite file under
-the cache folder, keyed by sha256(fingerprint + input key). The fingerprint hashes
+the cache folder, keyed by sha256(fingerprint + input key), each row with a checksum over
+its fingerprint, key and bytes (`evalkit.retrieval.vector_cache`: a row that fails it, or
+has none, is encoded again). The fingerprint hashes
 everything that changes a vector (the encoder's ``describe()``: model location and
 revision or a local folder's content hash, adapter, sequence length, pooling,
 normalisation; and the kit cache version). Encoding runs in chunks committed one by one,

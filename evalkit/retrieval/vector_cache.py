@@ -10,10 +10,17 @@ fresh cache gives. A file SQLite cannot read (truncated, overwritten, not a data
 read-only file or a full disk is a one-line `KitError` naming the file and the fix: delete
 the file to rebuild it (its texts are encoded again), or point ``EVALKIT_CACHE`` elsewhere.
 
-Every stored vector carries a checksum (16 bytes of BLAKE2b over its bytes, column
-``checksum``) checked on read: a changed byte makes the vector count as damaged, so it is
-encoded again (with a note) and the result is the one a fresh cache gives. Rows written by
-an older kit have no checksum and are read as before.
+Every stored vector carries a checksum (column ``checksum``: 16 bytes of BLAKE2b over the
+file's model fingerprint, the row's key and the vector's bytes; the key is itself
+sha256(fingerprint + text), the fingerprint hashes the model's identity and every setting
+that changes a vector), checked on read. So a row is used only for the key it was written
+for: a changed byte, a vector moved to another key (rows swapped with their checksums), a
+row copied from another model's file or a missing (NULL) checksum makes that vector count
+as damaged; it is encoded again, with one note per read, and the result is the one a fresh
+cache gives. A ``vectors`` table without a checksum column was not written by this kit (no
+release wrote one) and is refused with one line. The checksum is not a signature: whoever
+rewrites a row can recompute its checksum, so a deliberate edit is not detected
+(docs/reference/runs-and-caches.md).
 
 Several processes may share one file: SQLite lets one write at a time. A process that finds
 the file locked by another waits (a note on stderr after a few seconds) for up to
@@ -53,8 +60,14 @@ def cache_error(path: Path, exc: BaseException, what: str = "embedding cache") -
     return KitError(f"{path}: {fix} (sqlite: {text})")
 
 
-def checksum(blob: bytes) -> str:
-    return hashlib.blake2b(blob, digest_size=16).hexdigest()
+def checksum(fingerprint: str, key: str, blob: bytes) -> str:
+    """The row checksum: BLAKE2b (16 bytes) over the file's fingerprint, the row's key and the vector's
+    bytes, so a vector checks only under the key and model it was stored for."""
+    digest = hashlib.blake2b(digest_size=16)
+    for part in (fingerprint.encode(), key.encode(), blob):
+        digest.update(len(part).to_bytes(8, "little"))
+        digest.update(part)
+    return digest.hexdigest()
 
 
 class EmbeddingCache:
@@ -75,17 +88,11 @@ class EmbeddingCache:
 
     def _prepare(self) -> None:
         with self.db:
-            self.db.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vector BLOB)")
-        try:
-            present = {row[1] for row in self.db.execute("PRAGMA table_info(vectors)")}
-            if "checksum" not in present:
-                with self.db:
-                    self.db.execute("ALTER TABLE vectors ADD COLUMN checksum TEXT")
-        except sqlite3.OperationalError as exc:
-            if is_locked(exc):
-                raise
-            # a read-only file of an older kit: read without checksums (none were written)
-        self.has_checksums = "checksum" in {row[1] for row in self.db.execute("PRAGMA table_info(vectors)")}
+            self.db.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vector BLOB, checksum TEXT)")
+        present = {row[1] for row in self.db.execute("PRAGMA table_info(vectors)")}
+        if not {"key", "vector", "checksum"} <= present:
+            raise KitError(f"{self.path}: not an embedding cache of this kit (its vectors table has no checksum "
+                           f"column); delete {self.path.name} to rebuild it (its texts are encoded again)")
         self.dim = self._stored_dim()
 
     def _stored_dim(self) -> int | None:
@@ -110,17 +117,17 @@ class EmbeddingCache:
         return hashlib.sha256(f"{self.fingerprint}\0{text}".encode()).hexdigest()
 
     def get(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
-        """The stored vectors of `keys`; damaged vectors (wrong length, NaN/inf) are left out,
-        so the caller encodes them again."""
+        """The stored vectors of `keys`; damaged vectors (a checksum that is missing or does not
+        match the row's key and bytes, a wrong length, NaN/inf) are left out, so the caller
+        encodes them again."""
         found, damaged = {}, 0
-        column = "checksum" if self.has_checksums else "NULL"
         try:
             for start in range(0, len(keys), 900):  # SQLite's bound on query parameters
                 part = list(keys[start:start + 900])
                 marks = ",".join("?" * len(part))
-                query = f"SELECT key, vector, {column} FROM vectors WHERE key IN ({marks})"
+                query = f"SELECT key, vector, checksum FROM vectors WHERE key IN ({marks})"
                 for key, blob, check in waiting(self.path, lambda q=query, p=part: self.db.execute(q, p).fetchall()):
-                    vector = self._decode(blob, check)
+                    vector = self._decode(key, blob, check)
                     if vector is None:
                         damaged += 1
                     else:
@@ -128,14 +135,14 @@ class EmbeddingCache:
         except sqlite3.Error as exc:
             raise cache_error(self.path, exc) from None
         if damaged:
-            print(f"evalkit: note: {self.path}: {damaged} damaged vectors (wrong length, NaN/inf or a changed "
-                  "byte) are encoded again", file=sys.stderr)
+            print(f"evalkit: note: {self.path}: {damaged} damaged vectors (a missing or mismatched checksum, a "
+                  "wrong length or NaN/inf) are encoded again", file=sys.stderr)
         return found
 
-    def _decode(self, blob, check: str | None = None) -> np.ndarray | None:
+    def _decode(self, key: str, blob, check) -> np.ndarray | None:
         if not isinstance(blob, bytes) or not blob or len(blob) % 4:
             return None
-        if check is not None and check != checksum(blob):
+        if not isinstance(check, str) or check != checksum(self.fingerprint, key, blob):  # fail closed
             return None
         vector = np.frombuffer(blob, dtype=np.float32)
         if self.dim is not None and vector.shape[0] != self.dim:
@@ -161,16 +168,12 @@ class EmbeddingCache:
                 raise KitError(f"{self.path}: the model gave {vector.shape[0]}-dimensional vectors where the "
                                f"cache holds {self.dim}; delete {self.path.name} to rebuild it")
             blob = vector.tobytes()
-            rows.append((key, blob, checksum(blob)))
+            rows.append((key, blob, checksum(self.fingerprint, key, blob)))
 
         def write():
             with self.db:
                 self.db.execute("INSERT OR REPLACE INTO meta VALUES ('dim', ?)", (str(self.dim),))
-                if self.has_checksums:
-                    self.db.executemany("INSERT OR REPLACE INTO vectors (key, vector, checksum) VALUES (?, ?, ?)",
-                                        rows)
-                else:  # a read-only file of an older kit (the write fails as read-only)
-                    self.db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?)", [r[:2] for r in rows])
+                self.db.executemany("INSERT OR REPLACE INTO vectors (key, vector, checksum) VALUES (?, ?, ?)", rows)
         try:
             waiting(self.path, write)
         except sqlite3.Error as exc:

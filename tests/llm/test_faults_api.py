@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import socket
 import sqlite3
+import struct
 import time
 
 import pytest
@@ -86,6 +87,69 @@ def test_a_poisoned_row_of_an_older_cache_is_asked_again(server, tmp_path):
     assert db.execute("SELECT count(*) FROM judgments WHERE p IS NULL").fetchone()[0] == 0
 
 
+def _flip_exponent_bit(p: float) -> float:
+    """p with the lowest bit of its float64 exponent flipped (p * 2 or p / 2: still a probability
+    for p < 0.5, so only a checksum tells it from a stored answer)."""
+    (bits,) = struct.unpack("<Q", struct.pack("<d", p))
+    return struct.unpack("<d", struct.pack("<Q", bits ^ (1 << 52)))[0]
+
+
+@pytest.mark.parametrize("damage", ["exponent-bit", "swapped", "null-checksum", "no-checksum-column"])
+def test_a_changed_judgment_row_is_asked_again(server, tmp_path, damage, capsys):
+    """Each row's checksum is bound to its key and p: one flipped exponent bit, two rows' (p,
+    checksum) exchanged, a NULL checksum or a file from before the column fail closed."""
+    clean = rerank(settings(server, tmp_path / "clean"))
+    rerank(settings(server, tmp_path))
+    db = sqlite3.connect(tmp_path / "judgments.sqlite")
+    rows = db.execute("SELECT key, p FROM judgments ORDER BY key").fetchall()
+    with db:
+        if damage == "exponent-bit":
+            changed = [(key, _flip_exponent_bit(p)) for key, p in rows if 0 < p < 0.5][:2]
+            db.executemany("UPDATE judgments SET p = ? WHERE key = ?", [(p, key) for key, p in changed])
+        elif damage == "swapped":
+            rows = db.execute("SELECT key, p, checksum FROM judgments ORDER BY key").fetchall()
+            (a, pa, ca), (b, pb, cb) = next((x, y) for x in rows for y in rows if x[1] != y[1])
+            db.executemany("UPDATE judgments SET p = ?, checksum = ? WHERE key = ?", [(pb, cb, a), (pa, ca, b)])
+            changed = [a, b]
+        elif damage == "null-checksum":
+            changed = [rows[0][0]]
+            db.execute("UPDATE judgments SET checksum = NULL WHERE key = ?", changed)
+        else:  # the table of a kit before checksums: every row lacks one
+            db.execute("ALTER TABLE judgments DROP COLUMN checksum")
+            changed = rows
+    db.close()
+    assert changed
+    capsys.readouterr()
+    sent = server.requests
+    reranker = LLMReranker(settings(server, tmp_path))
+    assert reranker.rerank("find the method", "seed", CANDIDATES, FIRST) == clean
+    assert server.requests - sent == len(changed) == reranker.accounting()["prompts_sent"]
+    assert capsys.readouterr().err.count("stored judgments fail their checksum") == 1
+    again = LLMReranker(settings(server, tmp_path))
+    assert again.rerank("find the method", "seed", CANDIDATES, FIRST) == clean  # rewritten with checksums
+    assert again.accounting()["prompts_sent"] == 0
+
+
+def test_every_stored_probability_reads_back_under_its_checksum(tmp_path, capsys):
+    """0, 1 (whole values SQLite may store as integers) and -0.0 (read back as 0.0) check on read."""
+    cache = JudgmentCache(tmp_path / "j.sqlite")
+    probabilities = [0, 1, 1.0, -0.0, 0.5, 1e-300]
+    values = {Key("m", "r", "", "t", "s", "i", f"d{i}", "", "x"): p for i, p in enumerate(probabilities)}
+    cache.put(values)
+    assert JudgmentCache(tmp_path / "j.sqlite").get(list(values)) == values
+    assert "fail their checksum" not in capsys.readouterr().err
+
+
+def test_the_judgment_checksum_covers_the_key(tmp_path):
+    cache = JudgmentCache(tmp_path / "j.sqlite")
+    one, other = Key("m", "r", "", "t", "s", "i", "a", "b", "x"), Key("m", "r", "", "t", "s", "i", "b", "a", "x")
+    cache.put({one: 0.25, other: 0.75})
+    with cache.db:  # other's key column now names one's row: p and checksum are one's
+        cache.db.execute("DELETE FROM judgments WHERE key = ?", (other.digest,))
+        cache.db.execute("UPDATE judgments SET key = ? WHERE key = ?", (other.digest, one.digest))
+    assert cache.get([one, other]) == {}
+
+
 @pytest.mark.parametrize("body", [
     b'{"choices": "Passage A"}',
     b'{"choices": [{"message": {"content": 5}}]}',
@@ -111,8 +175,8 @@ def test_a_corrupted_cache_file_names_the_file_and_the_fix(server, tmp_path, dam
     rerank(config)
     cache = JudgmentCache(tmp_path / "judgments.sqlite")
     with cache.db:
-        cache.db.executemany("INSERT INTO judgments VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                             [(f"pad{i}", *("x" * 200,) * 9, 0.5) for i in range(2000)])
+        cache.db.executemany("INSERT INTO judgments VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                             [(f"pad{i}", *("x" * 200,) * 9, 0.5, "x") for i in range(2000)])
     cache.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     cache.close()
     path = tmp_path / "judgments.sqlite"

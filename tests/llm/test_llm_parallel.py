@@ -15,6 +15,7 @@ from loopback import Loopback, chat_completion
 
 from evalkit.core.errors import KitError
 from evalkit.llm import LLMReranker
+from evalkit.llm.cache import Key
 from evalkit.llm.prp import heapsort_top
 
 
@@ -60,7 +61,9 @@ def jobs(n: int = 10, depth: int = 24):
 
 
 def rows(path) -> list:
-    return sorted(sqlite3.connect(path).execute("SELECT * FROM judgments").fetchall())
+    """Every stored judgment, p last (the row checksum, which follows p, is left out)."""
+    columns = ", ".join(("key", *Key._fields, "p"))
+    return sorted(sqlite3.connect(path).execute(f"SELECT {columns} FROM judgments").fetchall())
 
 
 def same_tally(a: dict, b: dict) -> bool:

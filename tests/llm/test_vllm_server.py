@@ -74,6 +74,46 @@ def test_started_with_vllms_flags_reranks_and_is_stopped(vllm):
     assert again == scores and not (vllm / "argv.json").exists()  # every judgment cached: no server started
 
 
+@pytest.mark.parametrize("change", ["rebuilt", "other-install", "other-executable", "vllm-environment"])
+def test_judgments_of_one_vllm_build_are_not_served_for_another(vllm, change, monkeypatch):
+    """The judgment key holds the executable's identity (real path, size, mtime, the sha256 of
+    vllm's installed RECORD beside it) and the VLLM_* environment: another build asks every
+    judgment again."""
+    record = vllm / "lib" / "python3.11" / "site-packages" / "vllm-0.0.1.dist-info" / "RECORD"
+    record.parent.mkdir(parents=True)
+    record.write_text("vllm/__init__.py,sha256=one,10\n")
+    first = LLMReranker(settings(vllm))
+    scores = first.rerank("Find.", "Seed.", DOCS, FIRST)
+    assert cached(vllm) == 8
+    extra = {}
+    if change == "rebuilt":  # reinstalled in place: the launcher rewritten
+        exe = vllm / "bin" / "vllm"
+        exe.write_text(exe.read_text() + "# rebuilt\n")
+    elif change == "other-install":  # the same launcher over another vllm build
+        record.write_text("vllm/__init__.py,sha256=two,10\n")
+    elif change == "vllm-environment":
+        monkeypatch.setenv("VLLM_ATTENTION_BACKEND", "FLASHINFER")
+    else:  # a copy of the launcher elsewhere, named by vllm_executable
+        other = vllm / "other" / "vllm"
+        other.parent.mkdir()
+        other.write_bytes((vllm / "bin" / "vllm").read_bytes())
+        other.chmod(0o755)
+        extra = {"vllm_executable": str(other)}
+    (vllm / "argv.json").unlink()
+    again = LLMReranker(settings(vllm, **extra))
+    assert again.rerank("Find.", "Seed.", DOCS, FIRST) == scores
+    assert again.judge.backend.usage.prompts == 8 and (vllm / "argv.json").exists()  # a server asked again
+    assert cached(vllm) == 16
+
+
+def test_the_executable_identity_names_an_executable_not_found(vllm):
+    from evalkit.llm.vllm_server import executable_identity
+
+    assert executable_identity("no-such-vllm-here") == {"name": "no-such-vllm-here", "found": False}
+    found = executable_identity("vllm")
+    assert found["path"] == str((vllm / "bin" / "vllm").resolve()) and found["installed"] == {}
+
+
 def test_the_model_name_is_one_argument_never_a_shell_command(vllm):
     name = "fake/x; touch pwned"
     LLMReranker(settings(vllm, model=name)).rerank("Find.", "Seed.", DOCS[:2], {"doc0": 2.0, "doc1": 1.0})

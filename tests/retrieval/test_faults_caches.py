@@ -1,6 +1,7 @@
 """Fault injection, embedding cache: vectors checked for dimension and finiteness on write and on
-read; a damaged, read-only or full cache file is one line naming the file and the fix; the
-result is never silently different (a damaged vector is encoded again).
+read, each row's checksum bound to its key and the model's fingerprint (swapped rows, a NULL
+checksum fail it); a damaged, read-only or full cache file is one line naming the file and the
+fix; the result is never silently different (a damaged vector is encoded again).
 
 (The LLM judgment cache has its own module: tests/llm/test_faults_api.py.)
 """
@@ -68,6 +69,57 @@ def test_damaged_vectors_are_encoded_again(tmp_path, damage, capsys):
     third = encoder(tmp_path)
     np.testing.assert_array_equal(third.encode(TEXTS), expected)
     assert third._model.calls == 0  # replaced in the file
+
+
+def test_rows_swapped_with_their_checksums_are_encoded_again(tmp_path, capsys):
+    """A checksum bound to the row's key: two rows' (vector, checksum) exchanged check under neither key
+    (an unkeyed checksum passed both, serving each text the other's vector)."""
+    enc, expected = filled(tmp_path)
+    a, b = enc.cache.key(TEXTS[3]), enc.cache.key(TEXTS[7])
+    db = sqlite3.connect(enc.cache.path)
+    with db:
+        rows = dict((k, (v, c)) for k, v, c in db.execute(
+            "SELECT key, vector, checksum FROM vectors WHERE key IN (?, ?)", (a, b)))
+        for key, other in ((a, b), (b, a)):
+            db.execute("UPDATE vectors SET vector = ?, checksum = ? WHERE key = ?", (*rows[other], key))
+    db.close()
+    fresh = encoder(tmp_path)
+    np.testing.assert_array_equal(fresh.encode(TEXTS), expected)
+    assert fresh._model.calls == 2
+    assert "2 damaged vectors" in capsys.readouterr().err
+
+
+def test_a_null_checksum_is_not_trusted(tmp_path, capsys):
+    """Fail closed: a row without a checksum (no release wrote one) is encoded again, never read as is."""
+    enc, expected = filled(tmp_path)
+    db = sqlite3.connect(enc.cache.path)
+    with db:
+        db.execute("UPDATE vectors SET vector = ?, checksum = NULL WHERE key = ?",
+                   (np.zeros(8, dtype=np.float32).tobytes(), enc.cache.key(TEXTS[4])))
+    db.close()
+    fresh = encoder(tmp_path)
+    np.testing.assert_array_equal(fresh.encode(TEXTS), expected)
+    assert fresh._model.calls == 1 and "1 damaged vectors" in capsys.readouterr().err
+
+
+def test_a_vector_moved_to_another_fingerprint_is_not_used(tmp_path):
+    """The checksum covers the file's fingerprint: a row under another model's fingerprint fails it."""
+    EmbeddingCache(tmp_path / "e.sqlite", "model-a").put({"k": np.ones(8)})
+    assert EmbeddingCache(tmp_path / "e.sqlite", "model-b").get(["k"]) == {}
+    assert list(EmbeddingCache(tmp_path / "e.sqlite", "model-a").get(["k"])) == ["k"]
+
+
+def test_a_vectors_table_without_checksums_is_one_line(tmp_path):
+    path = tmp_path / "e.sqlite"
+    db = sqlite3.connect(path)
+    with db:
+        db.execute("CREATE TABLE vectors (key TEXT PRIMARY KEY, vector BLOB)")
+        db.execute("INSERT INTO vectors VALUES ('k', ?)", (np.ones(8, dtype=np.float32).tobytes(),))
+    db.close()
+    with pytest.raises(KitError) as info:
+        EmbeddingCache(path, "fp")
+    assert str(info.value) == (f"{path}: not an embedding cache of this kit (its vectors table has no checksum "
+                               "column); delete e.sqlite to rebuild it (its texts are encoded again)")
 
 
 # --- damaged, read-only and full files: one line naming the file ----------------------------------------
