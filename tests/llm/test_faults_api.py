@@ -54,8 +54,8 @@ POISON = {
 @pytest.mark.parametrize("fault", POISON)
 def test_a_poisoned_answer_is_never_cached_and_fails_in_one_line(server, tmp_path, fault):
     server.faults = [POISON[fault]] * 3  # every attempt of the first prompt: 1 + max_retries
-    with pytest.raises(KitError) as failure:
-        rerank(settings(server, tmp_path))
+    with pytest.raises(KitError) as failure:  # a generous timeout: a slow answer is not an attempt lost to it
+        rerank(settings(server, tmp_path, timeout_s=60.0))
     assert "3 attempts" in str(failure.value) and "unparsed answer" in str(failure.value)
     assert "\n" not in str(failure.value)
     rows = sqlite3.connect(tmp_path / "judgments.sqlite").execute("SELECT p FROM judgments").fetchall()
@@ -67,7 +67,7 @@ def test_a_poisoned_answer_is_never_cached_and_fails_in_one_line(server, tmp_pat
 @pytest.mark.parametrize("fault", ["nan", "no_label"])
 def test_a_poisoned_answer_is_retried_and_counted(server, tmp_path, fault):
     server.faults = [POISON[fault]] * 2
-    reranker = LLMReranker(settings(server, tmp_path))
+    reranker = LLMReranker(settings(server, tmp_path, timeout_s=60.0))
     reranker.rerank("find the method", "seed", CANDIDATES, FIRST)
     stats = reranker.accounting()
     assert stats["unparsed"] == 2 and stats["retries"] == 2
