@@ -66,7 +66,11 @@ def test_render_is_static_and_identical_on_rerun(explorer, monkeypatch):
     monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
     page = explore.render(explorer, SEED, ["moving"], k=3)
     assert page == explore.render(explorer, SEED, ["moving"], k=3) and page.count("<table") == 1 + 2 + 2
-    assert not explore.interactive() and type(explore.explore(explorer, SEED, k=3)).__name__ == "HTML"
+    shown = explore.explore(explorer, SEED, k=3)
+    assert not explore.interactive() and isinstance(shown, explore.Page)
+    bundle = shown._repr_mimebundle_()
+    assert bundle["text/html"] == explore.render(explorer, SEED, k=3)
+    assert bundle[explore.SCOPE] == {"every_query": ["Blind", "moving"], "seed_only": []}
 
 
 def test_picker_in_jupyterlab(explorer, monkeypatch):
