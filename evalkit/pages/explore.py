@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import html
 import math
+import numbers
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,7 +106,8 @@ def seed_view(explorer: Explorer, seed: str) -> str:
 
 
 def _grade_style(value) -> str:
-    if isinstance(value, (int, float)) and not math.isnan(value):
+    """A grade's shading (`GRADE_COLOURS`); numpy's integers too (a DataFrame's grades are int64)."""
+    if isinstance(value, numbers.Real) and not isinstance(value, bool) and not math.isnan(value):
         return f"background-color: {GRADE_COLOURS.get(int(value), '#ffffff')}"
     return ""
 

@@ -216,3 +216,9 @@ def test_the_page_and_the_reports_provenance_say_the_same_runs(data, collection,
     assert html.escape(said) in body and f"explored: {SEED} (runs: {html.escape(said)})" in provenance
     assert "every query" not in provenance.replace("Blind: over every query", "")
     assert "make relevance" in body
+
+
+def test_the_grades_of_the_p_mrr_documents_are_shaded(explorer):
+    """Their grades come as numpy integers (int64 from the DataFrame); each is shaded as on the top-k table."""
+    moved = explore.moved_side_by_side(explorer, ["blind"], f"{SEED}_background")
+    assert f'style="background-color: {explore.GRADE_COLOURS[2]}">2' in moved
