@@ -203,14 +203,11 @@ BASE64 = re.compile(r"[A-Za-z0-9+/=\s]*")
 def without_chatter(text: str) -> str:
     """A stderr stream as the report shows it: each line as a terminal ends up showing it (the text
     after its last carriage return), progress bars (`PROGRESS`: tqdm's, e.g. transformers'
-    "Converting and de-quantizing GGUF tensors... 0%|...") and blank lines dropped; every other
-    line (a warning, a traceback) kept as written."""
-    kept = []
-    for line in text.split("\n"):
-        shown = line.rstrip("\r").rsplit("\r", 1)[-1]
-        if shown.strip() and not PROGRESS.match(shown):
-            kept.append(shown)
-    return "\n".join(kept) + ("\n" if kept else "")
+    "Converting and de-quantizing GGUF tensors... 0%|...") dropped, and the blank lines around
+    what is left; every other line (a warning, a traceback) kept as written. "" when nothing is."""
+    shown = (line.rstrip("\r").rsplit("\r", 1)[-1] for line in text.split("\n"))
+    kept = "\n".join(line for line in shown if not PROGRESS.match(line)).strip("\n")
+    return kept + "\n" if kept.strip() else ""
 
 
 def _output(output) -> str:

@@ -54,16 +54,21 @@ KERNEL_CHATTER = re.compile(
 
 
 def _forward(source: int, target: int) -> None:
-    """Copy the lines read from fd `source` to fd `target`, but `KERNEL_CHATTER`; close both at the end."""
+    """Copy the lines read from fd `source` to fd `target`, but `KERNEL_CHATTER`; close both at the end.
+    A failing `target` (a closed terminal) does not stop the reading: a full pipe would block the kernel."""
+    def write(line: bytes) -> None:
+        if not KERNEL_CHATTER.search(line.decode("utf-8", "replace")):
+            with contextlib.suppress(OSError):
+                writer.write(line)
+
     pending = b""
     with open(source, "rb", buffering=0) as reader, open(target, "wb", buffering=0) as writer:
         while chunk := reader.read(65536):
             *lines, pending = (pending + chunk).split(b"\n")
             for line in lines:
-                if not KERNEL_CHATTER.search(line.decode("utf-8", "replace")):
-                    writer.write(line + b"\n")
-        if pending and not KERNEL_CHATTER.search(pending.decode("utf-8", "replace")):
-            writer.write(pending)
+                write(line + b"\n")
+        if pending:
+            write(pending)
 
 
 @contextlib.contextmanager
