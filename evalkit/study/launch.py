@@ -7,7 +7,8 @@ notebook declares to papermill as that one string (or, for a notebook default th
 number, that number). The executed notebook is written to a temporary file and renamed to
 ``OUTPUT_DIR/notebooks/NOTEBOOK-TAG.ipynb`` only after the notebook ran and wrote its table,
 so a failed run leaves nothing that looks complete; an error inside the notebook reaches the
-terminal as the kit's one line (a `KitError`'s message), with exit status 2. A SIGTERM or
+terminal as the kit's one line (a `KitError`'s message), with exit status 2, as does a full
+disk while the notebook is written (the line names the file). A SIGTERM or
 SIGHUP (make stopped) removes the temporary notebook and ends in one line, status 128 + signal.
 
 The kernel writes its own chatter to the terminal it inherits: ipykernel's warning that it runs
@@ -219,6 +220,10 @@ def main(argv: list[str] | None = None) -> int:
         print(run(argv[0], environment_parameters()))
     except KitError as exc:
         return report(exc)
+    except OSError as exc:  # a full disk or an unwritable folder while the executed notebook is written
+        where = f"{exc.filename}: " if exc.filename else ""
+        return report(f"notebooks/{argv[0]}.ipynb: {where}{exc.strerror or exc}; nothing complete was written (free "
+                      "disk space or make OUTPUT_DIR writable)")
     except Stopped as stop:
         name = signal.Signals(stop.args[0]).name
         report(f"notebooks/{argv[0]}.ipynb stopped by {name}; its temporary notebook was removed, nothing complete "

@@ -63,3 +63,25 @@ def test_a_notebook_run_shows_no_kernel_chatter_and_keeps_real_errors(tmp_path):
     assert "TCP" not in done.stderr and "KeyboardInterrupt" not in done.stderr and "platformdirs" not in done.stderr
     assert REAL in done.stderr
     assert done.stdout.strip() == str(tmp_path / "build" / "notebooks" / "chatty-offline-pool.ipynb")
+
+
+def test_a_full_disk_while_the_notebook_is_written_is_one_line_naming_the_file(tmp_path, monkeypatch, capsys):
+    import errno
+
+    import papermill
+
+    _notebook(tmp_path, "full", "")
+    written = tmp_path / "build" / "notebooks" / "full-offline-pool.tmp.ipynb"
+
+    def full(source, out, **kwargs):
+        Path(out).write_text("{")  # half a notebook
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(out))
+
+    monkeypatch.setattr(papermill, "execute_notebook", full)
+    monkeypatch.setenv("EVALKIT_PARAM_OUTPUT_DIR", str(tmp_path / "build"))
+    monkeypatch.chdir(tmp_path)
+    assert launch.main(["full"]) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert errors == [f"evalkit: error: notebooks/full.ipynb: {written}: No space left on device; nothing complete "
+                      "was written (free disk space or make OUTPUT_DIR writable)"]
+    assert list(written.parent.iterdir()) == []
