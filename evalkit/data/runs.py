@@ -135,12 +135,23 @@ def _parse_lines(text: str, path: Path) -> Run:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write `text` to `path` through a temporary file and a rename (readers never see half a file)."""
+    """Write `text` to `path` through a temporary file and a rename (readers never see half a file);
+    on a failure (a full disk) the temporary file is removed, and an OSError that names no file
+    names `path`."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, encoding="utf-8") as tmp:
-        tmp.write(text)
-    os.chmod(tmp.name, 0o644)  # readable by others, as any output (temporary files are 0600)
-    os.replace(tmp.name, path)
+    name = None
+    try:
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, encoding="utf-8") as tmp:
+            name = tmp.name
+            tmp.write(text)
+        os.chmod(name, 0o644)  # readable by others, as any output (temporary files are 0600)
+        os.replace(name, path)
+    except BaseException as exc:
+        if name is not None:
+            Path(name).unlink(missing_ok=True)
+        if isinstance(exc, OSError) and exc.errno and not exc.filename:
+            raise OSError(exc.errno, exc.strerror or os.strerror(exc.errno), str(path)) from exc
+        raise
 
 
 def write_trec(path: Path, run: Run, tag: str) -> None:

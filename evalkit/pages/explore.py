@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import html
 import math
+import numbers
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,11 +90,12 @@ def seed_view(explorer: Explorer, seed: str) -> str:
     """HTML: the seed's id, title, annotated facets and abstract with each sentence coloured by facet."""
     seed = check_seed(explorer.data, seed)
     paper = explorer.data.papers[seed]
-    legend = " ".join(f'<span style="background:{c};padding:0 4px">{f}</span>' for f, c in FACET_COLOURS.items())
+    legend = " ".join(f'<span style="background:{c};padding:0 4px">{html.escape(f)}</span>'
+                      for f, c in FACET_COLOURS.items())
     sentences = " ".join(
         f'<span title="{html.escape(s.label or "")}" style="background:{FACET_COLOURS.get(s.label or "", "#fff")}">'
         f"{html.escape(s.text)}</span>" for s in paper.sentences)
-    annotated = ", ".join(explorer.facets(seed))
+    annotated = html.escape(", ".join(explorer.facets(seed)))
     return (f'<div class="explore-seed"><h3>Seed {html.escape(seed)}: {html.escape(paper.title)}</h3>'
             f"<p>Annotated facets: <b>{annotated}</b>. Sentence colours: {legend}</p>"
             f'<p style="line-height:1.6">{sentences}</p></div>')
@@ -104,7 +106,8 @@ def seed_view(explorer: Explorer, seed: str) -> str:
 
 
 def _grade_style(value) -> str:
-    if isinstance(value, (int, float)) and not math.isnan(value):
+    """A grade's shading (`GRADE_COLOURS`); numpy's integers too (a DataFrame's grades are int64)."""
+    if isinstance(value, numbers.Real) and not isinstance(value, bool) and not math.isnan(value):
         return f"background-color: {GRADE_COLOURS.get(int(value), '#ffffff')}"
     return ""
 
@@ -113,7 +116,8 @@ def table_html(frame: pd.DataFrame, uuid: str, grades: tuple[str, ...] = (), dig
     """A DataFrame as static HTML (pandas Styler, a fixed id so reruns are identical); grade columns shaded."""
     if frame.empty:
         return "<p><i>none</i></p>"
-    styler = frame.style.hide(axis="index").set_uuid(uuid).format(precision=digits, na_rep="")
+    styler = frame.style.hide(axis="index").set_uuid(uuid).format(precision=digits, na_rep="", escape="html")
+    styler = styler.format_index(escape="html", axis=1)
     shaded = [c for c in frame.columns if c in grades]
     if shaded:
         styler = styler.map(_grade_style, subset=shaded)
@@ -211,33 +215,74 @@ def render(explorer: Explorer, seed: str, models=None, k: int = DEFAULT_K) -> st
     unknown = [m for m in models if m not in explorer.runs]
     if unknown:
         raise KitError(f"model {unknown[0]} has no run here; choose among {', '.join(explorer.runs)}")
-    missing = [explorer.label(m) for m in models if m in explorer.seed_only]
-    note = ("" if not missing else
-            f"<p><b>collection figures: run <code>make relevance</code> first.</b> {html.escape(', '.join(missing))}: "
-            "no stored run over every query, so this page ran the seed's queries only; their facet and all "
-            "columns are left empty (after <code>make relevance</code>, this page reuses its runs).</p>")
+    ran = scope(explorer, models)
+    note = f"<p><b>Runs:</b> {html.escape(scope_sentence(ran))}.</p>"
+    if ran["seed_only"]:
+        note += ("<p><b>collection figures: run <code>make relevance</code> first</b> (after it, this page reuses "
+                 "its runs).</p>")
+    labels = [explorer.label(m) for m in models]
     parts = [CSS, seed_view(explorer, seed), "<h4>Per-query values beside the collection's (x100)</h4>", note,
-             table_html(query_scores(explorer, seed).query("model in @labels", local_dict={
-                 "labels": [explorer.label(m) for m in models]}), f"scores-{seed}")]
+             table_html(query_scores(explorer, seed).query("model in @labels", local_dict={"labels": labels}),
+                        f"scores-{seed}")]
     for facet in explorer.facets(seed):
         qid = f"{seed}_{facet}"
         annotators = ", ".join(explorer.data.queries[qid].annotators)
-        parts.append(f"<h4>{facet}: each model's top {k} (grade: adjudicated; {annotators}: each annotator)</h4>")
+        parts.append(f"<h4>{html.escape(facet)}: each model's top {k} (grade: adjudicated; {html.escape(annotators)}: "
+                     "each annotator)</h4>")
         parts.append(side_by_side(explorer, models, qid, k))
         other = explorer.collection.pairs.get(qid)
         if other is not None:
             scores = "; ".join(f"{explorer.label(m)} {movement(explorer, m, qid)['p-MRR'].mean():.2f}" for m in models)
-            parts.append(f"<h4>{facet} vs {other.split('_', 1)[1]}: documents relevant only under {facet}, their "
-                         f"rank under each instruction and p-MRR (x100; the query's p-MRR: {scores})</h4>")
+            parts.append(f"<h4>{html.escape(facet)} vs {html.escape(other.split('_', 1)[1])}: documents relevant only "
+                         f"under {html.escape(facet)}, their rank under each instruction and p-MRR (x100; the query's "
+                         f"p-MRR: {html.escape(scores)})</h4>")
             parts.append(moved_side_by_side(explorer, models, qid))
     return "\n".join(parts)
 
 
-def show(explorer: Explorer, seed: str, models=None, k: int = DEFAULT_K):
-    """The static page of one seed (IPython HTML), as papermill and the HTML report show it."""
-    from IPython.display import HTML
+SCOPE = "application/vnd.evalkit.explore-scope+json"  # the page's `scope`, beside its HTML in the notebook
 
-    return HTML(render(explorer, seed, models, k))
+
+def scope(explorer: Explorer, models=None) -> dict[str, list[str]]:
+    """Which runs the page shows, by model label: ``every_query`` (a run over every query, stored or
+    made) and ``seed_only`` (`Explorer.seed_only`: the seed's queries only). The page's body and
+    the report's provenance block both say it from this one value (`scope_sentence`)."""
+    models = list(models or explorer.runs)
+    return {"every_query": [explorer.label(m) for m in models if m not in explorer.seed_only],
+            "seed_only": [explorer.label(m) for m in models if m in explorer.seed_only]}
+
+
+def scope_sentence(ran: dict) -> str:
+    """`scope` in words, e.g. "BM25: over every query; MiniLM: the seed's queries only (no collection
+    figures)"."""
+    parts = []
+    if ran.get("every_query"):
+        parts.append(f"{', '.join(map(str, ran['every_query']))}: over every query")
+    if ran.get("seed_only"):
+        parts.append(f"{', '.join(map(str, ran['seed_only']))}: the seed's queries only (no collection figures)")
+    return "; ".join(parts) or "no runs"
+
+
+@dataclass(frozen=True, repr=False)
+class Page:
+    """The static page of one seed: its HTML, and its `scope` under `SCOPE` (the HTML report reads it)."""
+
+    html: str
+    scope: dict
+
+    def __repr__(self) -> str:  # the notebook's text/plain: short, the HTML is beside it
+        return f"explore page ({scope_sentence(self.scope)})"
+
+    def _repr_html_(self) -> str:
+        return self.html
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        return {"text/html": self.html, SCOPE: self.scope}
+
+
+def show(explorer: Explorer, seed: str, models=None, k: int = DEFAULT_K) -> Page:
+    """The static page of one seed, as papermill and the HTML report show it (`Page`)."""
+    return Page(render(explorer, seed, models, k), scope(explorer, models))
 
 
 def interactive() -> bool:

@@ -22,13 +22,15 @@ import platform
 import re
 import subprocess
 from pathlib import Path
+from urllib.parse import quote
 
 from evalkit.core.devices import resolve_device
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError, KitError
 from evalkit.core.version import __version__
 from evalkit.data.runs import write_atomic
 from evalkit.datasets.csfcube import checksum
 from evalkit.models import registry
+from evalkit.pages.explore import SCOPE, scope_sentence
 from evalkit.pages.sanitize import sanitize
 from evalkit.study import params, printed
 
@@ -70,16 +72,20 @@ def smoke_seeds(path: Path, notebook) -> str | None:
 
 
 def explore_links(out: Path) -> str:
-    """A Markdown paragraph linking the explore pages (``explore-*.html``, `make explore SEED=...`)
-    beside the report, by relative path; "" when there are none."""
+    """A paragraph (HTML) linking the explore pages (``explore-*.html``, `make explore SEED=...`)
+    beside the report, by relative path: each name escaped as text and percent-encoded as a link,
+    since a file name is anyone's text; a note on `make explore` when there are none."""
     folder = Path(out).parent
     pages = sorted(p.name for p in folder.glob("explore-*.html") if p.name != Path(out).name) \
         if folder.is_dir() else []
     if not pages:
-        return ("*Per-seed exploration: `make explore SEED=ID` renders notebooks/explore.ipynb for one seed "
-                "(top k per model with each annotator's grade, the documents p-MRR scores) beside this report.*")
-    links = ", ".join(f"[{name.removesuffix('.html')}]({name})" for name in pages)
-    return f"*Per-seed exploration (notebooks/explore.ipynb, `make explore SEED=ID`): {links}.*"
+        return ("<p><em>Per-seed exploration: <code>make explore SEED=ID</code> renders notebooks/explore.ipynb for "
+                "one seed (top k per model with each annotator's grade, the documents p-MRR scores) beside this "
+                "report.</em></p>")
+    links = ", ".join(f'<a href="{html.escape(quote(name), quote=True)}">'
+                      f'{html.escape(name.removesuffix(".html"))}</a>' for name in pages)
+    return (f"<p><em>Per-seed exploration (notebooks/explore.ipynb, <code>make explore SEED=ID</code>): {links}."
+            "</em></p>")
 
 
 def _parameters(notebook) -> dict:
@@ -137,6 +143,17 @@ def _models(name: str, parameters: dict) -> str:
         return str(parameters.get("MODELS", ""))
 
 
+def explore_scope(notebook) -> str:
+    """What an executed explore notebook ran, as its page said it (`evalkit.pages.explore.scope`, kept
+    under `SCOPE` beside the page's HTML); "" when the notebook holds none (an older notebook)."""
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            ran = output.get("data", {}).get(SCOPE)
+            if isinstance(ran, dict):
+                return scope_sentence(ran)
+    return ""
+
+
 def provenance(read: list[tuple[Path, object]]) -> tuple[str, str]:
     """(title, HTML block): kit, commit, when the notebooks ran, profile, protocols, models, data, machine,
     and one table of every notebook's parameters."""
@@ -151,10 +168,12 @@ def provenance(read: list[tuple[Path, object]]) -> tuple[str, str]:
     executed = f"{times[0][:19].replace('T', ' ')} to {times[-1][:19].replace('T', ' ')} UTC" if times \
         else "unknown (not executed by papermill)"
     explored = sorted({str(r[1]["SEED"]) for r in runs if r[0] == "explore" and r[1].get("SEED")})
+    ran = sorted({s for (_, nb), r in zip(read, runs) if r[0] == "explore" and (s := explore_scope(nb))})
     scope = f"smoke run: {'; '.join(seeds)}" if seeds else "all 34 seeds (50 queries)"
     facts = [("kit", f"evalkit {__version__}, commit {git_commit()}"), ("notebooks executed", executed),
              ("profile", ", ".join(profiles) or "unknown"), ("protocol", ", ".join(protocols) or "unknown"),
-             ("seeds", f"explored: {', '.join(explored)} (runs over every query)" if explored else scope),
+             ("seeds", f"explored: {', '.join(explored)} (runs: {'; '.join(ran) or 'not recorded'})" if explored
+              else scope),
              ("data", f"CSFCube, manifest sha256 {checksum()} (evalkit/manifests/csfcube.tsv)"),
              ("machine (report built on)", machine())]
     models = [(name, m) for name, parameters, _ in runs if (m := _models(name, parameters))]
@@ -173,17 +192,41 @@ def provenance(read: list[tuple[Path, object]]) -> tuple[str, str]:
     return title, block
 
 
+# A progress bar as tqdm draws it ("Loading:  40%|####      | 4/10 [00:01<00:02, 3.1it/s]"), the
+# part of a line after its last carriage return (what a terminal would show at the end).
+PROGRESS = re.compile(r"^.*?\d{1,3}%\|.*\|\s*[\d.]+[kMG]?/[\d.?]+[kMG]?\b.*$"
+                      r"|^.*\|\s*[\d.]+[kMG]?/[\d.?]+[kMG]?\s*\[.*\]\s*$")
+WIDGET = "application/vnd.jupyter.widget-view+json"  # a live widget (a notebook tqdm bar): nothing on a static page
+BASE64 = re.compile(r"[A-Za-z0-9+/=\s]*")
+
+
+def without_chatter(text: str) -> str:
+    """A stderr stream as the report shows it: each line as a terminal ends up showing it (the text
+    after its last carriage return), progress bars (`PROGRESS`: tqdm's, e.g. transformers'
+    "Converting and de-quantizing GGUF tensors... 0%|...") dropped, and the blank lines around
+    what is left; every other line (a warning, a traceback) kept as written. "" when nothing is."""
+    shown = (line.rstrip("\r").rsplit("\r", 1)[-1] for line in text.split("\n"))
+    kept = "\n".join(line for line in shown if not PROGRESS.match(line)).strip("\n")
+    return kept + "\n" if kept.strip() else ""
+
+
 def _output(output) -> str:
-    """One cell output as HTML: rich data by `PRIORITY`, print output as text, stderr folded, errors shown."""
+    """One cell output as HTML: rich data by `PRIORITY`, print output as text, stderr folded without
+    its progress bars (`without_chatter`), errors shown, live widgets left out."""
     kind = output.get("output_type")
     if kind == "stream":
-        text = html.escape("".join(output.get("text", "")))
-        return f"<pre class=\"stdout\">{text}</pre>" if output.get("name") != "stderr" else \
-            f"<details class=\"stderr\"><summary>messages (stderr)</summary><pre>{text}</pre></details>"
+        raw = "".join(output.get("text", ""))
+        if output.get("name") != "stderr":
+            return f"<pre class=\"stdout\">{html.escape(raw)}</pre>"
+        text = without_chatter(raw)
+        return f"<details class=\"stderr\"><summary>messages (stderr)</summary><pre>{html.escape(text)}</pre>" \
+            "</details>" if text else ""
     if kind == "error":
         error = f"{output.get('ename', '')}: {output.get('evalue', '')}"
         return f"<pre class=\"error\">{html.escape(error)}</pre>"
     data = output.get("data", {})
+    if WIDGET in data:
+        return ""
     for mime in PRIORITY:
         if mime not in data:
             continue
@@ -191,8 +234,10 @@ def _output(output) -> str:
         value = "".join(value) if isinstance(value, list) else str(value)
         if mime == "text/html":
             return f"<div class=\"output\">{sanitize(value)}</div>"
-        if mime == "image/png":
-            return f'<img src="data:image/png;base64,{value.strip()}" alt="figure"/>'
+        if mime == "image/png":  # base64 only: the value goes into an attribute
+            if not BASE64.fullmatch(value):
+                return '<p class="error">(a figure whose data is not base64 PNG: left out)</p>'
+            return f'<img src="data:image/png;base64,{"".join(value.split())}" alt="figure"/>'
         if mime == "image/svg+xml":  # as an image: a browser runs no script inside an <img>
             encoded = base64.b64encode(value.encode()).decode()
             return f'<img src="data:image/svg+xml;base64,{encoded}" alt="figure"/>'
@@ -267,13 +312,12 @@ nav ol{padding-left:1.4em}nav ul{padding-left:1.2em}"""
 
 
 def page(title: str, links: str, provenance_html: str, sections: list[str], smoke: bool) -> str:
-    from nbconvert.filters.markdown_mistune import markdown2html_mistune
-
+    """The whole page; `links` (`explore_links`) and the sections are HTML already escaped or sanitized."""
     body = "\n".join(sections)
     warning = '<p class="smoke">A smoke run (a few seeds): not the study\'s results.</p>' if smoke else ""
     return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8"/>\n<title>{html.escape(title)}</title>\n'
             f"<style>{CSS}</style>\n</head>\n<body><main>\n<h1>{html.escape(title)}</h1>\n{warning}"
-            f"{markdown2html_mistune(links)}\n{contents(body)}\n{body}\n"
+            f"{links}\n{contents(body)}\n{body}\n"
             f'<section id="provenance"><h2>Provenance and parameters</h2>{provenance_html}</section>\n'
             "</main></body>\n</html>\n")
 
@@ -328,5 +372,9 @@ def html_report(notebooks: list[Path], out: Path, smoke: bool = False) -> Path:
         raise KitError(f"cannot render the notebooks ({first}); give notebooks executed by papermill") from None
     sections.append(checks(out))
     links = "" if all(notebook_name(p, nb) == "explore" for p, nb in read) else explore_links(out)
-    write_atomic(Path(out), page(title, links, block, sections, found is not None))
+    try:
+        write_atomic(Path(out), page(title, links, block, sections, found is not None))
+    except OSError as exc:  # a full disk, a folder gone: nothing half-written is left (write_atomic)
+        raise DataError(out, f"cannot write the report ({exc.strerror or exc}); free disk space or write it "
+                        "elsewhere") from None
     return Path(out)

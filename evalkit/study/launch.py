@@ -7,17 +7,28 @@ notebook declares to papermill as that one string (or, for a notebook default th
 number, that number). The executed notebook is written to a temporary file and renamed to
 ``OUTPUT_DIR/notebooks/NOTEBOOK-TAG.ipynb`` only after the notebook ran and wrote its table,
 so a failed run leaves nothing that looks complete; an error inside the notebook reaches the
-terminal as the kit's one line (a `KitError`'s message), with exit status 2. A SIGTERM or
+terminal as the kit's one line (a `KitError`'s message), with exit status 2, as does a full
+disk while the notebook is written (the line names the file). A SIGTERM or
 SIGHUP (make stopped) removes the temporary notebook and ends in one line, status 128 + signal.
+
+The kernel writes its own chatter to the terminal it inherits: ipykernel's warning that it runs
+over TCP without encryption, "KeyboardInterrupt caught in kernel" when papermill stops it after
+a run that succeeded, Jupyter's and zmq's start-up warnings. While a notebook runs, the
+launcher's standard output and error go through a filter (`quiet_kernel`) that drops those
+lines (`KERNEL_CHATTER`) and passes every other one to standard error, so a real error in the
+kernel still reaches the terminal as written.
 """
 
 from __future__ import annotations
 
 import ast
+import contextlib
 import hashlib
 import os
+import re
 import signal
 import sys
+import threading
 from pathlib import Path
 
 from evalkit.core.errors import KitError, kit_error_names, report
@@ -31,6 +42,65 @@ NOTEBOOKS = Path("notebooks")
 OUTPUTS = {"relevance": "relevance-{tag}.csv", "instruction_following": "instruction_following-{tag}.csv",
            "sensitivity": "sensitivity-{tag}.csv", "hybrid": "hybrid-{tag}.csv", "summary": "findings-{tag}.txt",
            "promptriever": "promptriever-csfcube-{tag}.csv"}
+
+
+# The lines of the kernel's standard error that are machinery, not the notebook's: dropped (`quiet_kernel`).
+KERNEL_CHATTER = re.compile(
+    r"^\[IPKernelApp\] WARNING \| Kernel is running over TCP without encryption\b"
+    r"|^\[IPKernelApp\] ERROR \| KeyboardInterrupt caught in kernel\.?\s*$"
+    r"|DeprecationWarning: Jupyter is migrating its paths to use standard platformdirs"
+    r"|^\s*from jupyter_core\.paths import"
+    r"|RuntimeWarning: Proactor event loop does not implement add_reader family of methods required for zmq"
+    r"|^KeyboardInterrupt caught in (kernel|CFRunLoop)\s*$")
+
+
+def _forward(source: int, target: int) -> None:
+    """Copy the lines read from fd `source` to fd `target`, but `KERNEL_CHATTER`; close both at the end.
+    A failing `target` (a closed terminal) does not stop the reading: a full pipe would block the kernel."""
+    def write(line: bytes) -> None:
+        if not KERNEL_CHATTER.search(line.decode("utf-8", "replace")):
+            with contextlib.suppress(OSError):
+                writer.write(line)
+
+    pending = b""
+    with open(source, "rb", buffering=0) as reader, open(target, "wb", buffering=0) as writer:
+        while chunk := reader.read(65536):
+            *lines, pending = (pending + chunk).split(b"\n")
+            for line in lines:
+                write(line + b"\n")
+        if pending:
+            write(pending)
+
+
+@contextlib.contextmanager
+def quiet_kernel():
+    """Standard output and error (fds 1 and 2, which the kernel inherits) through a pipe while the block
+    runs; a thread forwards every line to the real standard error except `KERNEL_CHATTER`. Nothing
+    else is held back: tracebacks and the kernel's other messages pass as written (to standard
+    error: the launcher's standard output is the executed notebook's path, which make reads)."""
+    try:
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        saved = [os.dup(1), os.dup(2)]
+    except (OSError, ValueError, AttributeError):  # no fds 1 and 2 (an embedding host): nothing to filter
+        yield
+        return
+    read, write = os.pipe()
+    thread = threading.Thread(target=_forward, args=(read, os.dup(saved[1])), daemon=True)
+    thread.start()
+    for fd in (1, 2):
+        os.dup2(write, fd)
+    os.close(write)
+    try:
+        yield
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                stream.flush()
+        for fd, kept in zip((1, 2), saved):
+            os.dup2(kept, fd)  # the pipe's last writers here; the kernel has exited
+            os.close(kept)
+        thread.join(timeout=5)  # a kernel still alive keeps the pipe open: its lines keep flowing
 
 
 def environment_parameters(environ=os.environ) -> dict[str, str]:
@@ -109,8 +179,9 @@ def run(name: str, given: dict[str, str], root: Path = Path(".")) -> Path:
     announce_notebook(name, given.get("PROFILE", ""), given.get("PROTOCOL", ""), given.get("MODELS", ""))
     folder.mkdir(parents=True, exist_ok=True)
     try:
-        papermill.execute_notebook(str(source), str(tmp), parameters=parameters, progress_bar=False,
-                                   log_output=False, cwd=str(root))
+        with quiet_kernel():
+            papermill.execute_notebook(str(source), str(tmp), parameters=parameters, progress_bar=False,
+                                       log_output=False, cwd=str(root))
         expected = OUTPUTS.get(name)
         table = output_dir / "tables" / expected.format(tag=given["TAG"]) if expected else None
         if table is not None and not table.is_file():
@@ -149,6 +220,10 @@ def main(argv: list[str] | None = None) -> int:
         print(run(argv[0], environment_parameters()))
     except KitError as exc:
         return report(exc)
+    except OSError as exc:  # a full disk or an unwritable folder while the executed notebook is written
+        where = f"{exc.filename}: " if exc.filename else ""
+        return report(f"notebooks/{argv[0]}.ipynb: {where}{exc.strerror or exc}; nothing complete was written (free "
+                      "disk space or make OUTPUT_DIR writable)")
     except Stopped as stop:
         name = signal.Signals(stop.args[0]).name
         report(f"notebooks/{argv[0]}.ipynb stopped by {name}; its temporary notebook was removed, nothing complete "

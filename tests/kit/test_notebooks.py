@@ -18,6 +18,7 @@ from notebook_run import CONTRACT, ROOT, SEEDS, STUDY, TAG, execute, parameters
 
 from evalkit.core.errors import KitError, kit_error_names
 from evalkit.evaluation.evaluate import summarize
+from evalkit.pages.explore import SCOPE
 from evalkit.promptriever.prompts import load_prompts
 from evalkit.study import findings, params
 from evalkit.study.human import human_per_query
@@ -194,8 +195,9 @@ def test_explore_notebook_renders_one_seed_as_static_html(tmp_path, monkeypatch)
                     for o in c.outputs)
     assert "Seed 929877" in shown and "BM25" in shown
     assert "documents relevant only under background" in shown and "ann" in shown
-    view = executed.cells[-1].outputs[-1]  # the views: static HTML, no widget (progress bars aside)
-    assert view.output_type == "execute_result" and set(view.data) == {"text/html", "text/plain"}
+    view = executed.cells[-1].outputs[-1]  # the views: static HTML and what they ran, no widget (progress bars aside)
+    assert view.output_type == "execute_result" and set(view.data) == {"text/html", "text/plain", SCOPE}
+    assert view.data[SCOPE] == {"every_query": [], "seed_only": ["BM25"]}  # a cold RUNS_DIR: the seed's queries
     with pytest.raises(papermill.PapermillExecutionError) as raised:
         papermill.execute_notebook(str(ROOT / "notebooks" / "explore.ipynb"), str(tmp_path / "bad.ipynb"),
                                    progress_bar=False, cwd=str(ROOT), parameters={"SEED": "123", "MODELS": "bm25"})

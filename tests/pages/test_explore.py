@@ -5,8 +5,10 @@ collection's; static HTML headless, a picker in JupyterLab."""
 
 from __future__ import annotations
 
+import html
 import math
 
+import hostile_pages
 import pytest
 
 from evalkit.core.errors import KitError
@@ -66,7 +68,11 @@ def test_render_is_static_and_identical_on_rerun(explorer, monkeypatch):
     monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
     page = explore.render(explorer, SEED, ["moving"], k=3)
     assert page == explore.render(explorer, SEED, ["moving"], k=3) and page.count("<table") == 1 + 2 + 2
-    assert not explore.interactive() and type(explore.explore(explorer, SEED, k=3)).__name__ == "HTML"
+    shown = explore.explore(explorer, SEED, k=3)
+    assert not explore.interactive() and isinstance(shown, explore.Page)
+    bundle = shown._repr_mimebundle_()
+    assert bundle["text/html"] == explore.render(explorer, SEED, k=3)
+    assert bundle[explore.SCOPE] == {"every_query": ["Blind", "moving"], "seed_only": []}
 
 
 def test_picker_in_jupyterlab(explorer, monkeypatch):
@@ -171,3 +177,48 @@ def test_one_seeds_page_reuses_stored_full_runs_and_marks_collection_values_it_l
     assert "make relevance" not in explore.render(warm, SEED)
     with pytest.raises(KitError, match="needs the seed"):
         explore_views.load(["bm25"], runs_dir=runs_dir, every_query=False)
+
+
+def test_a_hostile_model_label_is_text_on_the_page(data, collection, explorer):
+    """A label from a user's models file holding a style sheet and an onerror script: escaped in every
+    place the page shows it (the per-query table, the table heads, the p-MRR headings, the runs line)."""
+    label = hostile_pages.label("http://127.0.0.1:9")
+    hostile = explore_views.Explorer(data, collection, dict(explorer.runs), {"blind": label})
+    page = explore.render(hostile, SEED, k=3)
+    assert "<style>@" not in page and "<img" not in page and label not in page
+    assert page.count(html.escape(label)) >= 3
+
+
+def test_the_page_and_the_reports_provenance_say_the_same_runs(data, collection, explorer, tmp_path):
+    """Both sentences come from the page's one `scope`: a model run on the seed's queries only is
+    said to be so in the page's body and in the report's provenance block (never "every query")."""
+    import nbformat
+
+    from evalkit.pages import report
+
+    cold = explore_views.Explorer(data, collection, dict(explorer.runs), {"blind": "Blind"}, seed_only=("moving",))
+    ran = explore.scope(cold)
+    said = explore.scope_sentence(ran)
+    assert ran == {"every_query": ["Blind"], "seed_only": ["moving"]}
+    assert said == "Blind: over every query; moving: the seed's queries only (no collection figures)"
+    page = explore.show(cold, SEED, k=3)
+    notebook = nbformat.v4.new_notebook()
+    notebook.metadata["papermill"] = {"input_path": "notebooks/explore.ipynb",
+                                      "parameters": {"SEED": SEED, "PROFILE": "offline", "PROTOCOL": "pool"}}
+    cell = nbformat.v4.new_code_cell("explore.explore(explorer, chosen.seed)")
+    cell.outputs = [nbformat.v4.new_output("execute_result", data={**page._repr_mimebundle_(),
+                                                                   "text/plain": repr(page)}, execution_count=1)]
+    notebook.cells.append(cell)
+    path = tmp_path / "explore-929877.ipynb"
+    nbformat.write(notebook, str(path))
+    built = report.html_report([path], tmp_path / "explore-929877.html").read_text()
+    body, provenance = built.split('<section id="provenance">')
+    assert html.escape(said) in body and f"explored: {SEED} (runs: {html.escape(said)})" in provenance
+    assert "every query" not in provenance.replace("Blind: over every query", "")
+    assert "make relevance" in body
+
+
+def test_the_grades_of_the_p_mrr_documents_are_shaded(explorer):
+    """Their grades come as numpy integers (int64 from the DataFrame); each is shaded as on the top-k table."""
+    moved = explore.moved_side_by_side(explorer, ["blind"], f"{SEED}_background")
+    assert f'style="background-color: {explore.GRADE_COLOURS[2]}">2' in moved

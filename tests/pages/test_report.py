@@ -3,12 +3,19 @@ tables as printed with the kit's rows apart from the paper's, and nothing loaded
 
 from __future__ import annotations
 
+import errno
+import html
+import os
 import re
+from urllib.parse import quote
 
+import hostile_pages
 import nbformat
 import pandas as pd
+import pytest
 
 from evalkit.pages import report
+from evalkit.pages.sanitize import REMOVED_CSS, safe_css, sanitize
 from evalkit.study import printed
 
 REMOTE = re.compile(r"""<(?!a\b)[a-z]+\b[^>]*\b(?:src|href)\s*=\s*["']?\s*(?:https?:)?//""", re.I)
@@ -109,3 +116,132 @@ def test_html_and_scripts_from_notebook_cells_are_shown_as_text_never_run(tmp_pa
     assert "<b>bold</b>" in body and '<td title="a&quot;b">1</td>' in body
     assert 'class="evalkit"' in body and "<style>" in body  # the kit's own table and its style
     assert "data:image/svg+xml;base64," in body
+
+
+# --- hostile inputs (issue 37): nothing inserted raw, no CSS that can fetch -------------------------
+
+ROOT = "http://127.0.0.1:9"  # never contacted: the tests read the page's text (test_browser.py opens them)
+
+
+def with_output(path, *outputs, markdown: str | None = None):
+    """The executed notebook at `path` with one more code cell holding `outputs` (and a markdown cell)."""
+    notebook = nbformat.read(str(path), as_version=4)
+    if markdown is not None:
+        notebook.cells.append(nbformat.v4.new_markdown_cell(markdown))
+    cell = nbformat.v4.new_code_cell("display(x)")
+    cell.outputs = list(outputs)
+    notebook.cells.append(cell)
+    nbformat.write(notebook, str(path))
+    return path
+
+
+def html_output(text: str):
+    return nbformat.v4.new_output("display_data", data={"text/html": text, "text/plain": "x"})
+
+
+def test_an_explore_page_name_is_text_and_a_percent_encoded_link_never_markup(tmp_path):
+    name = hostile_pages.file_name(ROOT)
+    (tmp_path / name).write_text("page")
+    page = report.html_report([executed(tmp_path / "relevance-offline-pool.ipynb")], tmp_path / "r.html").read_text()
+    assert "<img" not in page and "onerror=" not in page.replace("onerror=&quot;", "")
+    assert f'<a href="{html.escape(quote(name))}">{html.escape(name.removesuffix(".html"))}</a>' in page
+
+
+@pytest.mark.parametrize("name", sorted(hostile_pages.style_attributes(ROOT)))
+def test_a_style_attribute_that_could_fetch_is_dropped(name):
+    value = hostile_pages.style_attributes(ROOT)[name]
+    shown = sanitize(f'<div style="{html.escape(value)}">x</div>')
+    assert shown == "<div>x</div>" and ROOT not in shown
+
+
+@pytest.mark.parametrize("name", sorted(hostile_pages.style_sheets(ROOT)))
+def test_a_style_sheet_that_could_fetch_is_dropped(name):
+    shown = sanitize(f"<style>{hostile_pages.style_sheets(ROOT)[name]}</style><p>x</p>")
+    assert shown == f"<style>{REMOVED_CSS}</style><p>x</p>" and ROOT not in shown
+
+
+@pytest.mark.parametrize("css", ["background:URL(x)", "background:image(x)", "background:cross-fade(a,b)",
+                                 "background:element(#a)", "width:expression(alert(1))", "x:var(--a)",
+                                 "background:u\\rl(x)", "background:\\55 RL(x)", "@import 'x'", "a</style>",
+                                 "width:calc((1px))", "width:\x00url(x)"])
+def test_the_css_rule_refuses_what_it_does_not_know(css):
+    assert not safe_css(css)
+
+
+def test_the_kits_own_styles_pass_the_css_rule():
+    """The rule is strict, not blind: the kit's tables, the explore page's and pandas' styles pass."""
+    import pandas as pd
+
+    from evalkit.pages import explore
+
+    styler = pd.DataFrame({"a": [1]}).style.set_uuid("x").map(lambda v: "background-color: #c8e6c9")
+    for css in (printed.STYLE, explore.CSS, styler.to_html()):
+        for sheet in re.findall(r"<style[^>]*>(.*?)</style>", css, re.S):
+            assert safe_css(sheet), sheet
+    assert safe_css("background:rgb(1, 2, 3);max-width:110px;padding:0 4px") and safe_css("tr:nth-child(2n){}")
+
+
+def test_a_figure_whose_data_is_not_base64_is_left_out(tmp_path):
+    path = with_output(executed(tmp_path / "relevance-offline-pool.ipynb"),
+                       nbformat.v4.new_output("display_data", data={"image/png": hostile_pages.png(ROOT)}))
+    page = report.html_report([path], tmp_path / "r.html").read_text()
+    assert "onerror" not in page and ROOT not in page and "not base64 PNG: left out" in page
+
+
+def test_hostile_notebook_html_reaches_the_page_without_anything_that_fetches(tmp_path):
+    path = with_output(executed(tmp_path / "relevance-offline-pool.ipynb"),
+                       html_output(hostile_pages.notebook_html(ROOT)), markdown=hostile_pages.notebook_html(ROOT))
+    page = report.html_report([path], tmp_path / "r.html").read_text()
+    assert ROOT not in page and "\\75" not in page and "@" not in page.split("<body>", 1)[1]
+    assert page.count("<p>shown</p>") == 2
+
+
+def test_a_full_disk_names_the_report_and_leaves_no_temporary_file(tmp_path, monkeypatch, capsys):
+    """`evalkit report --out` on a full disk: one line naming the output file, exit 2, nothing left beside it."""
+    import tempfile
+
+    from evalkit.cli import main
+    from evalkit.data import runs
+
+    notebook = executed(tmp_path / "relevance-offline-pool.ipynb")
+    out = tmp_path / "out" / "report.html"
+    out.parent.mkdir()
+    real = tempfile.NamedTemporaryFile
+
+    def full(*args, **kwargs):
+        handle = real(*args, **kwargs)
+
+        def write(text):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        handle.write = write
+        return handle
+
+    monkeypatch.setattr(runs.tempfile, "NamedTemporaryFile", full)
+    assert main(["report", str(notebook), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(out) in err and "No space left on device" in err
+    assert list(out.parent.iterdir()) == []
+
+
+# --- the machinery's chatter (issue 38): progress bars out, warnings and errors in -----------------
+
+GGUF = ("Converting and de-quantizing GGUF tensors...:   0%|          | 0/291 [00:00<?, ?it/s]\r"
+        "Converting and de-quantizing GGUF tensors...: 100%|##########| 291/291 [00:02<00:00, 120.51it/s]\n")
+
+
+def test_progress_bars_on_stderr_are_left_out_and_warnings_and_errors_kept(tmp_path):
+    warning = "/x/encoders.py:12: UserWarning: the tokenizer truncated 3 abstracts\n  warnings.warn(\n"
+    path = with_output(executed(tmp_path / "relevance-offline-pool.ipynb"),
+                       nbformat.v4.new_output("stream", name="stderr", text=GGUF),
+                       nbformat.v4.new_output("stream", name="stderr",
+                                              text="Batches: 100%|██████████| 2/2 [00:00<00:00, 9.12it/s]\n" + warning),
+                       nbformat.v4.new_output("display_data", data={
+                           "application/vnd.jupyter.widget-view+json": {"model_id": "abc", "version_major": 2,
+                                                                        "version_minor": 0},
+                           "text/plain": "  0%|          | 0/291 [00:00<?, ?it/s]"}),
+                       nbformat.v4.new_output("error", ename="ValueError", evalue="a real failure", traceback=[]))
+    page = report.html_report([path], tmp_path / "r.html").read_text()
+    assert "GGUF" not in page and "it/s" not in page and "Batches" not in page
+    assert html.escape(warning, quote=False) in page and "ValueError: a real failure" in page
+    assert page.count("messages (stderr)") == 2  # the fixture's "a warning" and this one; the bar alone: none
