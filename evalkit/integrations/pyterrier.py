@@ -177,6 +177,8 @@ def dataset(collection: Collection | str = "csfcube", *, protocol: str = "pool",
 
 def _object_name(model, name: str | None, profile: str) -> str:
     """The name a model object is shown (and registered) under: `name`, else its class's or function's."""
+    if name is not None and (not isinstance(name, str) or not name.strip()):
+        raise RequestError("name", "give a non-empty string", value=name)
     shown = name or getattr(model, "__name__", None) or type(model).__name__
     if not isinstance(shown, str) or adhoc.is_st(shown) or shown in registry.model_names(profile):
         raise RequestError("name", "names a registry model or an st: spec; give your model another name", value=shown)
@@ -199,8 +201,8 @@ class KitModel:
                  revision: str | None = None, keep_scores: bool = False) -> None:
         if isinstance(model, str):
             registry.spec(model, kit.profile)  # an unknown name: one line, before any work
-            if name is not None and not isinstance(name, str):
-                raise RequestError("name", "give a string", value=name)
+            if name is not None and (not isinstance(name, str) or not name.strip()):
+                raise RequestError("name", "give a non-empty string", value=name)
             key, self.name = model, name or model
         else:
             templates = {"query_template": query_template, "doc_template": doc_template,

@@ -152,14 +152,23 @@ def test_a_sentence_transformer_reranks_as_the_kit_runs_it(collection, tmp_path,
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "cache"))
     tiny = SentenceTransformer(str(build_sentence_transformer(tmp_path)), device="cpu")
+    encoded = []  # texts per encode call (counted on the library's class: the object's fingerprint is unchanged)
+    encode = SentenceTransformer.encode
+    monkeypatch.setattr(SentenceTransformer, "encode", lambda self, texts, **kw: encoded.append(len(texts))
+                        or encode(self, texts, **kw))
     template = "{instruction} {query}"  # the tiny model reads 64 tokens: the instruction first
     kit = dataset(collection, seeds=["929877"])
     topics, qrels = kit.get_topics(), kit.get_qrels()
     systems = {"tiny": kit.candidates() >> kit.reranker(tiny, query_template=template, revision="1")}
     found = pt.Experiment(list(systems.values()), topics, qrels, kit.measures(*MEASURES), names=list(systems),
                           perquery=True)
+    assert encoded
+    encoded.clear()
     result = api.evaluate(tiny, "csfcube", name="tiny", revision="1", query_template=template, seeds=["929877"],
                           measures=MEASURES, aggregate="mean", runs_dir=tmp_path / "runs")
+    # the kit's run read the vectors the transformer cached under the object's identity: the same
+    # vectors, so the same scores (vectors encoded in other batches differ in the last bits)
+    assert encoded == []
     assert not any(has_ties(docs) for docs in stored_run(result).values())
     assert_the_kits_figures(found, systems, {"tiny": result}, topics)
 
