@@ -250,3 +250,19 @@ def test_bad_requests_are_refused_in_one_line(collection):
     with pytest.raises(KitError, match="twice"):
         reranker.transform(pd.concat([frame.head(1), frame.head(1)]))
     assert qid in set(kit.retriever(overlap).transform(kit.get_topics())["qid"])
+
+
+def test_a_variants_topics_are_ranked_as_the_kits_run_of_that_variant(collection, tmp_path, monkeypatch):
+    monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "cache"))
+    seeds = ["929877", "3264891", "1936997"]
+    base, generic = dataset(collection, seeds=seeds), dataset(collection, seeds=seeds, variant="generic")
+    topics = base.get_topics("generic")
+    assert topics.equals(generic.get_topics()) and not topics.equals(base.get_topics())
+    made = base.retriever(instructed).transform(topics)  # the frame's instructions are what the model reads
+    assert made.equals(generic.retriever(instructed).transform(generic.get_topics()))
+    result = api.evaluate(instructed, "csfcube", name="instructed", revision="1", seeds=seeds, variants="generic",
+                          measures=MEASURES, runs_dir=tmp_path / "runs")
+    stored = read_trec(Path(result.runs["generic"]) / "run.trec")
+    assert {q: made[made["qid"] == q]["docno"].tolist() for q in stored} == {q: ranked(d) for q, d in stored.items()}
+    assert made.groupby("qid")["docno"].apply(list).to_dict() != \
+        base.retriever(instructed).transform(base.get_topics()).groupby("qid")["docno"].apply(list).to_dict()
