@@ -173,15 +173,16 @@ def test_a_sentence_transformer_reranks_as_the_kit_runs_it(collection, tmp_path,
     assert_the_kits_figures(found, systems, {"tiny": result}, topics)
 
 
-def test_the_kits_tie_rule_reaches_pyterrier(collection):
+def tied(query, documents):
+    return [1.0] * len(documents)
+
+
+def test_the_kits_tie_rule_reaches_pyterrier(collection, tmp_path, monkeypatch):
     # every candidate tied: the kit ranks by document id ascending, pytrec_eval (PyTerrier's
     # evaluation) by id descending; keep_scores=True hands PyTerrier the raw scores, and its own rule
+    monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "cache"))
     kit = dataset(collection, seeds=["929877"])
     topics, qrels, measure = kit.get_topics(), kit.get_qrels(), kit.measures("nDCG@20")
-
-    def tied(query, documents):
-        return [1.0] * len(documents)
-
     ours = kit.retriever(tied)
     raw = kit.retriever(tied, keep_scores=True)
     made = ours.transform(topics)
@@ -189,20 +190,13 @@ def test_the_kits_tie_rule_reaches_pyterrier(collection):
     assert made[made["qid"] == qid]["docno"].tolist() == sorted(d.doc_id for d in collection.candidates_of(qid))
     assert made[made["qid"] == qid]["score"].is_monotonic_decreasing
     assert raw.transform(topics)["score"].eq(1.0).all()
-    kit_values = kit_ndcg(collection, made)
+    kit_values = api.evaluate(tied, "csfcube", name="tied", revision="1", seeds=["929877"], measures=["nDCG@20"],
+                              aggregate="mean", runs_dir=tmp_path / "runs").per_query.loc["base", "nDCG@20"]
     found = pt.Experiment([ours, raw], topics, qrels, measure, names=["kit", "raw"], perquery=True)
     by = found.set_index(["name", "qid"])["value"]
     for q, value in kit_values.items():
         assert by[("kit", q)] == pytest.approx(value, abs=1e-12)
     assert any(not math.isclose(by[("raw", q)], v, abs_tol=1e-6) for q, v in kit_values.items())
-
-
-def kit_ndcg(collection, frame: pd.DataFrame) -> dict[str, float]:
-    """The kit's nDCG@20 of a transformer's output (its ranking as a run of scores)."""
-    from evalkit.evaluation import measures
-
-    run = {q: dict(zip(g["docno"], g["score"])) for q, g in frame.groupby("qid")}
-    return measures.per_query(collection.judged, run, ["nDCG@20"], collection.relevance_level)["nDCG@20"].to_dict()
 
 
 def test_the_reranker_reads_the_frames_query_and_keeps_its_columns(collection):
