@@ -39,10 +39,10 @@ from evalkit.core.errors import KitError
 from evalkit.data.collection import Collection
 from evalkit.evaluation.aggregate import ALL
 from evalkit.evaluation.evaluate import paired_by_units, summarize
+from evalkit.evaluation.request import ALPHA  # the one significance level of the marks
 from evalkit.evaluation.stats import PERMUTATION_SEED, PERMUTATIONS, holm, paired_test
 
 COLUMNS = ["measure", "stratum", "run", "against", "aggregate", "delta", "t", "p", "p_holm", "n", "better", "note"]
-ALPHA = 0.05
 ADJUST = ("holm", "none")
 FAMILY = "all pairs of runs of one measure and stratum"  # what Holm adjusts over (per variant in the API)
 

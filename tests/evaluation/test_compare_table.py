@@ -164,6 +164,7 @@ def test_the_table_from_the_api(tmp_path):
     assert folds and all(f"words: {n}" in table.text() and f"words: {n}" in table.markdown() for n in folds)
     latex = mine.compare_table(format="latex", test="fisher", permutations=1000)
     assert "1,000 permutations" in latex
+    assert "Note: words: method: no evaluated query is in the test half of fold1" in latex  # in the table note
     with pytest.raises(Exception, match="add test="):
         mine.compare_table(permutations=100)
 
