@@ -19,7 +19,6 @@ note that compiles with it); the legend names the family Holm adjusted over.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -30,7 +29,7 @@ from evalkit.core.latex import latex_escape
 from evalkit.data.collection import Collection
 from evalkit.evaluation.aggregate import ALL
 from evalkit.evaluation.compare import ADJUST, ALPHA, FAMILY, compare
-from evalkit.evaluation.evaluate import SCALE, paired_by_units, summarize
+from evalkit.evaluation.evaluate import SCALE, paired_by_units
 from evalkit.evaluation.stats import MIN_PAIRED, PERMUTATION_SEED, PERMUTATIONS
 
 FORMATS = ("text", "markdown", "latex")
@@ -146,14 +145,11 @@ def compare_table(collection: Collection, tables: Mapping[str, pd.DataFrame], me
     letters = dict(zip(names, LETTERS))
     strata = [*dict.fromkeys(collection.strata.values()), ALL]
     rows = compare(collection, tables, measures, aggregate_by, test, permutations, seed, alpha, adjust)
-    summaries = {name: summarize(collection, table, aggregate_by) for name, table in tables.items()}
     index = pd.MultiIndex.from_product([strata, names], names=["stratum", "run"])
-    values = pd.DataFrame(index=index, columns=list(measures), dtype=float)
     better = pd.DataFrame("", index=index, columns=list(measures))
-    for measure in measures:
-        for stratum in strata:
-            for name in names:
-                values.loc[(stratum, name), measure] = SCALE * summaries[name].get(measure, {}).get(stratum, math.nan)
+    each = rows.drop_duplicates(["measure", "stratum", "run"])  # every run is a row's run at least once
+    values = (SCALE * each.pivot(index=["stratum", "run"], columns="measure", values="aggregate")) \
+        .reindex(index=index, columns=list(measures)).astype(float)
     pairs = rows[rows["against"] != ""]
     for row in pairs[pairs["better"] != ""].itertuples(index=False):
         loser = row.against if row.better == row.run else row.run
