@@ -66,8 +66,9 @@ class Evaluation:
     """What `evaluate` returns. `per_query`: one row per variant and query (stratum, fold, each
     measure; fractions); `table`: one row per variant and measure, a column per stratum and
     ``all`` (the CLI's table; fractions, printed x100); `tests`: with a reference, one row per
-    variant, measure, stratum and run (`evalkit.evaluation.compare.COLUMNS`: ``aggregate`` the fold
-    aggregate, ``delta`` the mean per-query difference its ``t`` and ``p`` test); `runs`: each
+    variant, measure, stratum and pair of runs (`evalkit.evaluation.compare.COLUMNS`: ``aggregate`` the
+    fold aggregate, ``delta`` the mean per-query difference its ``t`` and ``p`` test, ``p_holm``
+    and ``better`` what the table's marks read); `runs`: each
     variant's run-store folder; `notes`: where the fold aggregate is undefined on the evaluated
     queries, a test has no p-value, or the kit cannot key the model's runs.
     `compare_table()` gives the runs x measures table (`evalkit.evaluation.compare_table`)."""

@@ -15,6 +15,7 @@ from evalkit.core.errors import KitError
 from evalkit.data.protocols import PROTOCOLS
 from evalkit.data.runstore import RANKING, read_sidecar
 from evalkit.datasets import load_dataset
+from evalkit.evaluation.compare import FAMILY
 from evalkit.evaluation.evaluate import SCALE, compared_measures
 from evalkit.evaluation.measures import PMRR_TIES
 from evalkit.evaluation.outcome import evaluate_tables, score_runs
@@ -79,10 +80,10 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     title = summary_title(f"{len(paths)} runs against {first}", judged, args.aggregate)
     if args.json or args.format == "rows":
         _print_comparison(outcome.tests(compared_measures(names)), notes,
-                          {**settings, **checked.test.described()}, args.json, title, checked.test)
+                          {**settings, **checked.test.described(), "alpha": checked.test.alpha, "holm_over": FAMILY},
+                          args.json, title, checked.test)
         return
-    table = outcome.table(compared_measures(names))
-    table.notes += notes
+    table = outcome.table(compared_measures(names))  # its notes end with the fold notes
     print(table.format(args.format), end="" if args.format != "text" else "\n")
 
 
@@ -101,9 +102,10 @@ def _print_comparison(result, notes: list[str], settings: dict, as_json: bool, t
         return
     name = ("paired two-sided t-tests" if test.test == "t" else
             f"Fisher's randomization tests ({test.permutations:,} permutations, seed {test.seed})")
-    print(f"{title}: {name} of the per-query differences, Holm-adjusted over the runs; values x{SCALE}: "
-          "aggregate = the measures table's value (the fold aggregate), delta = the mean per-query difference "
-          "from the first run (what t and p test)")
+    print(f"{title}: {name} of the per-query differences of every pair of runs, Holm-adjusted over {FAMILY} "
+          f"(p_holm; better: the run marked significantly better, p_holm < {test.alpha:g}, as the table's marks); "
+          f"values x{SCALE}: aggregate = the run's value in the measures table (the fold aggregate), delta = the "
+          "mean per-query difference run - against (what t and p test)")
     shown = result.assign(n=result["n"].astype(int), aggregate=SCALE * result["aggregate"],
                           delta=SCALE * result["delta"])
     print(shown.to_string(index=False, formatters={"aggregate": _two, "delta": _two, "t": _two,
@@ -127,7 +129,7 @@ def add_parser(command) -> None:
     evaluate.add_argument("--runs", required=True, metavar="PATH", action="append",
                           help="a TREC run file, a run-store folder (holding run.trec), or (csfcube) a folder of "
                                "official ranking files with --name; repeat it to compare runs (paired t-tests "
-                               "against the first, Holm-adjusted)")
+                               "of every pair, Holm-adjusted)")
     evaluate.add_argument("--name", help="csfcube official files: NAME in test-pid2pool-csfcube-NAME-FACET-ranked.json")
     evaluate.add_argument("--protocol", choices=PROTOCOLS, default=None,
                           help="pool: documents must come from each query's candidates, its excluded document "
@@ -135,8 +137,9 @@ def add_parser(command) -> None:
                                "recorded protocol); released: the candidates as released, the seed ranked and judged")
     evaluate.add_argument("--format", choices=("text", "markdown", "latex", "rows"), default="text",
                           help="several --runs: the runs x measures table as text (default), markdown or latex "
-                               "(x100, superscripts marking the runs each is significantly better than, Holm); "
-                               "rows: one row per measure, stratum and run against the first (delta, t, p)")
+                               "(x100, superscripts marking the runs each is significantly better than, Holm over all "
+                               "pairs of runs); rows: one row per measure, stratum and pair of runs (delta, t, p, "
+                               "p_holm and the run marked better: what made each mark)")
     evaluate.add_argument("--test", choices=("t", "fisher"), default="t",
                           help="several --runs: paired two-sided t-test (default, the paper's) or Fisher's "
                                "randomization test")

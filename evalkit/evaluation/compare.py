@@ -1,30 +1,37 @@
-"""Paired comparison of runs: each run's aggregate beside the first run's, with a paired test of
-the per-query differences and Holm's adjustment, per stratum and overall.
+"""Paired comparison of runs: every pair of runs tested on the per-query differences, the p-values
+Holm-adjusted over all pairs of runs of one measure and stratum, per stratum and overall; the
+one computation behind the rows (``evalkit evaluate`` with rows or JSON, ``result.tests``) and
+the marks of the runs x measures table (`evalkit.evaluation.compare_table`), so each mark is a
+row's ``p_holm`` below ``alpha``.
 
 `compare` takes per-query tables (`evalkit.evaluation.evaluate.per_query`) of several runs on one
-collection. The first run is the reference. For every measure, stratum (CSFCube's facets)
-and ``all``, one row per run:
+collection, the first the reference. For every measure, stratum (CSFCube's facets) and ``all``:
+the reference's row (``against`` blank, ``note`` ``reference``), then one row per pair of runs,
+``run`` against ``against`` (an earlier run: with two runs, the one row is the run against the
+reference):
 
-- ``aggregate``: the run's value as the measures table prints it (`evalkit.evaluation.evaluate.summarize`:
+- ``aggregate``: ``run``'s value as the measures table prints it (`evalkit.evaluation.evaluate.summarize`:
   the mean of the two test-fold means where the collection has folds, p-MRR the mean of the
   stratum means). It is the fold aggregate, not what is tested: the two can differ in sign;
-- ``delta``: the mean over the paired units of (run - reference), the quantity ``t`` and ``p``
+- ``delta``: the mean over the paired units of (run - against), the quantity ``t`` and ``p``
   test (`evalkit.evaluation.stats.paired_test`: same units, same sign). Units are the stratum's queries
   both runs have a value for; for p-MRR a seed's queries are one unit (its facets are one pair
   of instructions scored both ways, not independent queries: `pair_units`);
 - ``t``, ``p`` (paired two-sided t-test; or Fisher's randomization test, ``test="fisher"``,
-  whose statistic is ``delta`` itself, ``t`` blank), ``p_holm`` (Holm over the other runs for
-  that measure and stratum, `evalkit.evaluation.stats.holm`), ``n`` (paired units), ``note`` (why ``p``
-  is blank: fewer than `evalkit.evaluation.stats.MIN_PAIRED` units, no variance).
+  whose statistic is ``delta`` itself, ``t`` blank), ``p_holm`` (Holm over every pair of runs
+  of that measure and stratum, `FAMILY`, `evalkit.evaluation.stats.holm`; ``adjust="none"``
+  leaves it raw), ``n`` (paired units), ``better`` (the run of the pair marked significantly
+  better: ``p_holm`` < ``alpha`` and ``delta`` not 0; blank when neither is), ``note`` (why
+  ``p`` is blank: fewer than `evalkit.evaluation.stats.MIN_PAIRED` units, no variance).
 
-Runs with no query in common are refused. Used by ``evalkit evaluate --runs A --runs B ...``
-and `evalkit.api`; `evalkit.evaluation.compare_table` builds the runs x measures table from the same tests.
+Runs with no query in common are refused.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from itertools import combinations
 
 import pandas as pd
 
@@ -32,9 +39,12 @@ from evalkit.core.errors import KitError
 from evalkit.data.collection import Collection
 from evalkit.evaluation.aggregate import ALL
 from evalkit.evaluation.evaluate import paired_by_units, summarize
+from evalkit.evaluation.request import ALPHA  # the one significance level of the marks
 from evalkit.evaluation.stats import PERMUTATION_SEED, PERMUTATIONS, holm, paired_test
 
-COLUMNS = ["measure", "stratum", "run", "aggregate", "delta", "t", "p", "p_holm", "n", "note"]
+COLUMNS = ["measure", "stratum", "run", "against", "aggregate", "delta", "t", "p", "p_holm", "n", "better", "note"]
+ADJUST = ("holm", "none")
+FAMILY = "all pairs of runs of one measure and stratum"  # what Holm adjusts over (per variant in the API)
 
 
 def pair_units(collection: Collection) -> dict[str, str]:
@@ -82,30 +92,43 @@ def pair_test(collection: Collection, table: pd.DataFrame, reference: pd.DataFra
 
 def compare(collection: Collection, tables: Mapping[str, pd.DataFrame], measures: Sequence[str],
             aggregate_by: str = "folds", test: str = "t", permutations: int = PERMUTATIONS,
-            seed: int = PERMUTATION_SEED) -> pd.DataFrame:
-    """One row per measure, stratum and run (see the module docstring); the first run is the reference."""
+            seed: int = PERMUTATION_SEED, alpha: float = ALPHA, adjust: str = "holm") -> pd.DataFrame:
+    """The rows of the module docstring: per measure and stratum, the first run's row (``note``
+    ``reference``), then one row per pair of runs; the one computation of the pairwise tests,
+    their Holm adjustment (`FAMILY`) and the marks `evalkit.evaluation.compare_table` prints."""
+    if adjust not in ADJUST:
+        raise KitError(f"adjust={adjust!r}: choose holm or none")
     check_common(tables)
     names = list(tables)
     summaries = {name: summarize(collection, table, aggregate_by) for name, table in tables.items()}
     strata = list(dict.fromkeys(collection.strata.values()))
-    reference = tables[names[0]]
     rows = []
     for measure in measures:
         for stratum in [*strata, ALL]:
-            tests = {name: pair_test(collection, tables[name], reference, measure, stratum, test, permutations, seed)
-                     for name in names[1:]}
-            adjusted = holm({n: r.pvalue for n, r in tests.items()})
-            for name in names:
-                aggregate = summaries[name].get(measure, {}).get(stratum, math.nan)
-                result = tests.get(name)
-                rows.append({"measure": measure, "stratum": stratum, "run": name, "aggregate": aggregate,
-                             "delta": math.nan if result is None else result.delta,
-                             "t": math.nan if result is None or test != "t" else result.statistic,
-                             "p": math.nan if result is None else result.pvalue,
-                             "p_holm": adjusted.get(name, math.nan),
-                             "n": _units(collection, reference, measure, stratum) if result is None else result.n,
-                             "note": "reference" if result is None else (result.note or "")})
+            results = {(run, against): pair_test(collection, tables[run], tables[against], measure, stratum, test,
+                                                 permutations, seed)
+                       for against, run in combinations(names, 2)}
+            raw = {pair: r.pvalue for pair, r in results.items()}
+            adjusted = holm(raw) if adjust == "holm" else raw
+            reference = names[0]
+            rows.append({"measure": measure, "stratum": stratum, "run": reference, "against": "",
+                         "aggregate": _aggregate(summaries, reference, measure, stratum), "delta": math.nan,
+                         "t": math.nan, "p": math.nan, "p_holm": math.nan,
+                         "n": _units(collection, tables[reference], measure, stratum), "better": "",
+                         "note": "reference"})
+            for (run, against), result in results.items():
+                p = adjusted[run, against]
+                marked = not math.isnan(p) and p < alpha and result.delta != 0
+                rows.append({"measure": measure, "stratum": stratum, "run": run, "against": against,
+                             "aggregate": _aggregate(summaries, run, measure, stratum), "delta": result.delta,
+                             "t": result.statistic if test == "t" else math.nan, "p": result.pvalue, "p_holm": p,
+                             "n": result.n, "better": (run if result.delta > 0 else against) if marked else "",
+                             "note": result.note or ""})
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _aggregate(summaries: Mapping[str, dict], name: str, measure: str, stratum: str) -> float:
+    return summaries[name].get(measure, {}).get(stratum, math.nan)
 
 
 def _units(collection: Collection, table: pd.DataFrame, measure: str, stratum: str) -> int:

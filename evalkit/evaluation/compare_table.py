@@ -6,18 +6,21 @@ aggregate as the measures table prints it (x100, `SCALE`; the fold aggregate whe
 collection has folds); every pair of runs is tested on the per-query values of that measure
 and stratum (`evalkit.evaluation.compare.pair_test`: the paired two-sided t-test by default, or Fisher's
 randomization test, seeded, its permutations stated; p-MRR paired by seed), the p-values of
-all pairs of one measure and stratum are Holm-adjusted together, and run i is marked better
-than run j when the adjusted p is below `alpha` and i's mean per-query difference from j is
-positive. A pair with no p-value (fewer than 5 paired units, no variance) marks nothing, and
-the notes say so. Printed as text, Markdown or LaTeX (booktabs; superscripts as ``$^{ab}$``).
+all pairs of runs of one measure and stratum are Holm-adjusted together, and run i is marked
+better than run j when the adjusted p is below `alpha` and i's mean per-query difference from
+j is positive. The tests, the adjustment and the marks are computed once, by
+`evalkit.evaluation.compare.compare`, whose rows (the table's `tests`; ``evalkit evaluate``'s
+rows and JSON, ``result.tests``, for the same runs) give each pair's p, p_holm and the run
+marked better, so every mark is traceable. A pair with no p-value (fewer than 5 paired units,
+no variance) marks nothing, and the notes say so. Printed as text, Markdown or LaTeX (a
+booktabs tabular, superscripts as ``$^{ab}$``, the legend and notes as its last row, a table
+note that compiles with it); the legend names the family Holm adjusted over.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import combinations
 
 import pandas as pd
 
@@ -25,13 +28,13 @@ from evalkit.core.errors import KitError
 from evalkit.core.latex import latex_escape
 from evalkit.data.collection import Collection
 from evalkit.evaluation.aggregate import ALL
-from evalkit.evaluation.compare import check_common, pair_test
-from evalkit.evaluation.evaluate import SCALE, paired_by_units, summarize
-from evalkit.evaluation.stats import MIN_PAIRED, PERMUTATION_SEED, PERMUTATIONS, holm
+from evalkit.evaluation.compare import ADJUST, ALPHA, FAMILY, compare
+from evalkit.evaluation.evaluate import SCALE, paired_by_units
+from evalkit.evaluation.stats import MIN_PAIRED, PERMUTATION_SEED, PERMUTATIONS
 
 FORMATS = ("text", "markdown", "latex")
-ALPHA = 0.05
 LETTERS = "abcdefghijklmnoprstuvwxyz"  # no q: Unicode has no superscript q
+LEGEND_WIDTH = r"0.9\linewidth"  # the LaTeX table note: a paragraph of this width under the table
 SUPERSCRIPT = dict(zip("abcdefghijklmnoprstuvwxyz", "ᵃᵇᶜᵈᵉᶠᵍʰⁱʲᵏˡᵐⁿᵒᵖʳˢᵗᵘᵛʷˣʸᶻ"))
 
 
@@ -39,7 +42,8 @@ SUPERSCRIPT = dict(zip("abcdefghijklmnoprstuvwxyz", "ᵃᵇᶜᵈᵉᶠᵍʰⁱ�
 class ComparisonTable:
     """`values` (index stratum, run; a column per measure; x100), `better` (the same shape: the
     letters of the runs each value is significantly better than), `letters` (run -> letter),
-    the test, alpha, permutations and `notes`."""
+    the test, alpha, permutations and `notes`; `tests`: the rows that made the marks
+    (`evalkit.evaluation.compare.compare`: each pair's p, p_holm and the run marked better)."""
 
     values: pd.DataFrame
     better: pd.DataFrame
@@ -49,14 +53,22 @@ class ComparisonTable:
     permutations: int | None
     seed: int | None
     notes: list[str] = field(default_factory=list)
+    tests: pd.DataFrame = field(default_factory=pd.DataFrame)
+    adjust: str = "holm"
 
     @property
     def caption(self) -> str:
+        """The legend every format prints with the table: what a mark means, the test and the
+        family Holm adjusted over."""
         test = ("paired two-sided t-test" if self.test == "t" else
                 f"Fisher's randomization test ({self.permutations:,} permutations, seed {self.seed})")
+        runs = len(self.letters)
+        pairs = runs * (runs - 1) // 2
+        family = (f"Holm-adjusted over {FAMILY} ({pairs} pair{'s' if pairs != 1 else ''} of {runs} runs)"
+                  if self.adjust == "holm" else "not adjusted for multiple comparisons")
         return (f"Values x{SCALE} (the measures table's aggregate); a superscript letter marks a run this one is "
-                f"significantly better than ({test} on per-query values, p-MRR paired by seed, Holm-adjusted over "
-                f"the pairs of each measure and stratum, p < {self.alpha:g}).")
+                f"significantly better than ({test} on per-query values, p-MRR paired by seed, {family}, "
+                f"p < {self.alpha:g}); each pair's p and adjusted p are the comparison rows' p and p_holm.")
 
     def cells(self, superscript) -> pd.DataFrame:
         shown = self.values.copy().astype(object)
@@ -86,17 +98,22 @@ class ComparisonTable:
         return "\n".join([body, "", self.caption, "", *[f"- Note: {n}" for n in self.notes]]) + "\n"
 
     def latex(self) -> str:
+        """A booktabs tabular whose last row is the legend and the notes, a table note that
+        compiles with the table (one paragraph across every column)."""
         shown = self._frame(lambda m: f"$^{{{m}}}$")
         columns = list(self.values.columns)
-        lines = [f"% {latex_escape(self.caption)}", f"\\begin{{tabular}}{{ll{'r' * len(columns)}}}", r"\toprule",
+        width = len(columns) + 2
+        lines = [f"\\begin{{tabular}}{{ll{'r' * len(columns)}}}", r"\toprule",
                  " & ".join(["", "run", *map(latex_escape, columns)]) + r" \\"]
         for stratum in dict.fromkeys(shown["stratum"]):
-            lines += [r"\midrule", f"\\multicolumn{{{len(columns) + 2}}}{{l}}{{\\emph{{{latex_escape(stratum)}}}}}"
+            lines += [r"\midrule", f"\\multicolumn{{{width}}}{{l}}{{\\emph{{{latex_escape(stratum)}}}}}"
                       r" \\"]
             for row in shown[shown["stratum"] == stratum].itertuples(index=False):
                 letter, run, *cells = row[1:]
                 lines.append(" & ".join([letter, latex_escape(run), *cells]) + r" \\")
-        lines += [r"\bottomrule", r"\end{tabular}", ""]
+        legend = " ".join([latex_escape(self.caption), *(f"Note: {latex_escape(n)}" for n in self.notes)])
+        note = f"\\multicolumn{{{width}}}{{@{{}}p{{{LEGEND_WIDTH}}}@{{}}}}{{\\footnotesize {legend}}}"
+        lines += [r"\bottomrule", note + r" \\", r"\end{tabular}", ""]
         return "\n".join(lines)
 
     def format(self, kind: str = "text") -> str:
@@ -116,44 +133,33 @@ def compare_table(collection: Collection, tables: Mapping[str, pd.DataFrame], me
                   permutations: int = PERMUTATIONS, seed: int = PERMUTATION_SEED,
                   adjust: str = "holm") -> ComparisonTable:
     """The runs x measures table of `tables` (per-query tables, run name -> table); `adjust`
-    ``none`` leaves p-values raw (as ranx's report)."""
-    if adjust not in ("holm", "none"):
+    ``none`` leaves p-values raw (as ranx's report). Its marks are the ``better`` column of
+    `evalkit.evaluation.compare.compare`'s rows, kept as the table's `tests`."""
+    if adjust not in ADJUST:
         raise KitError(f"adjust={adjust!r}: choose holm or none")
     if not 0 < alpha < 1:
         raise KitError(f"alpha={alpha!r}: give a significance level between 0 and 1, e.g. 0.05")
     names = list(tables)
     if len(names) > len(LETTERS):
         raise KitError(f"{len(names)} runs: a comparison table marks at most {len(LETTERS)}; compare fewer runs")
-    for name in names[1:]:
-        check_common({names[0]: tables[names[0]], name: tables[name]})
     letters = dict(zip(names, LETTERS))
     strata = [*dict.fromkeys(collection.strata.values()), ALL]
-    summaries = {name: summarize(collection, table, aggregate_by) for name, table in tables.items()}
+    rows = compare(collection, tables, measures, aggregate_by, test, permutations, seed, alpha, adjust)
     index = pd.MultiIndex.from_product([strata, names], names=["stratum", "run"])
-    values = pd.DataFrame(index=index, columns=list(measures), dtype=float)
     better = pd.DataFrame("", index=index, columns=list(measures))
-    blank: dict[str, int] = {}
-    for measure in measures:
-        for stratum in strata:
-            for name in names:
-                values.loc[(stratum, name), measure] = SCALE * summaries[name].get(measure, {}).get(stratum, math.nan)
-            results = {(i, j): pair_test(collection, tables[i], tables[j], measure, stratum, test, permutations, seed)
-                       for i, j in combinations(names, 2)}
-            raw = {pair: r.pvalue for pair, r in results.items()}
-            adjusted = holm(raw) if adjust == "holm" else raw
-            for (i, j), result in results.items():
-                if result.note:
-                    blank[result.note.split(";")[0]] = blank.get(result.note.split(";")[0], 0) + 1
-                p = adjusted[(i, j)]
-                if math.isnan(p) or p >= alpha or result.delta == 0:
-                    continue
-                winner, loser = (i, j) if result.delta > 0 else (j, i)
-                better.loc[(stratum, winner), measure] += letters[loser]
+    each = rows.drop_duplicates(["measure", "stratum", "run"])  # every run is a row's run at least once
+    values = (SCALE * each.pivot(index=["stratum", "run"], columns="measure", values="aggregate")) \
+        .reindex(index=index, columns=list(measures)).astype(float)
+    pairs = rows[rows["against"] != ""]
+    for row in pairs[pairs["better"] != ""].itertuples(index=False):
+        loser = row.against if row.better == row.run else row.run
+        better.loc[(row.stratum, row.better), row.measure] += letters[loser]
     for column in better.columns:
         better[column] = better[column].map(lambda m: "".join(sorted(m, key=LETTERS.index)))
+    blank = pairs.loc[pairs["note"] != "", "note"].str.split(";").str[0].value_counts()
     notes = [f"{count} pair(s) not tested: {why}" for why, count in sorted(blank.items())]
     for m in (m for m in measures if paired_by_units(collection, m)):
         notes.append(f"{m}: a seed's two facets are one unit of the paired test (they are not independent "
                      f"queries); a stratum needs {MIN_PAIRED} seeds for a test")
     return ComparisonTable(values, better, letters, test, alpha, permutations if test == "fisher" else None,
-                           seed if test == "fisher" else None, notes)
+                           seed if test == "fisher" else None, notes, rows.reset_index(drop=True), adjust)

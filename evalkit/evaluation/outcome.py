@@ -77,17 +77,22 @@ class Outcome:
         return sorted({f"{label}: {note}" for label in self.tables for note in self.notes(label)})
 
     def tests(self, measures: list[str] | None = None) -> pd.DataFrame:
-        """Paired tests of every run against the first (`evalkit.evaluation.compare.compare`)."""
+        """Paired tests of every pair of runs, Holm-adjusted over the pairs of each measure and
+        stratum (`evalkit.evaluation.compare.compare`): the very p-values the table's marks come from."""
+        test = self.checked.test
         return compare(self.collection, self.tables, self.compared if measures is None else measures,
-                       self.aggregate, **self.checked.test.arguments())
+                       self.aggregate, alpha=test.alpha, **test.arguments())
 
     def table(self, measures: list[str] | None = None, test: PairedTestSettings | None = None) -> ComparisonTable:
         """The runs x measures table (`evalkit.evaluation.compare_table.compare_table`) under the
-        request's test, or `test` (a comparison asked for later, checked by `check_test`)."""
+        request's test, or `test` (a comparison asked for later, checked by `check_test`); its notes
+        end with the runs' fold notes (`labelled_notes`), so they print with the table."""
         test = self.checked.test if test is None else test
         names = [n for n in self.compared if n not in self.twins] if measures is None else measures
-        return compare_table(self.collection, self.tables, names, self.aggregate, alpha=test.alpha,
-                             **test.arguments())
+        table = compare_table(self.collection, self.tables, names, self.aggregate, alpha=test.alpha,
+                              **test.arguments())
+        table.notes += self.labelled_notes()
+        return table
 
 
 def score_runs(judged: Collection, runs: Mapping[str, Run], checked: CheckedEvaluation) -> dict[str, pd.DataFrame]:

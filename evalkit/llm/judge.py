@@ -113,6 +113,15 @@ class QueryJudge:
         yield from self.fill(orders)
         return [self.memo[o] for o in orders]
 
+    def share_of(self, x: str, y: str) -> float:
+        """x's share of the win against y from the judgments already made (no tally, no model)."""
+        p_xy, p_yx = self.memo[x, y], self.memo[y, x]
+        if p_xy > 0.5 and p_yx < 0.5:
+            return 1.0
+        if p_xy < 0.5 and p_yx > 0.5:
+            return 0.0
+        return self._tie(x, y, p_xy, p_yx)
+
     def _shares(self, pairs: Sequence[Order]) -> list[float]:
         tally = self.judge.tally
         shares = []
@@ -120,14 +129,10 @@ class QueryJudge:
             p_xy, p_yx = self.memo[x, y], self.memo[y, x]
             tally.comparisons += 1
             tally.a_wins += (p_xy > 0.5) + (p_yx > 0.5)
-            if p_xy > 0.5 and p_yx < 0.5:
-                shares.append(1.0)
-            elif p_xy < 0.5 and p_yx > 0.5:
-                shares.append(0.0)
-            else:
-                share = self._tie(x, y, p_xy, p_yx)
+            share = self.share_of(x, y)
+            if not ((p_xy > 0.5 and p_yx < 0.5) or (p_xy < 0.5 and p_yx > 0.5)):
                 self._record(x, y, p_xy, p_yx, share)
-                shares.append(share)
+            shares.append(share)
         return shares
 
     def _tie(self, x: str, y: str, p_xy: float, p_yx: float) -> float:

@@ -6,9 +6,14 @@ all documents, reordered. A scheduler can so run many queries' sorts at once
 (`evalkit.llm.schedule`); `drive(steps, compare)` runs one with a plain callable, and
 `all_pairs`, `sliding_window`, `heapsort_top` are those drivers.
 
-- all pairs: every pair once (N(N-1)/2 comparisons, one batch); order by wins, ties in input order.
+- all pairs: every pair once (N(N-1)/2 comparisons, one batch); order by wins, equal wins in
+  the order the documents first scored, as llm-rankers' allpair sorts its win dict (the
+  documents that never score last, in input order).
 - sliding window: `passes` bubble passes from the bottom (N-1, N-2, ... comparisons, one at
   a time); after pass i the i best are on top, the rest keep their relative order as bubbled.
+  llm-rankers' ``bubblesort`` skips the unchanged pairs at the bottom of each pass: the same
+  order, fewer comparisons; `llm_rankers_sliding_steps` replays it on the kit's judgments to
+  count them (the run's accounting reports both).
 - heapsort: llm-rankers' heapsort (ielab/llm-rankers, `PairwiseLlmRanker.heapSort`): build a
   max-heap over all N (about 2N comparisons; the sift-downs of one heap level touch disjoint
   subtrees and are asked together), then k extractions (about 2 log2 N each, one at a
@@ -70,13 +75,20 @@ def _ahead(docs: Sequence[str]):
 
 
 def all_pairs_steps(docs: Sequence[str], k: int = 0) -> Steps:
+    """Every pair once; documents by wins, equal wins in the order they first scored (llm-rankers'
+    allpair: its win dict's insertion order, pairs in input order, x before y on a half win),
+    those that never scored after them in input order."""
     pairs = [(x, y) for i, x in enumerate(docs) for y in docs[i + 1:]]
     wins = dict.fromkeys(docs, 0.0)
+    first_scored: dict[str, int] = {}
     shares = (yield pairs) if pairs else []
     for (x, y), share in zip(pairs, shares):
         wins[x] += share
         wins[y] += 1.0 - share
-    return sorted(docs, key=lambda d: -wins[d])
+        for doc, got in ((x, share), (y, 1.0 - share)):
+            if got > 0:
+                first_scored.setdefault(doc, len(first_scored))
+    return sorted(docs, key=lambda d: (-wins[d], first_scored.get(d, len(docs))))
 
 
 def sliding_steps(docs: Sequence[str], passes: int) -> Steps:
@@ -86,6 +98,43 @@ def sliding_steps(docs: Sequence[str], passes: int) -> Steps:
             if (yield from ahead(order[i], order[i - 1])):
                 order[i - 1], order[i] = order[i], order[i - 1]
     return order
+
+
+def llm_rankers_sliding_steps(docs: Sequence[str], passes: int) -> Steps:
+    """llm-rankers' sliding window (ielab/llm-rankers, `PairwiseLlmRanker.rerank`, method
+    ``bubblesort``), for its comparison count: the same bubble passes, but each pass starts at
+    the window's end, which moves up by one for every comparison before a pass's first swap
+    (and back down by one at that swap, unless at the bottom), so unchanged pairs at the bottom
+    are not asked again. Under one fixed set of judgments it asks a subset of `sliding_steps`'
+    comparisons and returns the same order (tests/llm/test_llm_rankers_allpairs_sliding.py)."""
+    order, ahead = list(docs), _ahead(docs)
+    end = len(order) - 1
+    for top in range(min(passes, len(order))):
+        i, changed = end, False
+        while i > top:
+            if (yield from ahead(order[i], order[i - 1])):
+                order[i - 1], order[i] = order[i], order[i - 1]
+                if not changed:
+                    changed = True
+                    if end != len(order) - 1:
+                        end += 1
+            if not changed:
+                end -= 1
+            i -= 1
+    return order
+
+
+def replay(steps: Steps, share: Callable[[str, str], float]) -> tuple[list[str], int]:
+    """A sort answered from judgments already made (`share(x, y)`: x's share of the win): its
+    order and the comparisons it asked."""
+    asked = 0
+
+    def answer(pairs):
+        nonlocal asked
+        asked += len(pairs)
+        return [share(x, y) for x, y in pairs]
+
+    return drive(steps, answer), asked
 
 
 def heapsort_steps(docs: Sequence[str], k: int) -> Steps:

@@ -44,7 +44,7 @@ from evalkit.llm.backend import Backend
 from evalkit.llm.cache import JudgmentCache
 from evalkit.llm.judge import Judge
 from evalkit.llm.openai_api import OpenAIBackend, api_numerics
-from evalkit.llm.prp import STEPS, all_pairs, heapsort_top, sliding_window
+from evalkit.llm.prp import STEPS, all_pairs, heapsort_top, llm_rankers_sliding_steps, replay, sliding_window
 from evalkit.llm.schedule import run_tasks
 from evalkit.llm.templates import load_template
 from evalkit.llm.vllm_server import VLLMServer
@@ -176,6 +176,7 @@ class LLMReranker:
             backend.server = self.server
             backend.numerics = api_numerics(self.server.identity, backend.options)  # not its port
         self.judge = Judge(backend, template, cache, disagreement, chunk)
+        self._uncounted = False  # llm-rankers' sliding count could not be replayed (`_count_as_llm_rankers`)
 
     def rerank(self, instruction: str, seed_text: str, candidates: Sequence[tuple[str, str]],
                first_stage: dict[str, float]) -> dict[str, float]:
@@ -213,6 +214,8 @@ class LLMReranker:
         label = f"LLM {self.method}{'' if self.method == 'pw' else ' ' + self.variant} ({self.judge.backend.model})"
         outputs = run_tasks(self.judge, tasks, self.parallel_queries, expected,
                             "judgment" if self.method == "pw" else "comparison", label)
+        if self.method == "prp" and self.variant == "sliding":
+            self._count_as_llm_rankers([query for query, _ in tasks], [head for _, head in orders])
         scores = []
         for (order, head), out in zip(orders, outputs):
             if self.method == "pw":
@@ -225,6 +228,21 @@ class LLMReranker:
         self.judge.tally.queries += len(jobs)
         self.judge.tally.wall_time_s += time.perf_counter() - start
         return scores
+
+    def _count_as_llm_rankers(self, queries, heads) -> None:
+        """The tally's `llm_rankers_comparisons`: llm-rankers' sliding window replayed on the judgments
+        just made (it asks a subset of the kit's pairs; a pair it would ask that the kit did not
+        leaves the count None)."""
+        tally = self.judge.tally
+        if self._uncounted:
+            return
+        try:
+            counted = sum(replay(llm_rankers_sliding_steps(head, self.k), query.share_of)[1]
+                          for query, head in zip(queries, heads))
+        except KeyError:
+            self._uncounted, tally.llm_rankers_comparisons = True, None
+            return
+        tally.llm_rankers_comparisons = (tally.llm_rankers_comparisons or 0) + counted
 
     def accounting(self) -> dict:
         """Counts since construction (see `evalkit.llm.tally.Tally`), for the run's JSON sidecar."""

@@ -14,6 +14,9 @@ class Tally:
     judgments: int = 0  # prompts needed (two per comparison, one per pointwise candidate)
     cache_hits: int = 0  # judgments found in the cache (or answered once for several queries)
     prompts_sent: int = 0  # judgments sent to the model
+    # sliding window: the comparisons llm-rankers' bubblesort would ask (its `total_compare`: one
+    # per pair, both orders in it) under the same judgments; None for the other variants
+    llm_rankers_comparisons: int | None = None
     prompt_tokens: int = 0
     retries: int = 0  # requests repeated (transient failures and unparsed answers)
     unparsed: int = 0  # answers without a valid label probability (retried, never stored)

@@ -25,7 +25,9 @@ prints it (4 decimals, ``%.4f``), read back and x100 (scripts/tables/gather_resu
 prompt hash (the md5 hex of the prompt, as their run scripts name prompts: ``echo -n "$prompt"
 | md5sum``). The script compares the rounded values as strings, which orders e.g. "9.5" above
 "10.2"; the kit compares them as numbers (the same whenever the values have equally many
-digits; the README's departures table lists it). Where no tied prompt has a recall, the
+digits; the README's departures table lists it). A tied prompt without a recall counts 0 for
+the maximum but is dropped as the script drops it (its ``None`` never equals the maximum), so
+a prompt with recall 0.0 wins over one with none. Where no tied prompt has a recall, the
 script filters every prompt out and fails (``min()`` of nothing); the kit keeps them all and
 goes on to the hash.
 ``mean``: the highest unrounded dev mean, the first listed among equals.
@@ -131,8 +133,9 @@ def promptriever_choice(measure: str, tiebreak: str = TIEBREAK) -> Callable[[dic
         if len(tied) > 1:
             recall = {p: (trec_eval_value(dev[p][tiebreak].mean()) if tiebreak in dev[p] else math.nan)
                       for p in tied}
-            recall = {p: 0.0 if math.isnan(v) else v for p, v in recall.items()}
-            tied = [p for p in tied if recall[p] == max(recall.values())]
+            top = max(0.0 if math.isnan(v) else v for v in recall.values())  # the script's ``v[1] or 0``
+            # a prompt without a recall never equals the top (the script's None == 0.0 is false)
+            tied = [p for p in tied if recall[p] == top] or tied  # none has one: the script fails; keep all
         return min(tied, key=prompt_hash)
 
     return choose

@@ -21,7 +21,7 @@ import pandas as pd
 from evalkit.core.latex import LATEX, latex_escape  # noqa: F401  (printed.latex_escape)
 from evalkit.data.runs import write_atomic
 
-DIGITS = {"kendall_tau": 3, "score": 3}  # columns not on the x100 scale, more digits
+DIGITS = {"kendall_tau": 3, "score": 3, "kendall_undefined": 0}  # columns not on the x100 scale
 # Columns a block states once in its title when they are constant in it (else shown as columns).
 TITLE_COLUMNS = ("measure", "role", "source")
 KEYS = ("label", "variant", "setting", "dataset")  # repeated in every part of a split table

@@ -232,35 +232,47 @@ def comparison_table(study: Study, collection: Collection, measures: Sequence[st
 
 def instruction_following_table(study: Study, collection: Collection, data: CSFCube) -> pd.DataFrame:
     """p-MRR x100 per facet and aggregated (mean of facet means), and how much a model's ranking
-    moves between a seed's two instructions: mean Kendall tau over paired seeds (1 = unchanged)."""
+    moves between a seed's two instructions: mean Kendall tau over paired seeds (1 = unchanged),
+    over the seeds where it is defined; ``kendall_undefined`` counts the seeds where it is not
+    (one instruction's scores constant), apart from the mean."""
     made, reasons = study_rows.outcomes(study, collection)
     out = []
     for model in study.models:
         if model in reasons:
-            out.append(_not_run_row(study, model, reasons[model], kendall_tau=math.nan))
+            out.append(_not_run_row(study, model, reasons[model], kendall_tau=math.nan, kendall_undefined=math.nan))
             continue
         table = per_query(collection, made[model], [])
+        tau, undefined = ranking_movement(made[model], collection)
         out.append({**_label(study.profile, model), **_scaled(summarize(collection, table)[PMRR]),
-                    "kendall_tau": ranking_movement(made[model], collection), study_rows.STATUS: study_rows.RAN})
+                    "kendall_tau": tau, "kendall_undefined": undefined, study_rows.STATUS: study_rows.RAN})
     for recipe, label in human_recipes(study).items():
         human = human_table(study, data, collection, [], recipe)
         out.append({"model": "human", "label": label, "role": "reference", "source": "kit", "recipe": recipe,
                     **_scaled(summarize(collection, human)[PMRR]), "kendall_tau": math.nan,
-                    study_rows.STATUS: study_rows.RAN})
+                    "kendall_undefined": math.nan, study_rows.STATUS: study_rows.RAN})
     return pd.DataFrame(out + published_rows(PMRR))
 
 
-def ranking_movement(run: Run, collection: Collection) -> float:
-    """Mean Kendall tau-b between the scores a run gives a seed's two instructions, over the
-    paired queries the run holds (each pair once)."""
+def kendall_taus(run: Run, collection: Collection) -> list[float]:
+    """Kendall tau-b between the scores a run gives a seed's two instructions, per paired query
+    the run holds (each pair once), over the documents both score; NaN where it is undefined
+    (one side's scores constant, or fewer than two documents): a constant side is not an
+    unchanged ranking, so it is never read as 1."""
     taus = []
     for a, b in collection.pairs.items():
         if a > b or a not in run or b not in run:
             continue
         common = sorted(set(run[a]) & set(run[b]))
-        tau = scistats.kendalltau([run[a][d] for d in common], [run[b][d] for d in common]).statistic
-        taus.append(1.0 if math.isnan(tau) else tau)  # constant scores under both: nothing moved
-    return float(np.mean(taus)) if taus else math.nan
+        taus.append(float(scistats.kendalltau([run[a][d] for d in common], [run[b][d] for d in common]).statistic))
+    return taus
+
+
+def ranking_movement(run: Run, collection: Collection) -> tuple[float, int]:
+    """The mean of `kendall_taus` over the pairs where it is defined, and the number of pairs where
+    it is undefined (counted apart: the table's ``kendall_undefined``)."""
+    taus = kendall_taus(run, collection)
+    defined = [t for t in taus if not math.isnan(t)]
+    return (float(np.mean(defined)) if defined else math.nan), len(taus) - len(defined)
 
 
 GROUP_LABELS = {"base": "Base", "generic": "Generic", "definition": "Definition", "aspect-subset": "Aspect subset"}

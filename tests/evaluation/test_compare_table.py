@@ -17,7 +17,7 @@ from evalkit import api, cli
 from evalkit.data.protocols import protocol_collection
 from evalkit.data.runs import write_trec
 from evalkit.evaluation.compare import compare
-from evalkit.evaluation.compare_table import compare_table
+from evalkit.evaluation.compare_table import SUPERSCRIPT, compare_table
 from evalkit.evaluation.evaluate import per_query
 from evalkit.evaluation.measures import rank_scores
 from evalkit.pipeline.runner import RunSettings, ensure_run
@@ -133,6 +133,9 @@ def test_the_table_from_the_cli_in_three_formats_and_its_latex_compiles(cached_d
     assert cli.main([*argv, "--format", "latex", "--test", "fisher", "--permutations", "2000", "--seed", "7"]) == 0
     latex = capsys.readouterr().out
     assert "2,000 permutations, seed 7" in latex and r"\multicolumn" in latex and "$^{" in latex
+    legend = next(line for line in latex.splitlines() if "Holm-adjusted over all pairs" in line)
+    assert legend.startswith(r"\multicolumn{") and r"\footnotesize Values x100" in legend  # a table note, not a %
+    assert not any(line.startswith("%") for line in latex.splitlines())
     (tmp_path / "compare.tex").write_text(latex)
     compile_tables([tmp_path / "compare.tex"], tmp_path)
     assert cli.main([*argv, "--format", "rows", "--json"]) == 0
@@ -157,8 +160,11 @@ def test_the_table_from_the_api(tmp_path):
     assert list(table.letters) == ["bm25", "words"] and table.values.shape[1] == 7
     assert table.values.loc[("all", "words"), "AP"] == pytest.approx(100 * mine.table.loc[("base", "AP"), "all"])
     assert "p-MRR: a seed's two facets are one unit" in table.text()
+    folds = [n for n in mine.notes if "the fold aggregate is undefined" in n]
+    assert folds and all(f"words: {n}" in table.text() and f"words: {n}" in table.markdown() for n in folds)
     latex = mine.compare_table(format="latex", test="fisher", permutations=1000)
     assert "1,000 permutations" in latex
+    assert "Note: words: method: no evaluated query is in the test half of fold1" in latex  # in the table note
     with pytest.raises(Exception, match="add test="):
         mine.compare_table(permutations=100)
 
@@ -171,3 +177,92 @@ def test_a_study_table_on_four_queries_says_untested_not_different(tmp_path, dat
                          MODELS=f"bm25,{name}", REFERENCE_MODEL="bm25", DISCOUNT="csfcube", RUNS_DIR=str(tmp_path))
     table = tables.relevance_table(study, collection, data).query("source == 'kit'").set_index("model")
     assert table.loc[name, "same_as_reference"] == tables.UNTESTED and math.isnan(table.loc[name, "p_vs_reference"])
+
+
+def marks_and_rows(table, rows, alpha):
+    """For every cell: the letters it shows, and the letters the rows say it earned (p_holm < alpha
+    and better == the cell's run), with each pair's p_holm."""
+    letters = table.letters
+    pairs = rows[rows["against"] != ""]
+    for measure in table.better.columns:
+        for (stratum, run), shown in table.better[measure].items():
+            mine = pairs[(pairs.measure == measure) & (pairs.stratum == stratum)
+                         & ((pairs.run == run) | (pairs.against == run))]
+            earned = {letters[r.against if r.run == run else r.run] for r in mine.itertuples()
+                      if r.better == run and r.p_holm < alpha}
+            yield measure, stratum, run, set(shown), earned, mine
+
+
+def test_every_mark_is_a_printed_pair_with_p_holm_below_alpha(collection, three):
+    """Property over four runs (six pairs, so Holm over all pairs differs from Holm over the three
+    against the first): a cell carries a letter exactly when the rows hold that pair with p_holm <
+    alpha and the cell's run better; the rows' p is scipy's ttest_rel and p_holm statsmodels' Holm
+    over every pair of the measure and stratum."""
+    from scipy import stats as scistats
+
+    runs, _ = three
+    rng = np.random.default_rng(5)
+    judged = protocol_collection(collection, "pool")
+    noisy = {q: {d: s + rng.normal(0, 2) for d, s in docs.items()} for q, docs in runs["bm25"].items()}
+    runs = {**runs, "noisy": noisy}
+    measures = ["nDCG@10", "AP", "RR"]
+    tables = {name: per_query(judged, run, measures) for name, run in runs.items()}
+    table = compare_table(judged, tables, measures, "mean")
+    rows = table.tests
+    assert len(rows[rows.against != ""]) == 6 * len(measures) * 4  # 6 pairs x measures x (3 facets + all)
+    marked = unmarked = 0
+    for measure, stratum, run, shown, earned, mine in marks_and_rows(table, rows, 0.05):
+        assert shown == earned, (measure, stratum, run, shown, mine)
+        marked += len(shown)
+        unmarked += sum(1 for r in mine.itertuples() if r.better != run)
+    assert marked > 3 and unmarked > 3  # both sides of the property are exercised
+    try:
+        from statsmodels.stats.multitest import multipletests
+    except ImportError:  # the hand-computed case of tests/evaluation/test_stats.py covers Holm
+        multipletests = None
+    for (measure, stratum), family in rows[rows.against != ""].groupby(["measure", "stratum"]):
+        for r in family.itertuples():
+            a, b = tables[r.run], tables[r.against]
+            queries = a.index if stratum == "all" else a.index[a.stratum == stratum]
+            assert r.p == pytest.approx(scistats.ttest_rel(a.loc[queries, measure], b.loc[queries, measure]).pvalue,
+                                        rel=1e-9)
+        if multipletests is not None:
+            defined = family.dropna(subset=["p"])
+            assert defined.p_holm.to_numpy() == pytest.approx(multipletests(defined.p, method="holm")[1])
+
+
+def test_the_cli_table_marks_are_its_json_rows(cached_data, capsys, three):
+    """What `evalkit evaluate` prints for three runs: each superscript of the Markdown table is a
+    pair of the JSON rows with p_holm < alpha (Holm over the three pairs), each blank one a pair at
+    or above it; the legend names the family."""
+    _, paths = three
+    argv = ["evaluate", "--dataset", "csfcube", "--measures", "nDCG@10,AP",
+            *[a for p in paths.values() for a in ("--runs", str(p))]]
+    assert cli.main([*argv, "--format", "markdown"]) == 0
+    markdown = capsys.readouterr().out
+    assert "Holm-adjusted over all pairs of runs of one measure and stratum (3 pairs of 3 runs)" in markdown
+    assert cli.main([*argv, "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["settings"]["holm_over"] == "all pairs of runs of one measure and stratum"
+    rows = pd.DataFrame(printed["rows"]).fillna({"p_holm": math.nan})
+    pairs = rows[rows.against != ""]
+    assert len(pairs) == 3 * 2 * 4
+    plain = {v: k for k, v in SUPERSCRIPT.items()}
+    lines = [line for line in markdown.splitlines() if line.startswith("| ") and "stratum" not in line]
+    letters = dict(zip("abc", map(str, paths.values())))  # TREC files are named by their paths
+    marked = blank = 0
+    for line in lines:
+        stratum, letter, run, *cells = [c.strip() for c in line.strip("|").split("|")]
+        run = letters[letter]
+        for measure, cell in zip(["nDCG@10", "AP"], cells):
+            shown = {letters[plain[c]] for c in cell if c in plain}
+            for other in set(letters.values()) - {run}:
+                pair = pairs[(pairs.measure == measure) & (pairs.stratum == stratum)
+                             & (pairs.run.isin([run, other])) & (pairs.against.isin([run, other]))].iloc[0]
+                if other in shown:
+                    assert pair.p_holm < 0.05 and pair.better == run, (line, pair)
+                    marked += 1
+                elif pair.better != other:
+                    assert not pair.p_holm < 0.05 or pair.delta == 0, (line, pair)
+                    blank += 1
+    assert marked and blank

@@ -1,5 +1,6 @@
 """Generic prompts, prompt selection on a collection's folds, published figures."""
 
+import math
 import random
 
 import pandas as pd
@@ -257,3 +258,20 @@ def test_the_authors_string_comparison_is_the_one_exception():
     prompted = {prompt_hash(p): (_as_the_authors_csv_holds_it(t["nDCG@10"].tolist()), 100.0) for p, t in dev.items()}
     assert _authors_get_best_dev_prompt({"Prompted": prompted})[0] == prompt_hash(low)
     assert promptriever_choice("nDCG@10")(dev) == high
+
+
+def test_a_tied_prompt_without_recall_loses_to_one_with_recall_zero_as_in_the_authors_function():
+    # both round to 40.1; "no recall" has no R@100 value, "zero recall" has 0.0: the authors keep the latter
+    from evalkit.promptriever.prompts import TIEBREAK, prompt_hash, promptriever_choice
+
+    names = sorted(["no recall A.", "zero recall B.", "no recall C."], key=prompt_hash)
+    zero = names[-1]  # the highest md5 hex: a rule keeping all three would choose another by the hash
+    dev = {p: pd.DataFrame({"nDCG@10": [0.4012], TIEBREAK: [0.0 if p == zero else math.nan]}, index=["q"])
+           for p in names}
+    prompted = {prompt_hash(p): (40.12, 0.0 if p == zero else None) for p in names}
+    assert _authors_get_best_dev_prompt({"Prompted": prompted})[0] == prompt_hash(zero)
+    assert promptriever_choice("nDCG@10")(dev) == zero
+    without = {p: t.drop(columns=TIEBREAK) if p != zero else t for p, t in dev.items()}  # no column at all
+    assert promptriever_choice("nDCG@10")(without) == zero
+    nobody = {p: t.drop(columns=TIEBREAK) for p, t in dev.items()}  # the script fails here; the kit: lowest md5
+    assert promptriever_choice("nDCG@10")(nobody) == names[0]
