@@ -18,6 +18,7 @@ of start-up is the one line ``evalkit: interrupted`` and status 130, never a tra
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 INTERRUPTED = 130  # the shell's status for a process ended by SIGINT
@@ -25,6 +26,8 @@ INTERRUPTED = 130  # the shell's status for a process ended by SIGINT
 
 def main(argv: list[str] | None = None) -> int:
     """Run the `evalkit` command line on `argv` (default: the process's arguments); the exit status."""
+    if sys.stderr is None:  # started with stderr closed (2>&-): notes and errors go nowhere, never onto stdout
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115 (the process's stderr, open until exit)
     try:
         return _app().main(argv)
     except KeyboardInterrupt:

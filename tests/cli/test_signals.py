@@ -42,3 +42,18 @@ def test_ctrl_c_during_start_up_is_one_line_and_status_130(tmp_path):
         else:  # finished before the interrupt came: its own one line
             assert done.returncode == 2 and done.stderr.startswith("evalkit: error: "), (delay, done.stderr)
     assert interrupted >= 3  # the start-up takes longer than the first delays
+
+
+def test_a_run_with_stderr_closed_finishes_and_keeps_stdout_clean(tmp_path):
+    """``evalkit run ... 2>&-`` with progress bars on: the run is written, nothing lands on stdout
+    but the command's own output, and a bad input is still status 2."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "EVALKIT_PROGRESS": "terminal", "EVALKIT_CACHE": str(tmp_path)}
+    argv = [sys.executable, "-m", "evalkit.cli", "run", "--model", "bm25", "--dataset", "csfcube", "--seeds",
+            "929877", "--runs-dir", str(tmp_path / "runs")]
+    done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, timeout=300, text=True,
+                          preexec_fn=lambda: os.close(2))
+    assert done.returncode == 0, done.stdout
+    assert list((tmp_path / "runs").rglob("ranking.trec")) or list((tmp_path / "runs").rglob("*.trec"))
+    bad = subprocess.run([*argv[:3], "evaluate", "--dataset", "csfcube", "--runs", str(tmp_path / "missing")],
+                         stdout=subprocess.PIPE, env=env, timeout=300, text=True, preexec_fn=lambda: os.close(2))
+    assert bad.returncode == 2 and bad.stdout == ""
