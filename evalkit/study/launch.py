@@ -44,6 +44,17 @@ def tag_of(given: dict[str, str]) -> str:
                      **{k: given[k] for k in CONTENT if k in given})
 
 
+def _tag(given: dict[str, str]) -> str:
+    """The build tag of the parameters, always (so an output's name says what made it). A TAG in
+    the environment (``EVALKIT_PARAM_TAG``, which make never sets) is refused unless it is that tag:
+    it would name the outputs after something else, or lead outside OUTPUT_DIR."""
+    computed = tag_of(given)
+    if given.get("TAG") and given["TAG"] != computed:
+        raise KitError(f"{PREFIX}TAG={given['TAG']!r}: TAG is computed from the parameters ({computed} here) and "
+                       f"names the outputs after them; unset {PREFIX}TAG")
+    return computed
+
+
 def _typed(name: str, text: str, declared: dict) -> object:
     """`text` as the declared parameter's type: a number where the notebook's default is one."""
     try:
@@ -100,7 +111,7 @@ def run(name: str, given: dict[str, str], root: Path = Path(".")) -> Path:
     source = root / NOTEBOOKS / f"{name}.ipynb"
     if not source.is_file():
         raise KitError(f"no notebook {source}; choose one of {', '.join(sorted(OUTPUTS))} or explore")
-    given = {**given, "TAG": given.get("TAG") or tag_of(given)}
+    given = {**given, "TAG": _tag(given)}
     output_dir = resolve(given.get("OUTPUT_DIR") or "build")
     folder = output_dir / "notebooks"
     stem = explore_stem(given) if name == "explore" else f"{name}-{given['TAG']}"
