@@ -160,6 +160,10 @@ def main(argv: list[str] | None = None) -> int:
         print(run(argv[0], environment_parameters()))
     except KitError as exc:
         return report(exc)
+    except KeyboardInterrupt:  # Ctrl-C (make passes it on): one line, the shell's status for SIGINT
+        report(f"notebooks/{argv[0]}.ipynb interrupted; its temporary notebook was removed, nothing complete was "
+               "written")
+        return 130
     except Stopped as stop:
         name = signal.Signals(stop.args[0]).name
         report(f"notebooks/{argv[0]}.ipynb stopped by {name}; its temporary notebook was removed, nothing complete "

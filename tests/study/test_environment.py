@@ -99,3 +99,23 @@ def test_the_cache_variable_has_one_reader():
     lock_readers = sorted(str(p.relative_to(root)) for p in root.rglob("*.py") if "LOCK_WAIT_ENV" in p.read_text()
                           or '"EVALKIT_LOCK_WAIT_S"' in p.read_text())
     assert lock_readers == ["core/locks.py"]
+
+
+def test_ctrl_c_during_a_notebook_is_one_line_and_status_130(tmp_path, monkeypatch, capsys):
+    import papermill
+
+    _echo(tmp_path)
+
+    def interrupted(source, out, parameters, **kwargs):
+        Path(out).write_text("{}")  # half-executed
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(papermill, "execute_notebook", interrupted)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("EVALKIT_PARAM_OUTPUT_DIR", str(tmp_path / "build"))
+    monkeypatch.setenv("EVALKIT_PROGRESS", "off")  # no "running echo" line
+    assert launch.main(["echo"]) == 130
+    err = capsys.readouterr().err
+    assert err == ("evalkit: error: notebooks/echo.ipynb interrupted; its temporary notebook was removed, nothing "
+                   "complete was written\n")
+    assert not list((tmp_path / "build").rglob("*.ipynb"))
