@@ -40,14 +40,15 @@ def guarded(argv: list[str]) -> list[str]:
 
 
 def _members(group: int) -> list[int]:
-    """The other processes of process group `group` (Linux: from /proc; elsewhere unknown: [])."""
+    """The other live processes of process group `group` (Linux: from /proc; elsewhere unknown: []);
+    a zombie has ended already, whoever reaps it."""
     found = []
     for entry in Path("/proc").glob("[0-9]*"):
         try:
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
         except (OSError, IndexError):
             continue
-        if int(fields[2]) == group and int(entry.name) != os.getpid():
+        if int(fields[2]) == group and fields[0] != "Z" and int(entry.name) != os.getpid():
             found.append(int(entry.name))
     return found
 
