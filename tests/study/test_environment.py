@@ -119,3 +119,13 @@ def test_ctrl_c_during_a_notebook_is_one_line_and_status_130(tmp_path, monkeypat
     assert err == ("evalkit: error: notebooks/echo.ipynb interrupted; its temporary notebook was removed, nothing "
                    "complete was written\n")
     assert not list((tmp_path / "build").rglob("*.ipynb"))
+
+
+@pytest.mark.parametrize("given_tag", ["x/../..", "a/b", "..", "a\\\\b", "evil tag"])
+def test_a_notebooks_tag_parameter_must_be_a_plain_name_part(given_tag):
+    """A notebook run by hand (JupyterLab, papermill) with TAG given: the one slug rule (`tag.path_part`)."""
+    from evalkit.study import params
+
+    with pytest.raises(KitError) as raised:
+        params.check("hybrid", PROFILE="offline", PROTOCOL="pool", TAG=given_tag)
+    assert str(raised.value).startswith(f"TAG {given_tag!r} is not a plain file-name part")
