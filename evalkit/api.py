@@ -97,8 +97,11 @@ class Evaluation:
         if self.tests is not None:
             shown = self.tests[~self.tests["measure"].isin(twins)]
             shown = shown.assign(aggregate=SCALE * shown["aggregate"], delta=SCALE * shown["delta"])
-            parts += [f"paired two-sided t-tests against the reference (x{SCALE}: aggregate = the table's value, "
-                      "delta = the mean per-query difference that t tests):",
+            fisher = self.checked is not None and self.checked.test.test == "fisher"
+            tests, statistic = ("Fisher's paired randomization tests", "the test") if fisher else \
+                ("paired two-sided t-tests", "t")
+            parts += [f"{tests} against the reference (x{SCALE}: aggregate = the table's value, "
+                      f"delta = the mean per-query difference that {statistic} tests):",
                       shown.to_string(index=False, formatters={"aggregate": two, "delta": two, "t": two,
                                                                "p": lambda v: f"{v:#.3g}",
                                                                "p_holm": lambda v: f"{v:#.3g}"}, na_rep="-")]
@@ -235,6 +238,8 @@ def _variants(collection: Collection, variants, instructions: str | None) -> lis
     if variants is not None and not isinstance(variants, str | Sequence):
         raise RequestError("variants", f"a {type(variants).__name__} is not a variant name; give one or a list of them",
                            value=variants)
+    if variants is not None and not isinstance(variants, str) and not list(variants):
+        raise RequestError("variants", "names no variant; give some, or leave it out for base", value=list(variants))
     variants = [variants] if isinstance(variants, str) else list(variants or chosen)
     known = chosen if instructions is not None else collection.variants
     unknown = next((v for v in variants if v not in known), None)
@@ -260,18 +265,28 @@ def evaluate(model, dataset: str = "csfcube", *, name: str | None = None, revisi
              empty_instruction_template: str = "{query}", label: str | None = None, role: str | None = None,
              measures: Sequence[str] | None = None, discount: str | None = None, k: int | None = None,
              aggregate: str = "folds", runs_dir: str | Path = "runs", first_stage: str | None = None,
-             depth: int | None = None, corpus: str | None = None) -> Evaluation:
+             depth: int | None = None, corpus: str | None = None, test: str = "t", alpha: float = 0.05,
+             permutations: int | None = None, seed: int | None = None) -> Evaluation:
     """Rank `dataset` with `model` under each variant, store the runs, and evaluate them (see the
     module docstring). `variants`: default ``base``, or every variant of `instructions` when an
-    instruction file is given. `seeds` / `queries`: a smoke run over some queries only."""
+    instruction file is given. `seeds` / `queries`: a smoke run over some queries only. `test`
+    (``t`` or ``fisher``), `alpha`, `permutations`, `seed`: the paired tests against `reference`,
+    as ``evalkit evaluate --test``."""
+    if not isinstance(dataset, str) or not dataset.strip():
+        raise RequestError("dataset", "give a dataset spec, e.g. csfcube or beir:FOLDER (evalkit --help lists them)",
+                           value=dataset)
     request = EvaluationRequest(dataset=dataset, protocol=protocol, measures=measures, discount=discount, k=k,
-                                aggregate=aggregate, seeds=seeds, queries=queries)
+                                aggregate=aggregate, seeds=seeds, queries=queries, test=test, alpha=alpha,
+                                permutations=permutations, seed=seed)
     check_options(request)  # the rules `evalkit evaluate` follows, worded as this function's arguments
     check_cutoff("depth", depth)
     if profile not in registry.profiles():
         raise RequestError("profile", f"choose one of {', '.join(registry.profiles())}", value=profile)
-    if not isinstance(runs_dir, str | Path):
+    if not isinstance(runs_dir, str | Path) or not str(runs_dir).strip():
         raise RequestError("runs_dir", "give the folder of the run store", value=runs_dir)
+    if Path(runs_dir).expanduser().exists() and not Path(runs_dir).expanduser().is_dir():
+        raise RequestError("runs_dir", "is not a folder; give the folder of the run store (made if missing)",
+                           value=str(runs_dir))
     instructions = _instructions_file(instructions)
     if isinstance(model, str):
         if name is not None or revision is not None:

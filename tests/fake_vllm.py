@@ -11,6 +11,9 @@ pointwise labels). ``FAKE_VLLM_MODE`` picks a behaviour:
 - ``die-after:N``: exits (status 1) when the N+1th completion arrives, without answering it.
 
 ``FAKE_VLLM_ARGV`` names a file that gets its argv as JSON; ``FAKE_VLLM_PIDFILE`` its pid.
+``FAKE_VLLM_CHILD_PIDFILE``: it first starts a worker of its own (as vLLM's engine processes), a
+sleeping process that ignores nothing and outlives it unless its process group is ended, and
+writes the worker's pid there.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import hashlib
 import json
 import math
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -70,6 +74,9 @@ def main() -> None:
         Path(os.environ["FAKE_VLLM_ARGV"]).write_text(json.dumps(sys.argv[1:]))
     if os.environ.get("FAKE_VLLM_PIDFILE"):
         Path(os.environ["FAKE_VLLM_PIDFILE"]).write_text(str(os.getpid()))
+    if os.environ.get("FAKE_VLLM_CHILD_PIDFILE"):
+        worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], stdin=subprocess.DEVNULL)
+        Path(os.environ["FAKE_VLLM_CHILD_PIDFILE"]).write_text(str(worker.pid))
     mode = os.environ.get("FAKE_VLLM_MODE", "ok")
     print(f"fake vllm: serving {args.model} on port {args.port} ({mode})", flush=True)
     if mode == "exit":

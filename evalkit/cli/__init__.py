@@ -9,75 +9,39 @@ A thin layer on the library (`evalkit.evaluation.evaluate`, `evalkit.pipeline.ru
 `evalkit.pipeline.run_input`, ...): it parses and checks options, calls the library and prints.
 Each command imports the modules only it needs when it runs (lazy, for start-up cost), so
 ``--help`` and a BM25 run load no neural library (`tests/kit/test_imports.py`).
+
+The console script's entry, `main`, loads nothing heavy before it catches a Ctrl-C: the commands'
+modules (pandas among them) load inside it (`evalkit.cli.app`), so an interrupt at any moment
+of start-up is the one line ``evalkit: interrupted`` and status 130, never a traceback.
 """
 
 from __future__ import annotations
 
-import argparse
+import importlib
 import os
 import sys
 
-# One module per command, each adding its subparser (`add_parser`) and its handler; what they share
-# is in `options` (the usage error, options checked before any work) and `printing` (summaries).
-from evalkit.cli import data, evaluate, export, human, models, plan, report, run, verify
-from evalkit.cli.options import ArgumentParser
-from evalkit.core.errors import CLI, KitError
-from evalkit.core.errors import report as report_error
-from evalkit.datasets import dataset_help
-
-COMMANDS = (run, evaluate, human, models, report, export, plan, verify, data)  # in --help's order
-
-
-def build_parser() -> ArgumentParser:
-    """The parser of every command; the datasets' help is read now, so a scheme registered before
-    `main` runs is listed."""
-    datasets_help = dataset_help()
-    parser = ArgumentParser(prog="evalkit", description=__doc__, epilog=datasets_help,
-                            formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    def command(name: str, help_text: str) -> ArgumentParser:
-        return sub.add_parser(name, help=help_text, description=help_text, epilog=datasets_help,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
-
-    for module in COMMANDS:
-        module.add_parser(command)
-    return parser
-
-
-def _quiet_stdout() -> None:
-    """Point stdout at /dev/null, so the interpreter's own flush at exit meets no closed pipe."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError, AttributeError):  # stdout replaced (tests) or already closed
-        pass
+INTERRUPTED = 130  # the shell's status for a process ended by SIGINT
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """Run the `evalkit` command line on `argv` (default: the process's arguments); the exit status."""
+    if sys.stderr is None:  # started with stderr closed (2>&-): notes and errors go nowhere, never onto stdout
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115 (the process's stderr, open until exit)
     try:
-        status = args.func(args)
-        sys.stdout.flush()  # a reader that closed the pipe is found here, inside the handlers
-    except KitError as exc:  # worded as the command line spells its fields (--permutations, --protocol)
-        return report_error(exc.for_front_end(CLI))
-    except BrokenPipeError:  # output piped into e.g. `head`, which has read enough: end quietly, as Unix tools do
-        _quiet_stdout()
-        return 0
-    except KeyboardInterrupt:  # Ctrl-C: one line, the shell's status for SIGINT
+        return _app().main(argv)
+    except KeyboardInterrupt:
         print("evalkit: interrupted", file=sys.stderr)
-        return 130
-    except OSError as exc:  # e.g. a disk that fills or a folder that vanishes while writing
-        where = f"{exc.filename}: " if exc.filename else ""
-        return report_error(f"{where}{exc.strerror or exc}")
-    except RecursionError:  # an input nested deeper than any reader follows
-        return report_error("an input file is nested too deeply to read; check the files given")
-    except Exception as exc:  # sqlite (a cache file read-only, full or damaged) and other storage errors
-        import sqlite3
+        return INTERRUPTED
 
-        if not isinstance(exc, sqlite3.Error):
-            raise
-        return report_error(f"a cache file failed ({' '.join(str(exc).splitlines())}); free disk space, make the "
-                      "cache writable, or delete the damaged file under EVALKIT_CACHE")
-    return status or 0
+
+def __getattr__(name: str):
+    """The command line's other names (`build_parser`, `COMMANDS`, the command modules), from `app`."""
+    if name.startswith("__"):
+        raise AttributeError(name)
+    return getattr(_app(), name)
+
+
+def _app():
+    """`evalkit.cli.app`, imported on first use (inside `main`'s Ctrl-C handling)."""
+    return importlib.import_module("evalkit.cli.app")

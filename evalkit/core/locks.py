@@ -2,8 +2,8 @@
 
 Vector and BM25 indexes: `exclusive`. SQLite caches (embeddings, LLM judgments): SQLite itself
 lets one process write at a time; `waiting` retries an operation while another process holds
-the file, for up to ``EVALKIT_LOCK_WAIT_S`` seconds (default 3600), so a lock is a wait with a
-note, never reported as damage.
+the file, for up to ``EVALKIT_LOCK_WAIT_S`` seconds (a positive number; default 3600), so a lock is
+a wait with a note, never reported as damage.
 
 `exclusive(path)` holds an advisory ``flock`` on a small lock file beside what it guards
 (``NAME.lock``, left in place: removing it could let two writers lock two different files).
@@ -14,6 +14,7 @@ kernel drops it with the file descriptor), so a killed writer never blocks the n
 
 from __future__ import annotations
 
+import math
 import os
 import sqlite3
 import sys
@@ -32,6 +33,7 @@ BUSY_MS = 200  # SQLite's own wait per attempt; `waiting` repeats attempts
 def exclusive(path: Path, what: str) -> Iterator[None]:
     """Hold the exclusive lock on ``path`` (a lock file, created if missing) while inside.
     `what` names the guarded state in the waiting note."""
+    lock_wait_s()  # its setting refused on first use, as `waiting` does
     try:
         import fcntl
     except ImportError:  # not POSIX: no second writer is kept out (documented in the README)
@@ -61,14 +63,25 @@ def exclusive(path: Path, what: str) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
+LOCK_WAIT_ENV = "EVALKIT_LOCK_WAIT_S"
+LOCK_WAIT_S = 3600.0  # the default
+
+
 def lock_wait_s() -> float:
-    """How long a process waits for a cache file another process holds (``EVALKIT_LOCK_WAIT_S``)."""
-    text = os.environ.get("EVALKIT_LOCK_WAIT_S", "")
+    """How long a process waits for a cache file another process holds: ``EVALKIT_LOCK_WAIT_S``
+    (a positive, finite number of seconds), else `LOCK_WAIT_S`. The variable's one reader; read
+    at every wait's start, so a bad value is refused on first use, not only when a lock is met."""
+    text = os.environ.get(LOCK_WAIT_ENV, "").strip()
+    if not text:
+        return LOCK_WAIT_S
     try:
-        value = float(text) if text else 3600.0
+        value = float(text)
     except ValueError:
-        raise KitError(f"EVALKIT_LOCK_WAIT_S={text!r} is not a number of seconds; unset it or give one") from None
-    return max(value, 0.0)
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise KitError(f"{LOCK_WAIT_ENV}={text!r} is not a positive number of seconds; give one (e.g. 600) or "
+                       f"unset it for {LOCK_WAIT_S:g}")
+    return value
 
 
 def is_locked(exc: BaseException) -> bool:
@@ -80,6 +93,7 @@ def is_locked(exc: BaseException) -> bool:
 def waiting(path: Path, action, what: str = "cache"):
     """`action()`, retried while another process holds the SQLite file at `path` (a note once, after
     `NOTE_AFTER_S`), up to `lock_wait_s` seconds; then the error propagates (`cache_error`: locked)."""
+    lock_wait_s()  # a bad EVALKIT_LOCK_WAIT_S is refused here, before the first attempt
     started, noted = time.monotonic(), False
     while True:
         try:

@@ -13,6 +13,10 @@ LLM comparisons, hybrid components, corpus streaming) goes:
 
 `bar(...)` takes tqdm's arguments and returns a tqdm bar; `announce(...)` prints one line
 to the same place (`announce_notebook` prints the "running NOTEBOOK ..." line of a make target).
+
+Progress is never worth a run: with no stderr (``2>&-``: Python then has no ``sys.stderr``) the
+bars and lines are dropped, and a write to a stderr that fails (closed, a reader gone) ends that
+stream's progress output, not the run (`_Tolerant`).
 """
 
 from __future__ import annotations
@@ -34,7 +38,39 @@ def mode() -> str:
     return value if value in MODES else "auto"
 
 
-def _stream():
+class _Tolerant:
+    """A text stream whose failed writes (OSError: a closed descriptor, a reader gone; ValueError:
+    a closed file) silence it instead of raising; with no stream (None) it drops everything."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def _call(self, name: str, *args, default=None):
+        if self.stream is None:
+            return default
+        try:
+            return getattr(self.stream, name)(*args)
+        except (OSError, ValueError):
+            self.stream = None
+            return default
+
+    def write(self, text: str) -> int:
+        return self._call("write", text, default=len(text))
+
+    def flush(self) -> None:
+        self._call("flush")
+
+    def isatty(self) -> bool:
+        return bool(self._call("isatty", default=False))
+
+    def fileno(self) -> int:
+        if self.stream is None:
+            raise OSError("no stream")
+        return self.stream.fileno()
+
+
+def _target():
+    """Where `mode` sends progress: a stream, or None (no stderr at all)."""
     if mode() != "terminal":
         return sys.stderr
     # An ipykernel (papermill's kernel) forwards fd 2 into the notebook too; the terminal is the
@@ -45,9 +81,16 @@ def _stream():
     return sys.__stderr__ if sys.__stderr__ is not None else sys.stderr
 
 
+def _stream() -> _Tolerant:
+    return _Tolerant(_target())
+
+
 @functools.cache
 def _fd_stream(fd: int):
-    return os.fdopen(os.dup(fd), "w", buffering=1, encoding="utf-8", errors="replace")
+    try:
+        return os.fdopen(os.dup(fd), "w", buffering=1, encoding="utf-8", errors="replace")
+    except OSError:  # the kernel's copy of the terminal is closed
+        return None
 
 
 def bar(iterable: Iterable | None = None, *, total: int | None = None, desc: str | None = None,
@@ -57,8 +100,9 @@ def bar(iterable: Iterable | None = None, *, total: int | None = None, desc: str
     current = mode()
     if total is None and iterable is not None and hasattr(iterable, "__len__"):
         total = len(iterable)  # type: ignore[arg-type]
-    disable = bool(kwargs.pop("disable", False)) or current == "off" or (total is not None and total < min_total)
     stream = _stream()
+    disable = bool(kwargs.pop("disable", False)) or current == "off" or (total is not None and total < min_total) \
+        or stream.stream is None
     if current == "terminal":
         tty = bool(getattr(stream, "isatty", lambda: False)())
         kwargs.setdefault("mininterval", 0.5 if tty else 30.0)

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from evalkit.core.errors import KitError
 from evalkit.core.hashing import file_sha256
+from evalkit.core.workspace import cache_env
 from evalkit.data.collection import Collection, Document, Fold, Sentence
 from evalkit.data.collection import Query as CollectionQuery
 from evalkit.datasets.csfcube_corpus import iter_corpus
@@ -95,8 +96,8 @@ def _read_manifest() -> list[tuple[str, str, str]]:
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("EVALKIT_CACHE") or Path.home() / ".cache" / "evalkit"
-    return Path(base) / f"csfcube-{COMMIT[:12]}"
+    base = cache_env() or Path.home() / ".cache" / "evalkit"  # EVALKIT_CACHE's one reader
+    return base / f"csfcube-{COMMIT[:12]}"
 
 
 def locate() -> Path:

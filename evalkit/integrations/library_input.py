@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError
 from evalkit.data.collection import Collection
-from evalkit.data.protocols import check_protocol_run, protocol_collection
-from evalkit.data.runs import Run
+from evalkit.data.protocols import check_protocol, check_protocol_run, protocol_collection
+from evalkit.data.runs import Run, is_finite_score
 from evalkit.evaluation.measures import rank_scores
 
 PROTOCOLS_JUDGED_AS_POOL = ("pool", "pooled", "full")
@@ -39,10 +39,31 @@ def ranked_scores(run: Mapping[str, Mapping[str, float]], keep_scores: bool = Fa
 
 
 def checked(run: Run, collection: Collection, protocol: str) -> Run:
-    """`run` after the kit's checks (known queries; on the pool protocols only each query's
-    candidates as the protocol gives them: `check_protocol_run`)."""
-    if not isinstance(run, Mapping):
-        raise KitError(f"run: expected {{qid: {{doc: score}}}}, got {type(run).__name__}; read a run file with "
-                       "evalkit.data.runs.read_trec")
+    """`run` after the kit's checks: the protocol named (`check_protocol`), the run's shape
+    (`check_shape`: a ranking per query, finite scores), known queries and, on the pool
+    protocols, only each query's candidates as the protocol gives them (`check_protocol_run`)."""
+    check_protocol(protocol)
+    check_shape(run)
     check_protocol_run(run, collection, protocol)
     return run
+
+
+def check_shape(run: object) -> None:
+    """``{qid: {doc: score}}`` with at least one query, each ranking a non-empty mapping and every
+    score a finite number (a NaN or infinite score has no rank, and a library would rank it
+    somewhere of its own choosing): else one line naming the query and the document."""
+    if not isinstance(run, Mapping):
+        raise DataError("run", f"expected {{qid: {{doc: score}}}}, got a {type(run).__name__}; read a run file with "
+                        "evalkit.data.runs.read_trec")
+    if not run:
+        raise DataError("run", "the run ranks no queries; give a ranking for at least one query")
+    for qid, scores in run.items():
+        if not isinstance(scores, Mapping):
+            raise DataError("run", f"query {qid}: expected {{doc: score}}, got a {type(scores).__name__}; give each "
+                            "query's documents with their scores")
+        if not scores:
+            raise DataError("run", f"query {qid} ranks no document; drop the query or give its ranking")
+        for doc, score in scores.items():
+            if not is_finite_score(score):
+                raise DataError("run", f"query {qid}: document {doc} has the score {score!r:.40}; give every document "
+                                "a finite number")

@@ -169,10 +169,13 @@ def csfcube_tasks(collection: Collection | None = None, *, protocol: str = "pool
                            value=protocol)
     if collection is None:
         collection = load_dataset("csfcube")
+    if not isinstance(collection, Collection):
+        raise RequestError("collection", "give a kit Collection (evalkit.datasets.load_dataset('csfcube')) or leave it "
+                           "out", value=type(collection).__name__)
     if not collection.candidates or not any(q.facet for q in collection.queries.values()):
         raise KitError(f"{collection.name}: the mteb tasks need CSFCube (judged pools and facet queries)")
-    if variant not in collection.variants:
-        raise KitError(f"variant {variant!r}: choose one of {', '.join(collection.variants)}")
+    if not isinstance(variant, str) or variant not in collection.variants:
+        raise RequestError("variant", f"choose one of {', '.join(collection.variants)}", value=variant)
     collection = protocol_collection(_selected(collection, seeds), protocol)
     judged = collection.judged
     qids = list(collection.queries)

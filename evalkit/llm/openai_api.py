@@ -123,6 +123,26 @@ def _read_bounded(response, deadline: float, url: str) -> bytes:
         parts.append(block)
 
 
+MAX_DEPTH = 64  # JSON nesting: a chat completion is about 6 levels deep; deeper is a broken server
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_BRACKETS = bytes.maketrans(b"", b"")
+
+
+def nested_too_deep(raw: bytes, limit: int = MAX_DEPTH) -> bool:
+    """Whether the JSON text `raw` opens more than `limit` arrays or objects inside one another
+    (strings skipped), found without parsing it: a parser would recurse once a level, so a
+    body nested thousands deep would end in a RecursionError."""
+    brackets = _JSON_STRING.sub(b"", raw).translate(_BRACKETS, delete=bytes(set(range(256)) - set(b"[]{}")))
+    depth = deepest = 0
+    for opened in brackets.replace(b"]", b"}").replace(b"[", b"{").split(b"}"):
+        depth += len(opened)
+        deepest = max(deepest, depth)
+        if deepest > limit:
+            return True
+        depth = max(depth - 1, 0)
+    return False
+
+
 def api_numerics(server: str, options: dict) -> str:
     """What besides the model, revision and template makes an API judgment (the judgment cache's
     `numerics` field): the server answering (its base_url, or a kit-started server's command) and
@@ -207,6 +227,9 @@ class OpenAIBackend:
                 raise _Transient(f"HTTP {response.status}", response.getheader("Retry-After"))
             raise KitError(f"{self.url} answered HTTP {response.status} ({response.reason}); check base_url, model "
                            "and the API key")
+        if nested_too_deep(raw):
+            raise KitError(f"{self.url}: the server's answer nests more than {MAX_DEPTH} levels of JSON, which no chat "
+                           "completion does; check base_url points at a chat completions API")
         try:
             body = json.loads(raw)
             message = body["choices"][0]["message"]

@@ -12,9 +12,12 @@ resumes. The server's output goes to ``$EVALKIT_CACHE/vllm/server-HASH.log``.
 
 Entries whose server the user runs keep ``base_url`` (no ``serve``).
 
-The server dies with the kit: it runs in its own process group (stopped as a whole) and, on
-Linux, with PR_SET_PDEATHSIG, so a kit process killed by SIGKILL, SIGTERM or SIGHUP leaves no
-server behind (tests/llm/test_vllm_server.py kills the parent with each).
+The server dies with the kit, however the kit's process ends (SIGKILL, SIGTERM, SIGHUP, a
+crash), and so do the server's own workers: it runs under a guard
+(`evalkit.core.process_guard`) leading a process group of its own, which ends the whole group
+when the kit's process is gone, when `stop` signals it, or when the server exits by itself
+(tests/llm/test_vllm_server.py kills the parent with each signal and checks that neither the
+server nor its worker survives).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from pathlib import Path
 from evalkit.core.devices import gpu_count
 from evalkit.core.errors import KitError
 from evalkit.core.hashing import file_sha256
+from evalkit.core.process_guard import guarded
 from evalkit.core.workspace import cache_root
 
 HOST = "127.0.0.1"
@@ -51,26 +55,6 @@ def free_port() -> int:
 
 def visible_gpus() -> int:
     return gpu_count()
-
-
-def die_with_parent(parent: int):
-    """A `preexec_fn` making the started server receive SIGTERM when the kit's process ends, however
-    it ends (SIGKILL, SIGTERM, SIGHUP, a crash): Linux's PR_SET_PDEATHSIG, set in the child before
-    it runs the server, then a check that the parent did not die before it was set. Elsewhere
-    (no prctl) only the `stop` paths apply. The signal follows the thread that started the
-    server: the kit starts it from the thread that reranks, which also stops it."""
-    def arm() -> None:
-        try:
-            import ctypes
-
-            libc = ctypes.CDLL(None, use_errno=True)
-            pr_set_pdeathsig = 1
-            libc.prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)
-        except (OSError, AttributeError):  # not Linux
-            return
-        if os.getppid() != parent:  # the parent is already gone
-            os._exit(1)
-    return arm
 
 
 def executable_identity(executable: str) -> dict:
@@ -149,15 +133,13 @@ class VLLMServer:
         self.check()
 
     def _start(self) -> None:
+        if shutil.which(self.executable) is None:
+            raise KitError(f"cannot start {self.executable} serve (no such executable on PATH); install vllm "
+                           "(pip install vllm) or set vllm_executable")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "wb") as log:
-            try:
-                self.process = subprocess.Popen(self.argv(), stdout=log, stderr=subprocess.STDOUT,
-                                                stdin=subprocess.DEVNULL, start_new_session=True,
-                                                preexec_fn=die_with_parent(os.getpid()))
-            except OSError as exc:
-                raise KitError(f"cannot start {self.executable} serve ({exc.strerror or exc}); install vllm "
-                               "(pip install vllm) or set vllm_executable") from None
+        with open(self.log_path, "wb") as log:  # the guard leads a new process group: the server and its workers
+            self.process = subprocess.Popen(guarded(self.argv()), stdout=log, stderr=subprocess.STDOUT,
+                                            stdin=subprocess.DEVNULL, start_new_session=True)
         atexit.register(self.stop)
         deadline = time.monotonic() + self.ready_timeout_s
         while not self._ready():
@@ -193,7 +175,8 @@ class VLLMServer:
         return lines[-1].strip()[:200] if lines else "no output"
 
     def stop(self) -> None:
-        """Stop the server's process group: SIGTERM, then SIGKILL after `STOP_S`."""
+        """Stop the server's process group (the guard, the server, its workers): SIGTERM, then
+        SIGKILL after `STOP_S`."""
         process, self.process = self.process, None
         if process is None:
             return

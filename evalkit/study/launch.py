@@ -114,6 +114,17 @@ def tag_of(given: dict[str, str]) -> str:
                      **{k: given[k] for k in CONTENT if k in given})
 
 
+def _tag(given: dict[str, str]) -> str:
+    """The build tag of the parameters, always (so an output's name says what made it). A TAG in
+    the environment (``EVALKIT_PARAM_TAG``, which make never sets) is refused unless it is that tag:
+    it would name the outputs after something else, or lead outside OUTPUT_DIR."""
+    computed = tag_of(given)
+    if given.get("TAG") and given["TAG"] != computed:
+        raise KitError(f"{PREFIX}TAG={given['TAG']!r}: TAG is computed from the parameters ({computed} here) and "
+                       f"names the outputs after them; unset {PREFIX}TAG")
+    return computed
+
+
 def _typed(name: str, text: str, declared: dict) -> object:
     """`text` as the declared parameter's type: a number where the notebook's default is one."""
     try:
@@ -170,7 +181,7 @@ def run(name: str, given: dict[str, str], root: Path = Path(".")) -> Path:
     source = root / NOTEBOOKS / f"{name}.ipynb"
     if not source.is_file():
         raise KitError(f"no notebook {source}; choose one of {', '.join(sorted(OUTPUTS))} or explore")
-    given = {**given, "TAG": given.get("TAG") or tag_of(given)}
+    given = {**given, "TAG": _tag(given)}
     output_dir = resolve(given.get("OUTPUT_DIR") or "build")
     folder = output_dir / "notebooks"
     stem = explore_stem(given) if name == "explore" else f"{name}-{given['TAG']}"
@@ -224,6 +235,10 @@ def main(argv: list[str] | None = None) -> int:
         where = f"{exc.filename}: " if exc.filename else ""
         return report(f"notebooks/{argv[0]}.ipynb: {where}{exc.strerror or exc}; nothing complete was written (free "
                       "disk space or make OUTPUT_DIR writable)")
+    except KeyboardInterrupt:  # Ctrl-C (make passes it on): one line, the shell's status for SIGINT
+        report(f"notebooks/{argv[0]}.ipynb interrupted; its temporary notebook was removed, nothing complete was "
+               "written")
+        return 130
     except Stopped as stop:
         name = signal.Signals(stop.args[0]).name
         report(f"notebooks/{argv[0]}.ipynb stopped by {name}; its temporary notebook was removed, nothing complete "

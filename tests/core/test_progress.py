@@ -129,3 +129,37 @@ def test_progress_off_silences_the_hugging_face_loading_bars():
     on = subprocess.run([sys.executable, "-c", code], env={**env, "EVALKIT_PROGRESS": "auto"}, capture_output=True,
                         text=True, check=True)
     assert off.stdout.split() == ["False", "True"] and on.stdout.split() == ["True", "False"]
+
+
+class Failing:
+    """A stderr whose every write fails, as a closed descriptor or a vanished reader does."""
+
+    def write(self, text):
+        raise OSError(9, "Bad file descriptor")
+
+    def flush(self):
+        raise ValueError("I/O operation on closed file")
+
+    def isatty(self):
+        return False
+
+
+def test_a_failing_stderr_never_ends_the_work(monkeypatch, capsys):
+    for current in ("terminal", "auto"):
+        monkeypatch.setenv(progress.ENV, current)
+        monkeypatch.setattr(sys, "__stderr__", Failing())
+        monkeypatch.setattr(sys, "stderr", Failing())
+        assert sum(progress.bar(range(100), desc="scoring", mininterval=0)) == 4950
+        progress.announce("running relevance")
+    assert capsys.readouterr().out == ""
+
+
+def test_no_stderr_at_all_drops_progress_and_writes_nothing_to_stdout(monkeypatch, capsys):
+    """``2>&-``: Python starts without sys.stderr; a bar or line must go nowhere (not to stdout)."""
+    for current in ("terminal", "auto"):
+        monkeypatch.setenv(progress.ENV, current)
+        monkeypatch.setattr(sys, "__stderr__", None)
+        monkeypatch.setattr(sys, "stderr", None)
+        assert sum(progress.bar(range(100), desc="scoring", mininterval=0)) == 4950
+        progress.announce("running relevance")
+    assert capsys.readouterr().out == ""

@@ -35,6 +35,10 @@ def test_the_test_rule_keeps_good_options():
 @pytest.mark.parametrize("argv, fields", [
     (["--test", "fisher", "--permutations", "3"], {"test": "fisher", "permutations": 3}),
     (["--test", "fisher", "--seed", "-1"], {"test": "fisher", "seed": -1}),
+    (["--test", "fisher", "--permutations", "0"], {"test": "fisher", "permutations": 0}),
+    (["--test", "fisher", "--permutations", "-1"], {"test": "fisher", "permutations": -1}),
+    (["--test", "fisher", "--permutations", "1000000000000"], {"test": "fisher", "permutations": 10**12}),
+    (["--test", "fisher", "--seed", "4294967296"], {"test": "fisher", "seed": 2**32}),
     (["--permutations", "500"], {"permutations": 500}),
     (["--k", "0"], {"k": 0}),
     (["--measures", "AP,AP"], {"measures": ["AP", "AP"]}),
@@ -50,3 +54,15 @@ def test_the_cli_refuses_what_the_api_refuses_with_the_same_line(argv, fields, t
     run.write_text("q 0 d 1 1 x\n")
     assert cli.main(["evaluate", "--dataset", "csfcube", "--runs", str(run), *argv]) == 2
     assert capsys.readouterr().err.strip() == f"evalkit: error: {raised.value.for_front_end(CLI)}"
+
+
+@pytest.mark.parametrize("option, value", [("--permutations", "1.5"), ("--permutations", "abc"),
+                                           ("--permutations", "1e3"), ("--seed", "abc"), ("--seed", "0.5")])
+def test_the_cli_refuses_a_test_option_that_is_not_a_whole_number_in_one_line(option, value, tmp_path, capsys):
+    run = tmp_path / "run.trec"
+    run.write_text("q 0 d 1 1 x\n")
+    with pytest.raises(SystemExit) as raised:  # argparse's own refusal, as the kit's one line
+        cli.main(["evaluate", "--dataset", "csfcube", "--runs", str(run), "--test", "fisher", option, value])
+    assert raised.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("evalkit: error: ") and option in err and "Traceback" not in err

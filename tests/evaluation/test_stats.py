@@ -149,3 +149,34 @@ def test_undefined_tests_are_nan_for_study_tables_and_holm_skips_them():
     # Holm over the defined p-values only: 0.01 and 0.04 with m = 2, the NaN left as it is
     adjusted = holm({"x": 0.04, "y": math.nan, "z": 0.01})
     assert adjusted["z"] == pytest.approx(0.02) and adjusted["x"] == pytest.approx(0.04) and math.isnan(adjusted["y"])
+
+
+def test_fishers_test_draws_in_chunks_as_in_one_draw(monkeypatch):
+    """The sign flips are drawn chunk after chunk from one generator: the p-value does not depend
+    on the chunk size (so bounding memory changed no published figure)."""
+    diff = np.random.default_rng(0).normal(size=7)
+    found = set()
+    for chunk in (7, 21, 70, 7 * 333, stats.SIGN_FLIPS_PER_CHUNK):
+        monkeypatch.setattr(stats, "SIGN_FLIPS_PER_CHUNK", chunk)
+        found.add(stats._randomization_p(diff, float(diff.mean()), 1001, 3))
+    assert len(found) == 1
+
+
+def test_the_documented_maximum_of_permutations_runs_in_bounded_memory():
+    """10,000,000 permutations (`MAX_PERMUTATIONS`) of six queries: drawn at once that is 480 MB of
+    signs and as much again for their products; in chunks the peak stays near 100 MB."""
+    import tracemalloc
+
+    from evalkit.evaluation.request import MAX_PERMUTATIONS, check_test
+
+    settings = check_test("fisher", permutations=MAX_PERMUTATIONS)
+    index = [f"q{i}" for i in range(6)]
+    a = pd.Series([0.5, 0.7, 0.2, 0.9, 0.4, 0.8], index=index)
+    b = pd.Series([0.4, 0.5, 0.3, 0.6, 0.4, 0.5], index=index)
+    tracemalloc.start()
+    try:
+        found = stats.paired_test(a, b, **settings.arguments())
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert 0 < found.pvalue < 1 and peak < 200 * 2**20, peak

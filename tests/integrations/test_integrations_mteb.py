@@ -58,6 +58,22 @@ def test_bad_arguments_are_refused_in_one_line(collection):
         csfcube_tasks(collection, seeds=["1"])
 
 
+@pytest.mark.parametrize("kwargs, text", [
+    ({"seeds": []}, "seeds= names no ids"),
+    ({"seeds": "929877"}, "seeds='929877': a str is not a list of ids"),
+    ({"protocol": "bogus"}, "protocol='bogus': choose one of"),
+    ({"variant": "nope"}, "variant='nope': choose one of base"),
+    ({"variant": ["base"]}, "variant=['base']: choose one of base"),
+    ({"collection": "csfcube"}, "collection='str': give a kit Collection"),
+])
+def test_each_bad_argument_is_one_request_error_naming_it(collection, kwargs, text):
+    from evalkit.core.errors import RequestError
+
+    with pytest.raises(RequestError) as raised:
+        csfcube_tasks(**{"collection": collection, **kwargs})
+    assert str(raised.value).startswith(text) and "\n" not in str(raised.value)
+
+
 def test_mteb_evaluate_gives_the_kits_ndcg_and_p_mrr(collection, tmp_path, monkeypatch):
     from sentence_transformers import SentenceTransformer
 

@@ -11,7 +11,7 @@ import pytest
 import ranx
 
 from evalkit import api
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError, KitError, RequestError
 from evalkit.evaluation import measures
 from evalkit.integrations.ir_measures import to_ir_measures
 from evalkit.integrations.ranx import ranx_metric, to_ranx
@@ -109,6 +109,48 @@ def test_bad_runs_are_refused_in_one_line(collection):
         to_ranx({"nope": {"1": 1.0}}, collection)
     with pytest.raises(KitError, match="expected"):
         to_ir_measures([("q", "d", 1.0)], collection)
+
+
+def _with(specter, value):
+    """The SPECTER run with one document's score replaced by `value`: (run, qid, doc)."""
+    run = {qid: dict(scores) for qid, scores in specter.items()}
+    qid = sorted(run)[0]
+    doc = sorted(run[qid])[0]
+    run[qid][doc] = value
+    return run, qid, doc
+
+
+@pytest.mark.parametrize("convert", [to_ranx, to_ir_measures])
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf, "1.0", None, True])
+def test_a_score_that_is_not_a_finite_number_is_refused_with_its_query(collection, specter, convert, value):
+    run, qid, doc = _with(specter, value)
+    with pytest.raises(DataError) as raised:
+        convert(run, collection)
+    assert str(raised.value).startswith(f"run: query {qid}: document {doc} has the score ")
+    assert "give every document a finite number" in str(raised.value)
+
+
+@pytest.mark.parametrize("convert", [to_ranx, to_ir_measures])
+@pytest.mark.parametrize("run, text", [
+    ("run.trec", "run: expected {qid: {doc: score}}, got a str"),
+    (None, "run: expected {qid: {doc: score}}, got a NoneType"),
+    ([("q", "d", 1.0)], "run: expected {qid: {doc: score}}, got a list"),
+    ({}, "run: the run ranks no queries"),
+    ({"Q": ["d"]}, "run: query Q: expected {doc: score}, got a list"),
+    ({"Q": None}, "run: query Q: expected {doc: score}, got a NoneType"),
+    ({"Q": {}}, "run: query Q ranks no document"),
+])
+def test_a_run_of_the_wrong_shape_is_one_line(collection, convert, run, text):
+    with pytest.raises(DataError) as raised:
+        convert(run, collection)
+    assert str(raised.value).startswith(text) and "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize("convert", [to_ranx, to_ir_measures])
+def test_an_unknown_protocol_is_refused_before_the_run_is_read(collection, convert):
+    with pytest.raises(RequestError) as raised:
+        convert(None, collection, protocol="bogus")
+    assert str(raised.value) == "protocol='bogus': choose one of pool, released, pooled, full"
 
 
 def overlap(query, documents):

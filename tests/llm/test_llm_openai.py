@@ -39,6 +39,8 @@ class Server(Loopback):
             time.sleep(0.6)
         if action == "malformed":
             return 200, b'{"choices": ['
+        if action == "nested":  # a valid JSON document nested far deeper than any parser recurses
+            return 200, b'{"choices": ' + b"[" * 200_000 + b"]" * 200_000 + b"}"
         if action == "nolabel":
             return 200, b'{"choices": [{"message": {"content": "I cannot tell."}}]}'
         return 200, answer(payload["messages"][-1]["content"], self.logprobs)
@@ -94,6 +96,26 @@ def test_client_errors_are_not_retried(server):
     with pytest.raises(KitError, match="HTTP 401"):
         backend(server).first_label_probs(pair_prompts([(1, 2)]))
     assert len(server.requests) == 1
+
+
+def test_a_deeply_nested_answer_is_one_line_naming_the_server(server):
+    """Not a RecursionError (from the JSON parser, through the API): the nesting is bounded before parsing."""
+    server.fallback = "nested"
+    api = backend(server, max_retries=3)
+    with pytest.raises(KitError) as raised:
+        api.first_label_probs(pair_prompts([(1, 2)]))
+    line = str(raised.value)
+    assert line.startswith(f"{server.url.rstrip('/')}/chat/completions: the server's answer nests more than 64 levels")
+    assert "\n" not in line and len(server.requests) == 1  # a broken server: not asked again
+
+
+def test_the_nesting_bound_reads_only_brackets_outside_strings():
+    from evalkit.llm.openai_api import MAX_DEPTH, nested_too_deep
+
+    assert not nested_too_deep(json.dumps({"choices": [{"message": {"content": "[[[[" * 100}}]}).encode())
+    assert not nested_too_deep(b"[" * MAX_DEPTH + b"]" * MAX_DEPTH)
+    assert nested_too_deep(b"[" * (MAX_DEPTH + 1) + b"]" * (MAX_DEPTH + 1))
+    assert not nested_too_deep(b"[]" * 100_000)  # long, not deep
 
 
 def test_without_logprobs_the_answer_text_decides(server):

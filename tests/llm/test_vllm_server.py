@@ -192,28 +192,57 @@ def running(pid: int) -> bool:
     return state != "Z"
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 @pytest.mark.parametrize("sig", ["SIGKILL", "SIGTERM", "SIGHUP"])
-def test_a_kit_started_server_dies_with_its_parent(vllm, sig):
-    """The kit's process killed outright (no cleanup runs): its server must not outlive it."""
+def test_no_descendant_of_a_kit_started_server_outlives_the_kit(vllm, monkeypatch, sig):
+    """The kit's process killed outright (no cleanup of its own runs): neither the process it
+    started, nor the server, nor the server's own worker (a grandchild of the kit) may outlive it."""
     import signal
     import subprocess
     import time
 
+    monkeypatch.setenv("FAKE_VLLM_CHILD_PIDFILE", str(vllm / "worker.pid"))
     parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True,
                               env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
-    server_pid = None
+    pids: list[int] = []
     try:
-        server_pid = int(parent.stdout.readline())
-        assert running(server_pid)
+        pids.append(int(parent.stdout.readline()))
+        pids += [int((vllm / name).read_text()) for name in ("pid", "worker.pid")]
+        assert len(set(pids)) >= 2 and all(running(pid) for pid in pids)
         parent.send_signal(getattr(signal, sig))
         parent.wait(30)
-        deadline = time.monotonic() + 20
-        while running(server_pid) and time.monotonic() < deadline:
+        deadline = time.monotonic() + 10
+        while any(running(pid) for pid in pids) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not running(server_pid), f"the server outlived its parent killed by {sig}"
+        survivors = [pid for pid in pids if running(pid)]
+        assert not survivors, f"{survivors} of {pids} outlived their parent killed by {sig}"
     finally:
         parent.kill()
         parent.wait()
-        if server_pid is not None and running(server_pid):  # the test failed: leave no server behind
-            os.kill(server_pid, signal.SIGKILL)
+        for pid in pids:  # the test failed: leave nothing behind
+            if running(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_a_stopped_server_leaves_no_worker(vllm, monkeypatch):
+    """`stop` (success, failure, interrupt) ends the server's whole process group, its workers too."""
+    import time
+
+    from evalkit.llm.vllm_server import VLLMServer
+
+    monkeypatch.setenv("FAKE_VLLM_CHILD_PIDFILE", str(vllm / "worker.pid"))
+    server = VLLMServer("fake/llm-7b", tensor_parallel_size=1, ready_timeout_s=60)
+    server.ensure_started()
+    pids = [int((vllm / name).read_text()) for name in ("pid", "worker.pid")]
+    server.stop()
+    deadline = time.monotonic() + 10
+    while any(running(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(running(pid) for pid in pids)
+
+
+def test_a_missing_executable_is_one_line(vllm):
+    from evalkit.llm.vllm_server import VLLMServer
+
+    server = VLLMServer("fake/llm-7b", tensor_parallel_size=1, executable="no-such-vllm")
+    with pytest.raises(KitError, match=r"cannot start no-such-vllm serve .*; install vllm"):
+        server.ensure_started()

@@ -1,0 +1,118 @@
+"""A guard between the kit and a long-lived process it starts (a vLLM server): that process and
+everything it starts end with the kit, however the kit ends.
+
+``python -I process_guard.py PARENT_PID COMMAND [ARG ...]`` (`guarded` builds that argument list;
+the kit starts it with ``start_new_session=True``, so the guard leads a process group of its
+own) runs COMMAND as its child, in the guard's group, and waits. The whole group (the command
+and its workers: vLLM's engine processes are the server's children) is ended when
+
+- the kit's process ends, however it ends (SIGKILL included): the guard sees its parent change
+  (`os.getppid`, every `POLL_S` seconds), so no signal has to reach it;
+- the guard receives SIGTERM, SIGHUP or SIGINT (the kit's `stop` signals the group);
+- the command exits by itself: what it left running is ended, and the guard exits with the
+  command's status, so the kit reports the command's own exit.
+
+Ending the group: SIGTERM to every member, `GRACE_S` seconds for the command to exit, then
+SIGKILL to the whole group. The members are found as the processes of the guard's process
+group (Linux: /proc); elsewhere the group is signalled as a whole.
+
+Run by path with the standard library only (``-I``: no environment, no user site, not the kit's
+package), so the guard starts in milliseconds and does not depend on the kit importing.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+POLL_S = 0.2
+GRACE_S = 20.0
+CANNOT_START = 127  # the shell's status for a command that cannot run
+
+
+def guarded(argv: list[str]) -> list[str]:
+    """The argument list that runs `argv` under a guard watching this process."""
+    return [sys.executable, "-I", str(Path(__file__).resolve()), str(os.getpid()), *argv]
+
+
+def _members(group: int) -> list[int]:
+    """The other live processes of process group `group` (Linux: from /proc; elsewhere unknown: []);
+    a zombie has ended already, whoever reaps it."""
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == group and fields[0] != "Z" and int(entry.name) != os.getpid():
+            found.append(int(entry.name))
+    return found
+
+
+def _signal_others(group: int, sig: int) -> None:
+    """`sig` to every process of the group but the guard."""
+    if Path("/proc/self/stat").exists():
+        for pid in _members(group):
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+    elif sig == signal.SIGTERM:  # the guard ignores SIGTERM by now
+        try:
+            os.killpg(group, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def end_group(child: subprocess.Popen | None, group: int) -> None:
+    """SIGTERM to the group, up to `GRACE_S` for it to exit, then SIGKILL to what is left."""
+    _signal_others(group, signal.SIGTERM)
+    deadline = time.monotonic() + GRACE_S
+    while time.monotonic() < deadline and ((child is not None and child.poll() is None) or _members(group)):
+        time.sleep(0.05)
+    _signal_others(group, signal.SIGKILL)
+
+
+class _Stop(Exception):
+    pass
+
+
+def _stop(signum, frame):
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):  # once: the group's own SIGTERM reaches the guard too
+        signal.signal(sig, signal.SIG_IGN)
+    raise _Stop(signum)
+
+
+def main(argv: list[str]) -> int:
+    parent, command = int(argv[0]), argv[1:]
+    group, child = os.getpgid(0), None
+    try:
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            signal.signal(sig, _stop)
+        if os.getppid() != parent:  # the kit ended before the guard started
+            return 1
+        try:
+            child = subprocess.Popen(command, stdin=subprocess.DEVNULL)
+        except OSError as exc:
+            print(f"cannot start {command[0]}: {exc.strerror or exc}", flush=True)
+            return CANNOT_START
+        while True:
+            if os.getppid() != parent:  # the kit's process is gone, however it ended
+                _stop(signal.SIGTERM, None)
+            try:
+                status = child.wait(POLL_S)
+            except subprocess.TimeoutExpired:
+                continue
+            _signal_others(group, signal.SIGKILL)  # what the command left running
+            return status if status >= 0 else 128 - status
+    except _Stop as stop:
+        end_group(child, group)
+        return 128 + stop.args[0]
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
