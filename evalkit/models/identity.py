@@ -3,33 +3,70 @@
 The run store (`evalkit.data.runstore`) reuses a run only when its sidecar matches; the kit's own
 models are pinned by their registry entry, their weight folders' files and the kit's scoring
 code. A user's Python model object is pinned by a fingerprint of **everything it reaches**,
-walked from the object (`fingerprint`):
+walked from the object (`fingerprint`). It reads the code that is **loaded**, never a file on
+disk: a module edited but not reloaded runs its old code, so it keeps the old code's key, and
+a fresh process that loads the new code gets the new code's key.
 
-- a function: its source text (or, without source, its code objects), its closure cells,
-  defaults, and every global name its code (nested functions and lambdas included) reads,
-  looked up in its module: helper functions, classes, module constants, modules, each walked
-  in turn;
-- a bound method or ``functools.partial``: the function and what it is bound to;
+- a function: its code object as loaded (bytecode, constants, nested code objects (lambdas,
+  comprehensions, inner functions) in turn, names, variables, argument counts, flags; not its
+  file name and line numbers), its closure cells, defaults, attributes (``f.weight = 2``), and
+  every global its code (nested code included) reads, looked up in its module: helper
+  functions, classes, module constants, modules, each walked in turn; a name read as
+  ``globals()["NAME"]`` or ``globals().get("NAME")`` with a constant key is such a global; a
+  module its ``import`` statements bind is one too; a builtin rebound after the kit was
+  imported is walked;
+- a bound method or ``functools.partial``: the function and what it is bound to; a C wrapper
+  (``functools.lru_cache``): its pickle and the function it wraps (``__wrapped__``);
 - an instance: its class and every attribute (``__dict__`` and ``__slots__``), walked; a torch
   module (a ``SentenceTransformer``) is an instance like any other, so its parameters, every
   buffer (non-persistent ones too), its submodules and their plain attributes
-  (``max_seq_length``), tokenizers and configs are all in it;
+  (``max_seq_length``), tokenizers and configs are all in it; a ``pathlib`` path by its text
+  (its slots cache ``str()`` and a hash that differs between processes);
 - a class of user code: its qualified name, its bases and every attribute of its body
-  (methods walked as functions); a class, function or module of an installed library
-  (site-packages, the standard library) or of the kit itself (whose scoring code keys every run,
-  `evalkit.pipeline.runner.SCORING_CODE`): its name and version; an instance of one is walked as any;
+  (methods walked as functions);
 - a module of user code: every name it defines, walked;
 - values: numbers, strings, bytes, containers of them, numpy arrays and torch tensors by
   their bytes, dtype and shape; an object of C code without attributes by its pickle.
 
+**Libraries.** A class, function or module of an installed library (site-packages, the
+standard library) or of the kit itself (whose scoring code keys every run,
+`evalkit.pipeline.runner.SCORING_CODE`) is pinned by its name and its distribution's version,
+not walked: the library's code is what that version installed. What the process changed in it
+is walked, by this rule: a library **class** (and each of its bases) records its plain class
+attributes (numbers, strings, booleans) and every attribute that is not the library's own code
+(`_own_code`): a function defined in user code (``Pooling.forward = my_forward``), one whose
+code object's file is not among the library's installed files, one whose code is not its own
+(``f.__code__`` replaced), or one put under another name (``Pooling.forward =
+Pooling.other``); each is walked (a decorator's wrapper of the library's own method shows up
+here too, the same in every process). A library **function** reached is its name and version,
+plus its code object when that is not the library's own. A library **module** a function
+reaches: the attributes of it that the function's code names (``helpers.SCALE``,
+``np.pi``, ``torch.nn.functional.relu``: every attribute whose name is among the code's names)
+are walked: code and data by value, an object of the library's own classes (its state: a
+random generator, ``os.environ``) by its type name; ``sys`` and ``builtins`` are the process's
+state, not walked.
+
+The key is byte-stable: the same loaded code and values give the same fingerprint in any fresh
+process of the same Python, whatever ``PYTHONHASHSEED`` (sets and frozensets are sorted, no
+``id()`` or address is read). Bytecode differs between Python versions, so the key names the
+interpreter (``sys.implementation.cache_tag``): another Python runs the model again.
+
 What the walk cannot open (an open file, a lock, a socket, a generator, a C object that does
-not pickle) makes the fingerprint **unknown**. `identity_and_reason` then keys the run by
-``revision=`` alone when one is given (the user's statement that the model is that revision,
-as mteb keys models by name and revision), else by nothing: such a run is made again every
-time, and ``result.notes`` names the value and says which. With a known fingerprint, a given
-revision is recorded beside it: it never hides a change the walk sees. What no walk can see
-(a file read or a server called at run time) is the user's to pin: change ``revision=``
-when it changes.
+not pickle), and code whose reads are known only when it runs (a call of ``eval()`` or
+``exec()``, ``globals()`` read by a computed key or passed on), make the fingerprint
+**unknown**. `identity_and_reason` then keys the run by ``revision=`` alone when one is given
+(the user's statement that the model is that revision, as mteb keys models by name and
+revision), else by nothing: such a run is made again every time, and ``result.notes`` names the
+value or the read and says which. With a known fingerprint, a given revision is recorded beside
+it: it never hides a change the walk sees.
+
+Not covered, and the user's to pin with ``revision=``: what no walk can see (a file read or a
+server called at run time); a library module's function replaced and called only by the
+library's own code (the walk reads the library classes and module attributes the model
+reaches, not every module of the library); a library's file edited in place without a new
+version; an attribute read by a name computed at run time (``getattr(module, name)``), an
+object put in a library class that is neither code nor a plain value; and a builtin rebound
+before the kit was imported.
 """
 
 from __future__ import annotations
@@ -83,6 +120,12 @@ def _library_roots() -> tuple[str, ...]:
     return tuple(str(Path(r).resolve()) for r in roots)
 
 
+@cache
+def _real(path: str) -> str:
+    """A file's resolved path (links followed), computed once per name."""
+    return os.path.realpath(path)
+
+
 def _module_of(name: str | None):
     return sys.modules.get(name or "")
 
@@ -99,7 +142,7 @@ def is_library_module(module) -> bool:
     file = getattr(module, "__file__", None)
     if not file:  # __main__ of a notebook, a namespace package or a module built in memory: user code
         return False
-    resolved = str(Path(file).resolve())
+    resolved = _real(file)
     return any(resolved.startswith(root + "/") or resolved.startswith(root + "\\") for root in _library_roots())
 
 
@@ -199,11 +242,6 @@ def _reads(code: types.CodeType, package: str | None) -> tuple[set[str], set[str
     return names, modules, dynamic
 
 
-@cache
-def _real(path: str) -> str:
-    return os.path.realpath(path)
-
-
 def _homes(module_name: str | None) -> tuple[str, ...]:
     """The installed files of the library a module belongs to: its top package's folders (or the
     one file of a single-module library)."""
@@ -224,6 +262,8 @@ def _own_code(function, module_name: str | None, qualname: str | None = None) ->
         return False
     if qualname is not None and function.__qualname__ != qualname:
         return False
+    if code.co_filename.startswith("<frozen ") and (module_name or "").split(".")[0] in sys.stdlib_module_names:
+        return True  # the standard library frozen into the interpreter (unless -X frozen_modules=off)
     file = _real(code.co_filename)
     return any(file == home or file.startswith(home) for home in _homes(module_name))
 
@@ -444,7 +484,7 @@ class _Walk:
             if foreign:
                 patched.append([name, self(value, f"{kind.__qualname__}.{name}")])
         found.update(bases=[self(b, f"{where} (base {b.__name__})") for b in kind.__bases__ if b is not object],
-                     values=values, patched=patched)
+                     values=values, not_own=patched)
         return found
 
     def _instance(self, value, where: str):
