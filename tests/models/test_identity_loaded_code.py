@@ -52,6 +52,15 @@ def key(obj) -> str:
     return found
 
 
+def fresh_process_key(folder: Path, module: str, attribute: str, seed: str = "0") -> str:
+    """The fingerprint of `module.attribute` computed by a fresh Python with PYTHONHASHSEED=`seed`."""
+    code = (f"import sys; sys.path[:0] = sys.argv[1:3]; import {module}; from evalkit.models.identity import "
+            f"fingerprint; print(fingerprint({module}.{attribute})[0])")
+    out = subprocess.run([sys.executable, "-c", code, str(REPO), str(folder)], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONHASHSEED": seed, "PYTHONDONTWRITEBYTECODE": "1"}, check=True)
+    return out.stdout.strip()
+
+
 SCORER = '''
 def score(query, documents):
     words = set(query.text.lower().split())
@@ -66,8 +75,10 @@ def test_a_file_edited_without_reload_keeps_the_loaded_codes_key(tmp_path, monke
     loaded = key(module.score)
     write_module(tmp_path, "stale_scorer", SCORER.format(weight="-1.0"), monkeypatch, reload=False)
     assert key(module.score) == loaded, "the file on disk is not the code that runs"
+    fresh = fresh_process_key(tmp_path, "stale_scorer", "score")  # a fresh process loads the new file
+    assert fresh != loaded
     reloaded = write_module(tmp_path, "stale_scorer", SCORER.format(weight="-1.0"), monkeypatch)
-    assert key(reloaded.score) != loaded, "the loaded code changed"
+    assert key(reloaded.score) == fresh, "the loaded code changed: this process now has the fresh one's key"
 
 
 def test_a_stored_run_of_edited_but_not_reloaded_code_keys_the_old_code(tmp_path, monkeypatch, executed):
@@ -107,22 +118,12 @@ class Model:
 MODEL = Model()
 '''
 
-PRINT_KEY = "import sys; sys.path[:0] = sys.argv[1:3]; import stable_model; from evalkit.models.identity import " \
-            "fingerprint; print(fingerprint(stable_model.MODEL)[0])"
-
-
 def test_the_same_code_has_one_key_in_fresh_processes_whatever_the_hash_seed(tmp_path, monkeypatch):
     """Sets, frozensets in code, a dict and a pathlib.Path (whose hash is cached in its slots):
     two fresh processes with different PYTHONHASHSEED give this process's key."""
     module = write_module(tmp_path, "stable_model", STABLE, monkeypatch)
     here = key(module.MODEL)
-    keys = []
-    for seed in ("1", "2"):
-        out = subprocess.run([sys.executable, "-c", PRINT_KEY, str(REPO), str(tmp_path)], capture_output=True,
-                             text=True, env={**os.environ, "PYTHONHASHSEED": seed, "PYTHONDONTWRITEBYTECODE": "1"},
-                             check=True)
-        keys.append(out.stdout.strip())
-    assert keys == [here, here]
+    assert [fresh_process_key(tmp_path, "stable_model", "MODEL", seed) for seed in ("1", "2")] == [here, here]
 
 
 def test_a_model_holding_a_path_is_reused(tmp_path, monkeypatch, executed):
