@@ -571,11 +571,6 @@ def identity_and_reason(obj, revision: str | None = None) -> tuple[dict | None, 
                   "again every time and never reused; give revision= to key them yourself")
 
 
-def identity_of(obj, revision: str | None = None) -> dict | None:
-    """The identity keying a Python model object's runs (`identity_and_reason`)."""
-    return identity_and_reason(obj, revision)[0]
-
-
 def vectors_identity(identity: dict | None) -> dict | None:
     """What keys a user encoder's cached vectors: its fingerprint when known (a revision added
     beside it does not change a vector, so it does not re-encode), else the revision."""
