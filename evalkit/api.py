@@ -273,7 +273,7 @@ def evaluate(model, dataset: str = "csfcube", *, name: str | None = None, revisi
     (``t`` or ``fisher``), `alpha`, `permutations`, `seed`: the paired tests against `reference`,
     as ``evalkit evaluate --test``."""
     if not isinstance(dataset, str) or not dataset.strip():
-        raise RequestError("dataset", "give a dataset spec, e.g. csfcube or beir:FOLDER (evalkit --help lists them)",
+        raise RequestError("dataset", "give a dataset spec, e.g. csfcube or beir:FOLDER (`evalkit --help` lists them)",
                            value=dataset)
     request = EvaluationRequest(dataset=dataset, protocol=protocol, measures=measures, discount=discount, k=k,
                                 aggregate=aggregate, seeds=seeds, queries=queries, test=test, alpha=alpha,

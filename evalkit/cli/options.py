@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from evalkit.core.errors import KitError, report
+from evalkit.core.errors import KitError, RequestError, report
 from evalkit.datasets import input_folder
 from evalkit.evaluation.evaluate import AGGREGATIONS, DISCOUNTS
 from evalkit.evaluation.measures import measure_help
@@ -131,4 +131,4 @@ def full_corpus(args: argparse.Namespace) -> None:
     if args.protocol == "full" and not args.corpus:
         args.corpus = csfcube_download.resolve(None)
         if args.corpus is None:
-            raise KitError(csfcube_download.MISSING)
+            raise RequestError("protocol", csfcube_download.MISSING, value="full")

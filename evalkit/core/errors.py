@@ -79,7 +79,7 @@ FIELDS = frozenset({
     "model", "dataset", "name", "revision", "variants", "variant", "protocol", "profile", "reference",
     "instructions", "seeds", "queries", "query_template", "doc_template", "empty_instruction_template", "label",
     "role", "measures", "discount", "k", "aggregate", "runs_dir", "first_stage", "depth", "corpus", "test",
-    "alpha", "permutations", "seed", "pmrr_ties", "runs", "format", "per_query", "index_dtype", "prompt",
+    "alpha", "permutations", "seed", "pmrr_ties", "runs", "format", "per_query", "index_dtype", "prompt", "recipe",
 })
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)(?::([^{}]*))?\}")
 

@@ -190,8 +190,8 @@ class Collection:
     def with_instructions(self, path: Path) -> Collection:
         """The collection with the variants of an instruction file instead of its own."""
         if self.instructions_from is None:
-            raise KitError(f"{self.name} takes no instruction file (its instructions come with its queries); "
-                           "drop --instructions")
+            raise RequestError("instructions", f"{self.name} takes no instruction file (its instructions come with its "
+                                               "queries); drop {instructions}")
         variants, make_variant = self.instructions_from(Path(path))
         return replace(self, variants=variants, make_variant=make_variant)
 

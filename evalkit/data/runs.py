@@ -18,7 +18,7 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError, KitError
 
 Run = dict[str, dict[str, float]]
 
@@ -69,7 +69,7 @@ def read_trec(path: Path) -> Run:
     try:
         return parse_trec(Path(path).read_bytes(), path)
     except FileNotFoundError:
-        raise KitError(f"{path}: run file not found; check --runs") from None
+        raise DataError(path, "run file not found; check {reference}") from None
 
 
 # One line as the kit writes it (`write_trec`): six fields, one space between them. `^` and `$`

@@ -92,8 +92,9 @@ def resolve(corpus: str | None) -> str | None:
     return None if found is None else str(found)
 
 
-MISSING = "the full protocol needs --corpus PATH (CORPUS=PATH), abstracts-preds.zip from figshare 14796339: " \
-          "download it with `evalkit data --corpus` (make corpus), then no path is needed"
+# The full protocol without a corpus file: a `RequestError` problem of ``protocol`` (``{corpus}`` spelled per front end)
+MISSING = "needs {corpus}, abstracts-preds.zip from figshare 14796339: download it with `evalkit data --corpus` " \
+          "(make corpus), then no path is needed"
 
 
 def _get_json(url: str) -> dict:

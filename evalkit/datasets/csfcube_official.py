@@ -16,7 +16,7 @@ import math
 import sys
 from pathlib import Path
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError, KitError
 from evalkit.data.runs import Run, add_score, check_score, ranked, write_atomic
 from evalkit.data.runstore import check_path_part
 from evalkit.datasets.csfcube_facets import FACETS
@@ -59,9 +59,9 @@ def _read_official(path: Path, facet: str) -> tuple[Run, int]:
         data = json.loads(Path(path).read_text(encoding="utf-8"), object_pairs_hook=_unique_keys(path),
                           parse_float=number, parse_int=number, parse_constant=_constant(path))
     except FileNotFoundError:
-        raise KitError(f"{path}: run file not found; check --runs and --name") from None
+        raise DataError(path, "run file not found; check {reference} and {name}") from None
     except IsADirectoryError:
-        raise KitError(f"{path}: is a folder, not a ranking file; remove it or check --name") from None
+        raise DataError(path, "is a folder, not a ranking file; remove it or check {name}") from None
     except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, absurd nesting
         raise KitError(f"{path}: malformed JSON ({type(exc).__name__}); "
                        "write {seed: [[candidate, distance], ...]}") from None
@@ -134,7 +134,7 @@ def load_official_run(folder: Path, name: str) -> Run:
             run.update(part)
             against += falling
     if not run:
-        raise KitError(f"{folder}: no test-pid2pool-csfcube-{name}-FACET-ranked.json; check --name")
+        raise DataError(folder, f"no test-pid2pool-csfcube-{name}-FACET-ranked.json; check {{name}}")
     _warn_against(official_path(folder, name, "FACET"), against, len(run))  # one line for the folder
     return run
 

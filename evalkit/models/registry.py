@@ -27,7 +27,7 @@ from pathlib import Path
 import yaml
 
 from evalkit.core import configfile, extras
-from evalkit.core.errors import DeclarationError, KitError, unknown_settings
+from evalkit.core.errors import DeclarationError, KitError, RequestError, unknown_settings
 from evalkit.data.collection import Collection
 from evalkit.models import adhoc, families, hybrid
 from evalkit.models.base import Scorer
@@ -156,8 +156,8 @@ def profile_value(profile: str, key: str):
     """A profile's `first_stage` or `depth`, or a one-line error naming what to add."""
     value = profile_settings(profile).get(key)
     if value is None:
-        raise KitError(f"profile {profile} sets no {key}; add `{key}:` to the profile in your model registry "
-                       f"(EVALKIT_MODELS) or name one (--first-stage / --depth)")
+        raise RequestError(key, f"is not set by profile {profile}; add `{key}:` to the profile in your model "
+                                f"registry (EVALKIT_MODELS) or give {{{key}}}")
     return value
 
 

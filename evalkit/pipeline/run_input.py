@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError, KitError, RequestError
 from evalkit.data.collection import Collection
 from evalkit.data.protocols import DEFAULT_PROTOCOL, check_protocol_run
 from evalkit.data.runs import read_trec
@@ -19,25 +19,26 @@ def load_any_run(runs: Path, name: str | None, collection: Collection) -> tuple[
     sidecar records (None otherwise).
 
     A file is a TREC run; a folder holding run.trec is a run-store folder (verified against its
-    sidecar when it has one); another folder holds official CSFCube files picked by --name."""
+    sidecar when it has one); another folder holds official CSFCube files picked by `name`."""
     if runs.is_file():
         if name:
-            raise KitError(f"--name picks official CSFCube files in a folder; {runs} is a TREC run file (drop --name)")
+            raise RequestError("name", f"picks official CSFCube files in a folder; {runs} is a TREC run file "
+                                       "(drop {name})")
         return read_trec(runs), None
     if not runs.is_dir():
-        raise KitError(f"{runs}: no such run file or directory; check --runs")
+        raise DataError(runs, "no such run file or directory; check {reference}")
     if (runs / RANKING).is_file() or (runs / SIDECAR).is_file():
         if not (runs / RANKING).is_file():
             raise KitError(f"{runs}: a run-store folder without {RANKING}; the run is incomplete: run it again")
         if name:
-            raise KitError(f"--name picks official CSFCube files; {runs} is a run-store folder (drop --name)")
+            raise RequestError("name", f"picks official CSFCube files; {runs} is a run-store folder (drop {{name}})")
         sidecar = read_sidecar(runs)
         if sidecar is None:  # a run-store folder is never written without one: damaged or edited by hand
             raise KitError(f"{runs}: sidecar.json is missing or damaged, so {RANKING} cannot be verified; run it "
                            f"again (or give {runs / RANKING} itself to evaluate the file unverified)")
         if sidecar.get("dataset") != collection.name:
-            raise KitError(f"{runs}: the run was made on {sidecar.get('dataset')!r}, not {collection.name!r}; "
-                           "give the --dataset it was made on")
+            raise DataError(runs, f"the run was made on {sidecar.get('dataset')!r}, not {collection.name!r}; "
+                                  "give the {dataset} it was made on")
         if sidecar.get("data_sha256") != collection.identity:
             raise KitError(f"{runs}: the run was made on other {collection.name} data (data_sha256 differs); "
                            "run it again on this data")
@@ -49,7 +50,7 @@ def load_any_run(runs: Path, name: str | None, collection: Collection) -> tuple[
     if collection.name != CSFCUBE:
         raise KitError(f"{runs}: a folder without {RANKING}; give a TREC run file or a run-store folder")
     if not name:
-        raise KitError(f"{runs} is a directory: give --name to pick test-pid2pool-csfcube-NAME-FACET-ranked.json")
+        raise DataError(runs, "is a directory: give {name} to pick test-pid2pool-csfcube-NAME-FACET-ranked.json")
     return load_official_run(runs, name), None
 
 

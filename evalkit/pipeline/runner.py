@@ -34,7 +34,7 @@ from types import ModuleType
 
 from evalkit import datasets, encoders, llm, models, retrieval
 from evalkit.core import hashing, progress
-from evalkit.core.errors import KitError
+from evalkit.core.errors import KitError, RequestError
 from evalkit.core.hashing import files_sha256
 from evalkit.core.version import __version__
 from evalkit.data import collection as data_collection
@@ -78,10 +78,11 @@ def check_settings(settings: Settings, collection: Collection) -> None:
     if settings.depth is not None and settings.depth < 1:
         raise KitError(f"depth {settings.depth} must be a positive integer")
     if settings.protocol == "full" and not settings.corpus:
-        raise KitError("the full protocol needs --corpus PATH (CORPUS=PATH), a corpus file; for CSFCube, "
-                       "`evalkit data --corpus` downloads abstracts-preds.zip, then no path is needed")
+        raise RequestError("protocol", "needs {corpus}, a corpus file; for CSFCube, `evalkit data --corpus` "
+                                       "downloads abstracts-preds.zip, then no path is needed", value="full")
     if settings.protocol == "full" and collection.read_corpus is None:
-        raise KitError(f"{collection.name} has no corpus file for the full protocol; use --protocol pool or pooled")
+        raise RequestError("protocol", f"{collection.name} has no corpus file for the full protocol; use "
+                                       "{protocol:pool} or {protocol:pooled}", value="full")
     if settings.index_dtype not in DTYPES:
         raise KitError(f"index dtype {settings.index_dtype!r} is not one of {', '.join(DTYPES)}")
     missing = sorted(registry.needs(settings.model_spec) - capabilities(collection))
@@ -91,8 +92,9 @@ def check_settings(settings: Settings, collection: Collection) -> None:
     first = settings.first_stage_spec  # pooled and full: an unknown first stage is refused here, before any work
     missing = sorted(registry.needs(first) - capabilities(collection)) if first is not None else []
     if missing:
-        raise KitError(f"first stage {first.name} cannot rank {collection.name}: it needs {', '.join(missing)} "
-                       f"({NEEDS[missing[0]]}); choose another first stage (--first-stage)")
+        raise RequestError("first_stage", f"{first.name} cannot rank {collection.name}: it needs "
+                                          f"{', '.join(missing)} ({NEEDS[missing[0]]}); choose another first stage",
+                           value=first.name)
 
 
 def capabilities(collection: Collection) -> set[str]:

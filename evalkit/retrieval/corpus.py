@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evalkit.core import progress
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError
 from evalkit.core.hashing import files_sha256
 from evalkit.data.collection import Document, Query
 from evalkit.data.runs import ranked
@@ -52,7 +52,7 @@ class Corpus:
         """A corpus file streamed by `reader` (an adapter's), keyed by the file's sha256."""
         path = Path(path)
         if not path.is_file():
-            raise KitError(f"{path}: corpus file not found; check --corpus")
+            raise DataError(path, "corpus file not found; check {corpus}")
         return cls(files_sha256([path]), lambda: reader(path), None, path.name)
 
 

@@ -39,7 +39,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from evalkit.core import progress
-from evalkit.core.errors import KitError
+from evalkit.core.errors import KitError, RequestError
 from evalkit.core.locks import exclusive
 from evalkit.core.workspace import cache_root
 from evalkit.data.collection import Document
@@ -91,7 +91,7 @@ class VectorIndex:
         interleave their rows. Readers open only a folder whose ``meta.json`` says complete,
         which the build writes last."""
         if dtype not in DTYPES:
-            raise KitError(f"index dtype {dtype!r} is not one of {', '.join(DTYPES)}; fix --index-dtype")
+            raise RequestError("index_dtype", f"is not one of {', '.join(DTYPES)}", value=dtype)
         folder = index_folder("dense", {**parts, "corpus": corpus.key, "dtype": dtype})
         meta = read_meta(folder)
         if meta is None or not meta.get("complete"):

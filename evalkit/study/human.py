@@ -83,8 +83,8 @@ def human_per_query(data: CSFCube, measures: Sequence[str], collection: Collecti
     if recipe not in RECIPES:
         raise KitError(f"unknown Human recipe {recipe!r}; choose one of {', '.join(RECIPES)}")
     if recipe == "pool" and protocol != "pool":
-        raise KitError(f"the pool recipe ranks the judged pool whatever the protocol; use --recipe protocol "
-                       f"for the {protocol} list")
+        raise RequestError("recipe", f"ranks the judged pool whatever the protocol; use {{recipe:protocol}} for the "
+                                     f"{protocol} list", value="pool")
     collection = protocol_collection(collection or to_collection(data), protocol)
     if lists is None:
         lists = pool_lists(collection, queries) if recipe == "pool" else \

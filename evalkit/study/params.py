@@ -39,7 +39,7 @@ import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from evalkit.core.errors import NOTEBOOK, KitError
+from evalkit.core.errors import NOTEBOOK, KitError, RequestError
 from evalkit.core.workspace import resolve
 from evalkit.data.collection import Collection, select_queries
 from evalkit.data.protocols import POOL_PROTOCOLS, check_protocol
@@ -182,7 +182,7 @@ def _check(notebook: str, PROFILE: str, PROTOCOL: str, SEEDS: str, OUTPUT_DIR: s
     if PROTOCOL == "full" and not CORPUS:
         CORPUS = csfcube_download.resolve(None) or ""  # noqa: N806
         if not CORPUS:
-            raise KitError(csfcube_download.MISSING)
+            raise RequestError("protocol", csfcube_download.MISSING, value="full")
     if CORPUS and not Path(CORPUS).is_file():
         raise KitError(f"CORPUS {CORPUS} is not a file; give the path of abstracts-preds.zip")
     measure = None

@@ -105,7 +105,7 @@ def check_models(record: pd.DataFrame, models: tuple[str, ...] | None) -> None:
     rows = kit_rows(record)
     unknown = sorted(set(models or ()) - set(rows["kit_model"]))
     if unknown:
-        raise KitError(f"--models: {unknown[0]} has no row in the published record; choose among "
+        raise KitError(f"model {unknown[0]} has no row in the published record; choose among "
                        f"{', '.join(dict.fromkeys(rows['kit_model']))}")
 
 

@@ -137,7 +137,7 @@ def test_give_up_after_every_attempt_drops(cache, monkeypatch):
 
 def test_cli_downloads_and_the_full_protocol_finds_the_file(cache, monkeypatch, capsys):
     blob = release_zip()
-    with pytest.raises(KitError, match=r"full protocol needs --corpus .*evalkit data --corpus"):
+    with pytest.raises(KitError, match=r"PROTOCOL=full: needs CORPUS, abstracts-preds.zip.*evalkit data --corpus"):
         params.check("relevance", PROFILE="offline", PROTOCOL="full", CORPUS="")
     with Figshare(blob, drops=(777,)) as server:
         monkeypatch.setenv(csfcube_download.API_ENV, server.root + "/v2")

@@ -208,7 +208,7 @@ def test_full_protocol_streams_the_corpus_and_matches_exact_search(collection, q
 
 
 def test_full_protocol_errors(collection, qids, tmp_path):
-    with pytest.raises(KitError, match="needs --corpus"):
+    with pytest.raises(KitError, match=r"protocol=.full.: needs corpus=, a corpus file"):
         run(collection, qids, tmp_path, protocol="full")
     with pytest.raises(KitError, match="corpus file not found"):
         run(collection, qids, tmp_path, protocol="full", corpus=str(tmp_path / "missing.zip"))

@@ -82,7 +82,7 @@ def test_recipe_errors(tiny):
     data, collection = tiny
     with pytest.raises(KitError, match="unknown Human recipe 'best'"):
         human.human_per_query(data, ["RR"], collection, recipe="best")
-    with pytest.raises(KitError, match="pool recipe ranks the judged pool"):
+    with pytest.raises(KitError, match="recipe=.pool.: ranks the judged pool"):
         human.human_per_query(data, ["RR"], collection, protocol="pooled")
     with pytest.raises(KitError, match="protocol='nope': choose one of"):
         human.protocol_lists(collection, "nope")
