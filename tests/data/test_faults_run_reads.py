@@ -31,11 +31,15 @@ from evalkit.pipeline.run_input import load_any_run
 RUN = {"q1": {"d1": 2.0, "d2": 1.0}, "q2": {"d3": 0.5}}
 
 
+class Blocked(BaseException):
+    """Raised by `deadline`; not an OSError (which the readers catch), so a hang ends the test."""
+
+
 @contextmanager
 def deadline(seconds: float):
-    """A TimeoutError in the main thread after `seconds` (a blocking open of a FIFO is interrupted)."""
+    """`Blocked` in the main thread after `seconds` (a blocking open of a FIFO is interrupted)."""
     def expire(*_):
-        raise TimeoutError(f"still blocked after {seconds} s")
+        raise Blocked(f"still blocked after {seconds} s")
     previous = signal.signal(signal.SIGALRM, expire)
     signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
