@@ -134,19 +134,20 @@ class TrecReader:
         self.run: Run = {}
         self.lines = 0  # lines read so far (as str.splitlines counts them), for error messages
         self.entries = 0  # (query, document) entries in the run
-        self.rest = b""
+        self.rest: list[bytes] = []  # the bytes after the last newline so far (a line not yet ended)
 
     def feed(self, block: bytes) -> None:
-        data = self.rest + block if self.rest else block
-        cut = data.rfind(b"\n") + 1
-        self.rest = data[cut:]
-        if cut:
-            self._read(data[:cut])
+        cut = block.rfind(b"\n") + 1
+        if not cut:  # no line ends here: kept aside (joined once, never copied per block)
+            self.rest.append(block)
+            return
+        self._read(b"".join([*self.rest, block[:cut]]) if self.rest else block[:cut])
+        self.rest = [block[cut:]] if cut < len(block) else []
 
     def result(self) -> Run:
         if self.rest:
-            self._read(self.rest)
-            self.rest = b""
+            self._read(b"".join(self.rest))
+            self.rest = []
         return self.run
 
     def _read(self, data: bytes) -> None:

@@ -12,9 +12,11 @@ get ``RUN_NAME@subset-HASH``, so they never stand in for full runs), holding
   of this execution; it varies between executions, so it is kept out of the sidecar.
 
 The folder is written into a temporary sibling and renamed into place, so a reader sees a
-complete run or none. `load_verified` returns a run only when the sidecar parses, matches
-the expected key, and every listed file has its recorded sha256 and query count; anything
-else counts as absent and the run is made again. Files and sidecars are deterministic: the
+complete run or none. `load_verified` (and `is_verified`, by the same check) takes a run only
+when the sidecar parses, matches the expected key, every listed file is a regular file of the
+folder with its recorded sha256, and the ranking passes `check_run`, the rule `write_run`
+applies before writing (so nothing is written that would be refused when read); anything else
+counts as absent and the run is made again. Files and sidecars are deterministic: the
 same run twice gives byte-identical files.
 """
 
@@ -290,13 +292,14 @@ def _is_record(name, recorded) -> bool:
             and (name != RANKING or isinstance(recorded.get("queries"), int)))
 
 
-def _verified(folder: Path, expected: dict) -> tuple[Path, Run] | None:
+def _verified(folder: Path, expected: dict) -> tuple[Path, Run] | str:
     """(the folder read, its run) when the sidecar parses, matches `expected` (every key equal),
     every listed file has its recorded sha256 and the ranking passes `check_run` (the rule
-    `write_run` applies) with the recorded query count; else None. Each file is read once, and
-    hashed and parsed from the same bytes, so a folder swapped by another writer meanwhile gives
-    a mismatch (None), never a mix of two runs or an error; only regular files of the folder are
-    read (a sidecar naming another path, a FIFO or a device is a mismatch, not a hang).
+    `write_run` applies) with the recorded query count; else why not (one phrase naming the
+    file). Each file is read once, and hashed and parsed from the same bytes, so a folder
+    swapped by another writer meanwhile gives a mismatch, never a mix of two runs or an error;
+    only regular files of the folder are read (a sidecar naming another path, a FIFO or a device
+    is a mismatch, not a hang).
 
     A folder missing because its writer was killed between the fallback's two renames is put
     back first (under the parent's lock), so the folder a caller reports is the one read; where
@@ -311,28 +314,38 @@ def _verified(folder: Path, expected: dict) -> tuple[Path, Run] | None:
         if not folder.exists():
             folder = _set_aside(folder) or folder
     sidecar = read_sidecar(folder)
-    if sidecar is None or any(sidecar.get(k) != json.loads(json.dumps(v)) for k, v in expected.items()):
-        return None
+    if sidecar is None:
+        return f"{folder / SIDECAR} is missing or damaged (not a regular file of JSON)"
+    if any(sidecar.get(k) != json.loads(json.dumps(v)) for k, v in expected.items()):
+        return f"{folder / SIDECAR} records another run"
     files = sidecar.get("files")
     if not isinstance(files, dict) or RANKING not in files or not all(_is_record(*kv) for kv in files.items()):
-        return None
-    run = None
+        return f"{folder / SIDECAR} lists its files otherwise than the kit writes them"
+    run, name = None, RANKING
     try:
         for name, recorded in files.items():
             digest, parsed = _stream(folder / name, name == RANKING)
             if digest != recorded["sha256"]:
-                return None
+                return f"{folder / name} does not match its sha256 in {SIDECAR}"
             run = parsed if name == RANKING else run
         check_run(run, files[RANKING]["queries"])
-    except (OSError, KitError, TrecFault):
-        return None
+    except OSError as exc:
+        return f"{folder / name} cannot be read ({exc.strerror or exc})"
+    except (KitError, TrecFault) as exc:
+        return f"{folder / RANKING} is not a run the store holds ({exc})"
     return folder, run
+
+
+def unverified(folder: Path, expected: dict) -> str | None:
+    """Why the run folder holds no run `load_verified` returns (one phrase naming the file), or None."""
+    found = _verified(folder, expected)
+    return found if isinstance(found, str) else None
 
 
 def is_verified(folder: Path, expected: dict) -> bool:
     """Whether the run folder holds a run `load_verified` returns (the same check, `_verified`):
     for a caller that needs the folder only (`evalkit run`)."""
-    return _verified(folder, expected) is not None
+    return not isinstance(_verified(folder, expected), str)
 
 
 def load_verified(folder: Path, expected: dict) -> Run | None:
@@ -340,4 +353,4 @@ def load_verified(folder: Path, expected: dict) -> Run | None:
     verified by sha256 on the bytes read, parsed from them, and held to `check_run` with its
     recorded query count (`_verified`)."""
     found = _verified(folder, expected)
-    return None if found is None else found[1]
+    return None if isinstance(found, str) else found[1]

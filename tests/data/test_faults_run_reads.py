@@ -223,3 +223,16 @@ def test_faults_across_blocks_are_named_by_their_line(tmp_path, monkeypatch, blo
     monkeypatch.setattr(runs, "BLOCK", block)
     with pytest.raises(KitError, match=message):
         runs.parse_trec(text.encode(), tmp_path / "x.trec")
+
+
+def test_a_fifo_a_sidecar_lists_is_one_line_naming_it_from_evaluate(tmp_path, collection):
+    folder = write_run(tmp_path / "runs" / "bm25", RUN, {"run": "bm25", "dataset": collection.name,
+                                                          "data_sha256": collection.identity})
+    os.mkfifo(folder / "extra")
+    sidecar = json.loads((folder / SIDECAR).read_text())
+    sidecar["files"]["extra"] = {"sha256": "0" * 64}
+    (folder / SIDECAR).write_text(json.dumps(sidecar))
+    with deadline(10), pytest.raises(KitError) as err:
+        load_any_run(folder, None, collection)
+    message = str(err.value)
+    assert "\n" not in message and str(folder / "extra") in message and "not a regular file" in message, message

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import stat
 
@@ -201,6 +202,22 @@ def test_ensure_folder_reuses_a_verified_run_and_remakes_one_whose_files_differ(
     fields = first.split()
     fields[4] = repr(float(fields[4]) + 1.0)  # one score edited: a valid file, not the one recorded
     (folder / RANKING).write_text(" ".join(fields) + "\n" + rest)
+    assert not is_verified(folder, sidecar_key(settings, collection))
+    assert ensure_folder(settings, collection, runs_dir) == folder
+    assert len(executions) == 2 and (folder / RANKING).read_text() == text
+
+
+def test_a_stored_run_with_a_query_ranking_nothing_is_made_again(collection, settings, tmp_path, executions):
+    # issue 37: the old writer stored a query ranking nothing (no line in run.trec, counted in the
+    # sidecar); is_verified said yes, so `evalkit run` exited 0 on it while evaluation refused it
+    runs_dir = tmp_path / "runs"
+    folder = ensure_folder(settings, collection, runs_dir)
+    text = (folder / RANKING).read_text()
+    kept = "".join(line + "\n" for line in text.splitlines() if not line.startswith(QIDS[1] + " "))
+    (folder / RANKING).write_text(kept)
+    sidecar = json.loads((folder / SIDECAR).read_text())
+    sidecar["files"][RANKING]["sha256"] = hashlib.sha256(kept.encode()).hexdigest()  # as the old writer left it
+    (folder / SIDECAR).write_text(json.dumps(sidecar, indent=1, sort_keys=True) + "\n")
     assert not is_verified(folder, sidecar_key(settings, collection))
     assert ensure_folder(settings, collection, runs_dir) == folder
     assert len(executions) == 2 and (folder / RANKING).read_text() == text
