@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from evalkit.core import progress
+from evalkit.core import configfile, progress
 from evalkit.core.errors import KitError
 from evalkit.core.locks import exclusive
 from evalkit.core.workspace import cache_root
@@ -186,8 +186,8 @@ def read_meta(folder: Path) -> dict | None:
     """An index folder's ``meta.json``; None when there is none; a one-line error when it is
     not what the kit writes (cut, edited, of another shape)."""
     path = Path(folder) / "meta.json"
-    try:
-        text = path.read_text(encoding="utf-8")
+    try:  # a regular file of bounded size (a FIFO or a link to /dev/zero is damage, not a hang)
+        text = configfile.read_bytes(path, follow=False, what="an index's meta.json").decode("utf-8")
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError) as exc:
@@ -256,7 +256,8 @@ def verify(folder: Path, meta: dict, rows: int | None = None) -> None:
     if stats[0][0] < rows * row_bytes or meta["complete"] and rows == meta["rows"] and stats[0][0] != rows * row_bytes:
         raise damaged(folder, f"vectors.bin holds {stats[0][0]} bytes where {rows} rows of {meta['dim']} "
                               f"{meta['dtype']} values take {rows * row_bytes} (truncated or appended to)")
-    raw = ids_path.read_bytes()
+    with _open(folder, ids_path) as fh:
+        raw = fh.read()
     try:
         ids = raw.decode("utf-8").splitlines()
     except UnicodeDecodeError:
@@ -265,7 +266,7 @@ def verify(folder: Path, meta: dict, rows: int | None = None) -> None:
         raise damaged(folder, f"ids.txt holds {len(ids)} ids where the index has {rows} rows")
     if meta["complete"] and hashlib.sha256(raw).hexdigest() != meta.get("ids_sha256"):
         raise damaged(folder, "ids.txt does not match its checksum")
-    with open(vectors_path, "rb") as fh:
+    with _open(folder, vectors_path) as fh:
         done = 0
         for number, (count, digest) in enumerate(meta["blocks"], 1):
             if done >= rows:
@@ -275,6 +276,15 @@ def verify(folder: Path, meta: dict, rows: int | None = None) -> None:
                                       "match its checksum")
             done += count
     _VERIFIED.add(token)
+
+
+def _open(folder: Path, path: Path):
+    """`path` opened for reading when it is a regular file (`configfile.open_regular`, no link: the
+    kit writes none), else the damaged-index line: a FIFO or /dev/zero is never read."""
+    try:
+        return configfile.open_regular(path, follow=False)
+    except OSError as exc:
+        raise damaged(folder, f"{path.name} cannot be read ({exc.strerror})") from None
 
 
 def _build(folder: Path, corpus: Corpus, encode, dtype: str, meta: dict | None) -> None:

@@ -14,6 +14,7 @@ import errno
 import json
 import os
 import shutil
+import signal
 
 import numpy as np
 import pytest
@@ -198,3 +199,27 @@ def test_a_damaged_max_norm_through_the_command_is_one_line_and_a_rerun_recomput
     assert cli.main([*argv, str(tmp_path / "r2")]) == 0
     first, again = (next((tmp_path / r).rglob("run.trec")).read_bytes() for r in ("r1", "r2"))
     assert again == first and again.strip()
+
+
+@pytest.mark.parametrize("name, how", [("meta.json", "fifo"), ("ids.txt", "fifo"), ("ids.txt", "link")])
+def test_a_fifo_or_a_link_in_an_index_folder_is_damage_not_a_hang(setup, tmp_path, name, how):
+    # old code: open() of a FIFO waits for a writer forever (and a link to /dev/zero, the run
+    # folders' case in tests/data/test_faults_run_reads.py, is read until memory runs out)
+    corpus, table, encode = setup
+    folder = VectorIndex.open(corpus, encode, {"model": "m"}).folder
+    if how == "fifo":
+        (folder / name).unlink()
+        os.mkfifo(folder / name)
+    else:  # a link to a copy of itself: the kit writes no links, so one is refused
+        shutil.move(folder / name, tmp_path / name)
+        (folder / name).symlink_to(tmp_path / name)
+
+    def expire(*_):
+        raise AssertionError("blocked")  # not an OSError: the readers catch those
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, 10)
+    try:
+        _assert_damaged(folder, f"{name} cannot be read")
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
