@@ -12,9 +12,11 @@ get ``RUN_NAME@subset-HASH``, so they never stand in for full runs), holding
   of this execution; it varies between executions, so it is kept out of the sidecar.
 
 The folder is written into a temporary sibling and renamed into place, so a reader sees a
-complete run or none. `load_verified` returns a run only when the sidecar parses, matches
-the expected key, and every listed file has its recorded sha256 and query count; anything
-else counts as absent and the run is made again. Files and sidecars are deterministic: the
+complete run or none. `load_verified` (and `is_verified`, by the same check) takes a run only
+when the sidecar parses, matches the expected key, every listed file is a regular file of the
+folder with its recorded sha256, and the ranking passes `check_run`, the rule `write_run`
+applies before writing (so nothing is written that would be refused when read); anything else
+counts as absent and the run is made again. Files and sidecars are deterministic: the
 same run twice gives byte-identical files.
 """
 
@@ -32,8 +34,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from evalkit.core import configfile
 from evalkit.core.errors import KitError
-from evalkit.data.runs import Run, is_finite_score, parse_trec, write_trec
+from evalkit.data.runs import BLOCK, Run, TrecFault, TrecReader, is_finite_score, write_trec
 
 RANKING = "run.trec"
 SIDECAR = "sidecar.json"
@@ -75,10 +78,6 @@ def run_folder(runs_dir: Path, settings: Any, dataset: str) -> Path:
 
 def _slug(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _check_ids(run: Run) -> None:
@@ -171,8 +170,7 @@ def write_run(folder: Path, run: Run, sidecar: dict, accounting: dict | None = N
     so the folder ends as one writer's complete run, never a mix."""
     folder = Path(folder)
     check_run_name(sidecar["run"])
-    _check_ids(run)
-    _check_scores(run)
+    check_run(run)
     try:
         return _write_run(folder, run, sidecar, accounting)
     except OSError as exc:  # a full disk, a read-only folder: name the run folder (one error line)
@@ -182,12 +180,30 @@ def write_run(folder: Path, run: Run, sidecar: dict, accounting: dict | None = N
 
 
 def _check_scores(run: Run) -> None:
-    """Refuse what `load_verified` would refuse to read: every score a finite number."""
     for qid, docs in run.items():
         bad = next((d for d, score in docs.items() if not is_finite_score(score)), None)
         if bad is not None:
             raise KitError(f"query {qid}, document {bad}: score {docs[bad]!r} is not a finite number; "
                            "the model produced it: fix its settings (e.g. a NaN parameter) or its code")
+
+
+def check_run(run: Run, queries: int | None = None) -> None:
+    """The one rule of what a run folder holds, applied to the run about to be written (`write_run`)
+    and to the run read back (`is_verified`, `load_verified`), so the store never takes at write
+    what it refuses at read: at least one query, at least one document for every query (a query
+    ranking nothing leaves no line in the TREC file, so its count could not be read back), ids that
+    round-trip through a TREC file, finite scores and, read back, the query count the sidecar
+    records (`queries`). KitError, one line, otherwise."""
+    if not run:
+        raise KitError("the run ranks no query; a stored run needs at least one: check the query selection")
+    empty = next((qid for qid, docs in run.items() if not docs), None)
+    if empty is not None:
+        raise KitError(f"query {empty}: the model ranked no document; every query of a stored run ranks at least "
+                       "one: check the model (its index, its candidates) and run again")
+    _check_ids(run)
+    _check_scores(run)
+    if queries is not None and len(run) != queries:
+        raise KitError(f"the ranking holds {len(run)} queries where the sidecar records {queries}")
 
 
 def _write_run(folder: Path, run: Run, sidecar: dict, accounting: dict | None) -> Path:
@@ -233,20 +249,57 @@ def _swap_into_place(staging: Path, folder: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
+SIDECAR_LIMIT = configfile.LIMIT  # bytes of a sidecar read at most (the kit's are a few kB)
+
+
 def read_sidecar(folder: Path) -> dict | None:
-    """The sidecar of a run folder, or None when it is missing or unreadable."""
+    """The sidecar of a run folder, or None when it is missing or unreadable: not a regular file (a
+    FIFO, a device, a symbolic link), over `SIDECAR_LIMIT` bytes, not UTF-8 JSON of an object."""
     try:
-        sidecar = json.loads((Path(folder) / SIDECAR).read_text(encoding="utf-8"))
+        data = configfile.read_bytes(Path(folder) / SIDECAR, SIDECAR_LIMIT, follow=False, what="a sidecar")
+        sidecar = json.loads(data.decode("utf-8"))
     except (OSError, ValueError, RecursionError):  # unreadable, truncated, not UTF-8, absurdly nested
         return None
     return sidecar if isinstance(sidecar, dict) else None
 
 
-def _verified_bytes(folder: Path, expected: dict) -> tuple[Path, dict, dict[str, bytes]] | None:
-    """(the folder read, its sidecar's file list, each listed file's bytes) when the sidecar
-    parses, matches `expected` (every key equal) and every listed file has its recorded sha256;
-    else None. Each file is read once and verified on the bytes read, so a folder swapped by
-    another writer meanwhile gives a mismatch (None), never a mix of two runs or an error.
+def _stream(path: Path, parse: bool) -> tuple[str, Run | None]:
+    """(sha256 of the file at `path`, its run when `parse`): read once, block by block, both from the
+    same bytes. OSError when it is not a regular file (`configfile.open_regular`, links refused:
+    the kit writes none) or grows while read; KitError when `parse` and it is not a TREC run."""
+    digest, reader = hashlib.sha256(), TrecReader(path) if parse else None
+    with configfile.open_regular(path, follow=False) as fh:
+        left = os.fstat(fh.fileno()).st_size
+        while block := fh.read(min(BLOCK, left + 1)):
+            left -= len(block)
+            if left < 0:
+                raise OSError(errno.EFBIG, "grew while being read", str(path))
+            digest.update(block)
+            if reader is not None:
+                reader.feed(block)
+    return digest.hexdigest(), None if reader is None else reader.result()
+
+
+def _sha256(path: Path) -> str:
+    return _stream(path, parse=False)[0]
+
+
+def _is_record(name, recorded) -> bool:
+    """A sidecar's entry for one file: a plain name in the folder, its sha256 and (the ranking) its
+    query count, as `write_run` records them."""
+    return (isinstance(name, str) and _PATH_PART.fullmatch(name) is not None and isinstance(recorded, dict)
+            and isinstance(recorded.get("sha256"), str)
+            and (name != RANKING or isinstance(recorded.get("queries"), int)))
+
+
+def _verified(folder: Path, expected: dict) -> tuple[Path, Run] | str:
+    """(the folder read, its run) when the sidecar parses, matches `expected` (every key equal),
+    every listed file has its recorded sha256 and the ranking passes `check_run` (the rule
+    `write_run` applies) with the recorded query count; else why not (one phrase naming the
+    file). Each file is read once, and hashed and parsed from the same bytes, so a folder
+    swapped by another writer meanwhile gives a mismatch, never a mix of two runs or an error;
+    only regular files of the folder are read (a sidecar naming another path, a FIFO or a device
+    is a mismatch, not a hang).
 
     A folder missing because its writer was killed between the fallback's two renames is put
     back first (under the parent's lock), so the folder a caller reports is the one read; where
@@ -261,39 +314,43 @@ def _verified_bytes(folder: Path, expected: dict) -> tuple[Path, dict, dict[str,
         if not folder.exists():
             folder = _set_aside(folder) or folder
     sidecar = read_sidecar(folder)
-    if sidecar is None or any(sidecar.get(k) != json.loads(json.dumps(v)) for k, v in expected.items()):
-        return None
+    if sidecar is None:
+        return f"{folder / SIDECAR} is missing or damaged (not a regular file of JSON)"
+    if any(sidecar.get(k) != json.loads(json.dumps(v)) for k, v in expected.items()):
+        return f"{folder / SIDECAR} records another run"
     files = sidecar.get("files")
-    if not isinstance(files, dict) or RANKING not in files:
-        return None
+    if not isinstance(files, dict) or RANKING not in files or not all(_is_record(*kv) for kv in files.items()):
+        return f"{folder / SIDECAR} lists its files otherwise than the kit writes them"
+    run, name = None, RANKING
     try:
-        contents = {name: (Path(folder) / name).read_bytes() for name in files}
-    except OSError:
-        return None
-    for name, recorded in files.items():
-        if not isinstance(recorded, dict) or hashlib.sha256(contents[name]).hexdigest() != recorded.get("sha256"):
-            return None
-    return folder, files, contents
+        for name, recorded in files.items():
+            digest, parsed = _stream(folder / name, name == RANKING)
+            if digest != recorded["sha256"]:
+                return f"{folder / name} does not match its sha256 in {SIDECAR}"
+            run = parsed if name == RANKING else run
+        check_run(run, files[RANKING]["queries"])
+    except OSError as exc:
+        return f"{folder / name} cannot be read ({exc.strerror or exc})"
+    except (KitError, TrecFault) as exc:
+        return f"{folder / RANKING} is not a run the store holds ({exc})"
+    return folder, run
+
+
+def unverified(folder: Path, expected: dict) -> str | None:
+    """Why the run folder holds no run `load_verified` returns (one phrase naming the file), or None."""
+    found = _verified(folder, expected)
+    return found if isinstance(found, str) else None
 
 
 def is_verified(folder: Path, expected: dict) -> bool:
-    """Whether the run's files are as its sidecar records them, without parsing the ranking: the
-    sidecar matches `expected` and every file has its recorded sha256. The sha256 was taken of
-    the file the kit wrote from a checked run, so the match pins the content; for a caller
-    that needs the folder only (`evalkit run`)."""
-    return _verified_bytes(folder, expected) is not None
+    """Whether the run folder holds a run `load_verified` returns (the same check, `_verified`):
+    for a caller that needs the folder only (`evalkit run`)."""
+    return not isinstance(_verified(folder, expected), str)
 
 
 def load_verified(folder: Path, expected: dict) -> Run | None:
     """The stored run when it is complete and matches `expected` (every key equal), else None:
-    verified by sha256 on the bytes read (`is_verified`), then parsed once, and held to its
-    recorded query count."""
-    found = _verified_bytes(folder, expected)
-    if found is None:
-        return None
-    folder, files, contents = found
-    try:
-        run = parse_trec(contents[RANKING], Path(folder) / RANKING)
-    except KitError:
-        return None
-    return run if len(run) == files[RANKING].get("queries") else None
+    verified by sha256 on the bytes read, parsed from them, and held to `check_run` with its
+    recorded query count (`_verified`)."""
+    found = _verified(folder, expected)
+    return None if isinstance(found, str) else found[1]

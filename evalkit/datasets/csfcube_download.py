@@ -13,8 +13,9 @@ uses the downloaded file when no ``--corpus`` / ``CORPUS`` is given (`resolve`).
 
 What the metadata may point at is bounded: the download URL must be https on figshare's
 download hosts (``download_hosts`` in the manifest), or on the mirror's own scheme and host
-when a mirror is named (`check_download_url`); the metadata is read at most 16 MiB; the
-download stops at the published size, whatever the server sends.
+when a mirror is named (`check_download_url`); the metadata is read at most 16 MiB and within
+`METADATA_DEADLINE_S` in all (each read within `TIMEOUT_S`), so a server sending a byte every
+few seconds ends in one line; the download stops at the published size, whatever the server sends.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ BLOCK = 1 << 20
 ATTEMPTS = 6  # requests per download (each resumes where the last one stopped)
 TIMEOUT_S = 60  # seconds per connection and per read
 MAX_METADATA = 16 << 20  # bytes of figshare's article metadata read at most
+METADATA_DEADLINE_S = 300.0  # seconds for the whole metadata answer (a few kB): a trickle ends there
 
 
 @dataclass(frozen=True)
@@ -98,12 +100,11 @@ MISSING = "needs {corpus}, abstracts-preds.zip from figshare 14796339: download 
 
 
 def _get_json(url: str) -> dict:
-    """figshare's article metadata: at most `MAX_METADATA` bytes, a JSON object."""
+    """figshare's article metadata: at most `MAX_METADATA` bytes within `METADATA_DEADLINE_S`, a JSON object."""
+    deadline = time.monotonic() + METADATA_DEADLINE_S
     try:
-        with urllib.request.urlopen(url, timeout=TIMEOUT_S) as resp:
-            body = resp.read(MAX_METADATA + 1)
-        if len(body) > MAX_METADATA:
-            raise ValueError(f"an answer over {MAX_METADATA} bytes")
+        with urllib.request.urlopen(url, timeout=min(TIMEOUT_S, METADATA_DEADLINE_S)) as resp:
+            body = _read_within(resp, deadline)
         data = json.loads(body)
     except (OSError, http.client.HTTPException, ValueError, RecursionError) as exc:
         raise KitError(f"cannot read figshare's file list {url} ({exc}); check the network or set "
@@ -112,6 +113,22 @@ def _get_json(url: str) -> dict:
         raise KitError(f"{url}: figshare's answer is a JSON {type(data).__name__}, not the article's metadata "
                        f"(an object with 'files'); check {API_ENV} points at figshare's API")
     return data
+
+
+def _read_within(resp, deadline: float) -> bytes:
+    """The body of `resp`, read as it comes, at most `MAX_METADATA` bytes and until `deadline`
+    (`time.monotonic`; past it by one read's `TIMEOUT_S` at most): ValueError or TimeoutError past either."""
+    parts, size = [], 0
+    while True:
+        if time.monotonic() >= deadline:  # checked between reads; each read is within TIMEOUT_S
+            raise TimeoutError(f"the answer took over {METADATA_DEADLINE_S:g} s in all")
+        block = resp.read1(1 << 16)
+        if not block:
+            return b"".join(parts)
+        size += len(block)
+        if size > MAX_METADATA:
+            raise ValueError(f"an answer over {MAX_METADATA} bytes")
+        parts.append(block)
 
 
 def check_download_url(url: str, api: str, pinned_api: str) -> str:

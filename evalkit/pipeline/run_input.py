@@ -9,7 +9,7 @@ from evalkit.core.errors import DataError, KitError, RequestError
 from evalkit.data.collection import Collection
 from evalkit.data.protocols import DEFAULT_PROTOCOL, check_protocol_run
 from evalkit.data.runs import read_trec
-from evalkit.data.runstore import RANKING, SIDECAR, load_verified, read_sidecar
+from evalkit.data.runstore import RANKING, SIDECAR, load_verified, read_sidecar, unverified
 from evalkit.datasets.csfcube_official import load_official_run
 from evalkit.evaluation.evaluate import CSFCUBE
 
@@ -42,10 +42,11 @@ def load_any_run(runs: Path, name: str | None, collection: Collection) -> tuple[
         if sidecar.get("data_sha256") != collection.identity:
             raise KitError(f"{runs}: the run was made on other {collection.name} data (data_sha256 differs); "
                            "run it again on this data")
-        run = load_verified(runs, {"dataset": collection.name, "data_sha256": collection.identity})
+        expected = {"dataset": collection.name, "data_sha256": collection.identity}
+        run = load_verified(runs, expected)
         if run is None:
-            raise KitError(f"{runs}: {RANKING} fails the check against sidecar.json (sha256 or query count); "
-                           "run it again")
+            raise KitError(f"{runs}: the run fails its check against sidecar.json: "
+                           f"{unverified(runs, expected) or 'it changed while read'}; run it again")
         return run, sidecar.get("protocol")
     if collection.name != CSFCUBE:
         raise KitError(f"{runs}: a folder without {RANKING}; give a TREC run file or a run-store folder")

@@ -8,7 +8,11 @@ fingerprint, document template, dtype). Every batch is committed (rows, ids, the
 in ``meta.json``), so a killed build resumes after its last batch without encoding anything
 again; a finished index serves every prompt and variant run (only queries are encoded). The file
 is memory-mapped, so the corpus may exceed memory. Every file is checked against the sizes and
-checksums ``meta.json`` records before it is read (`verify`): a changed byte is a one-line error.
+checksums ``meta.json`` records before it is read (`verify`), and ``meta.json`` against its own
+checksum (``meta_sha256``, over every other field) and the range of each value (`read_meta`): a
+changed byte or an impossible value (a NaN or negative ``max_norm``) is a one-line error naming
+the folder and the fix, never a ranking. A failed write (a full disk) names the folder and
+leaves the last committed batch, never an index that reads as complete.
 
 Search is blocked matrix products (the file read one block of rows at a time, all queries of a
 batch against it; numpy on the CPU, torch on a GPU when one is visible or named by
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -38,7 +43,7 @@ from pathlib import Path
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from evalkit.core import progress
+from evalkit.core import configfile, progress
 from evalkit.core.errors import KitError, RequestError
 from evalkit.core.locks import exclusive
 from evalkit.core.workspace import cache_root
@@ -47,7 +52,7 @@ from evalkit.data.runs import write_atomic
 from evalkit.retrieval.corpus import DTYPES, Corpus
 from evalkit.retrieval.exact_search import TieRule, block_hits, error_bound, search_device
 
-INDEX_VERSION = 2  # 2: per-block checksums in meta.json, verified at open
+INDEX_VERSION = 3  # 2: per-block checksums in meta.json, verified at open; 3: meta.json's own checksum
 BATCH = 4096  # documents encoded and committed per step of a build
 SCORE_CELLS = 1 << 24  # query x row scores held at once in a search (64 MB of float32)
 
@@ -101,7 +106,12 @@ class VectorIndex:
                     with ExitStack() as stack:
                         for store in stores:
                             stack.enter_context(store.transient())
-                        _build(folder, corpus, encode, dtype, meta)
+                        try:
+                            _build(folder, corpus, encode, dtype, meta)
+                        except OSError as exc:  # a full disk, a read-only cache: the folder and the fix
+                            raise KitError(f"{folder}: cannot write the vector index ({exc.strerror or exc}); free "
+                                           "space there or point EVALKIT_CACHE elsewhere, then run again (the "
+                                           "batches already committed are kept)") from None
         index = cls(folder)
         if not index.ids:
             raise KitError(f"{corpus.name}: the corpus holds no documents")
@@ -176,8 +186,8 @@ def read_meta(folder: Path) -> dict | None:
     """An index folder's ``meta.json``; None when there is none; a one-line error when it is
     not what the kit writes (cut, edited, of another shape)."""
     path = Path(folder) / "meta.json"
-    try:
-        text = path.read_text(encoding="utf-8")
+    try:  # a regular file of bounded size (a FIFO or a link to /dev/zero is damage, not a hang)
+        text = configfile.read_bytes(path, follow=False, what="an index's meta.json").decode("utf-8")
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError) as exc:
@@ -186,19 +196,38 @@ def read_meta(folder: Path) -> dict | None:
         meta = json.loads(text)
     except (ValueError, RecursionError):
         raise damaged(folder, "meta.json is not valid JSON (cut or edited)") from None
-    fields = {"rows": int, "dim": int, "dtype": str, "max_norm": (int, float), "blocks": list, "complete": bool}
+    fields = {"rows": int, "dim": int, "dtype": str, "max_norm": (int, float), "blocks": list, "complete": bool,
+              "corpus": str, "corpus_key": str, "index_version": int, "meta_sha256": str}
     if not isinstance(meta, dict) or any(not isinstance(meta.get(k), t) or isinstance(meta.get(k), bool) is not
                                          (t is bool) for k, t in fields.items()) \
             or meta["rows"] < 0 or meta["dim"] < 0 or meta["dtype"] not in DTYPES \
             or sum(b[0] for b in meta["blocks"] if _is_block(b)) != meta["rows"] \
-            or not all(_is_block(b) for b in meta["blocks"]):
+            or not all(_is_block(b) for b in meta["blocks"]) \
+            or not (meta.get("ids_sha256") is None and not meta["complete"] or _is_sha256(meta.get("ids_sha256"))):
         raise damaged(folder, "meta.json does not describe an index of this kit")
+    if meta["index_version"] != INDEX_VERSION:
+        raise damaged(folder, f"meta.json is of index version {meta['index_version']}, not {INDEX_VERSION}")
+    if not math.isfinite(meta["max_norm"]) or meta["max_norm"] < 0 or meta["rows"] and not meta["dim"]:
+        raise damaged(folder, f"meta.json records max_norm {meta['max_norm']!r} and dim {meta['dim']}, out of range "
+                              "(a norm is a finite number >= 0; rows have a dimension)")
+    if meta["meta_sha256"] != _meta_digest(meta):
+        raise damaged(folder, "meta.json does not match its checksum (meta_sha256, over every other field)")
     return meta
 
 
+def _meta_digest(meta: dict) -> str:
+    """sha256 of every field of a ``meta.json`` but ``meta_sha256`` itself (sorted keys)."""
+    fields = {k: v for k, v in meta.items() if k != "meta_sha256"}
+    return hashlib.sha256(json.dumps(fields, sort_keys=True, allow_nan=True).encode()).hexdigest()
+
+
+def _is_sha256(text) -> bool:
+    return isinstance(text, str) and len(text) == 64 and all(c in "0123456789abcdef" for c in text)
+
+
 def _is_block(block) -> bool:
-    return (isinstance(block, list) and len(block) == 2 and isinstance(block[0], int) and block[0] > 0
-            and isinstance(block[1], str) and len(block[1]) == 64)
+    return (isinstance(block, list) and len(block) == 2 and isinstance(block[0], int)
+            and not isinstance(block[0], bool) and block[0] > 0 and _is_sha256(block[1]))
 
 
 def damaged(folder: Path, problem: str) -> KitError:
@@ -227,7 +256,8 @@ def verify(folder: Path, meta: dict, rows: int | None = None) -> None:
     if stats[0][0] < rows * row_bytes or meta["complete"] and rows == meta["rows"] and stats[0][0] != rows * row_bytes:
         raise damaged(folder, f"vectors.bin holds {stats[0][0]} bytes where {rows} rows of {meta['dim']} "
                               f"{meta['dtype']} values take {rows * row_bytes} (truncated or appended to)")
-    raw = ids_path.read_bytes()
+    with _open(folder, ids_path) as fh:
+        raw = fh.read()
     try:
         ids = raw.decode("utf-8").splitlines()
     except UnicodeDecodeError:
@@ -236,7 +266,7 @@ def verify(folder: Path, meta: dict, rows: int | None = None) -> None:
         raise damaged(folder, f"ids.txt holds {len(ids)} ids where the index has {rows} rows")
     if meta["complete"] and hashlib.sha256(raw).hexdigest() != meta.get("ids_sha256"):
         raise damaged(folder, "ids.txt does not match its checksum")
-    with open(vectors_path, "rb") as fh:
+    with _open(folder, vectors_path) as fh:
         done = 0
         for number, (count, digest) in enumerate(meta["blocks"], 1):
             if done >= rows:
@@ -246,6 +276,15 @@ def verify(folder: Path, meta: dict, rows: int | None = None) -> None:
                                       "match its checksum")
             done += count
     _VERIFIED.add(token)
+
+
+def _open(folder: Path, path: Path):
+    """`path` opened for reading when it is a regular file (`configfile.open_regular`, no link: the
+    kit writes none), else the damaged-index line: a FIFO or /dev/zero is never read."""
+    try:
+        return configfile.open_regular(path, follow=False)
+    except OSError as exc:
+        raise damaged(folder, f"{path.name} cannot be read ({exc.strerror})") from None
 
 
 def _build(folder: Path, corpus: Corpus, encode, dtype: str, meta: dict | None) -> None:
@@ -273,7 +312,12 @@ def _build(folder: Path, corpus: Corpus, encode, dtype: str, meta: dict | None) 
             raise KitError(f"{folder}: the model gave vectors of shape {vectors.shape} for {len(batch)} documents "
                            f"of a {dim}-dimensional index; delete the folder to rebuild it")
         stored = vectors.astype(dtype)
-        max_norm = max(max_norm, float(np.linalg.norm(stored.astype(np.float64), axis=1).max()))
+        norms = np.linalg.norm(stored.astype(np.float64), axis=1)
+        if not np.isfinite(norms).all():
+            bad = batch[int(np.flatnonzero(~np.isfinite(norms))[0])].doc_id
+            raise KitError(f"{folder}: the model gave document {bad} a vector with a NaN or infinite value (as "
+                           f"{dtype}); check the model (or use index dtype float32 where float16 overflows)")
+        max_norm = max(max_norm, float(norms.max()))
         data = stored.tobytes()
         with open(vectors_path, "ab") as fh:
             fh.write(data)
@@ -314,7 +358,9 @@ def _build(folder: Path, corpus: Corpus, encode, dtype: str, meta: dict | None) 
 
 def _write_meta(folder: Path, rows: int, dim: int, dtype: str, max_norm: float, corpus: Corpus, blocks: list,
                 complete: bool, ids_sha256: str | None = None) -> None:
-    write_atomic(folder / "meta.json", json.dumps({"rows": rows, "dim": dim, "dtype": dtype, "max_norm": max_norm,
-                                                   "corpus": corpus.name, "corpus_key": corpus.key,
-                                                   "blocks": blocks, "ids_sha256": ids_sha256,
-                                                   "complete": complete, "index_version": INDEX_VERSION}) + "\n")
+    """Write ``meta.json`` whole (temporary file, rename), every field under ``meta_sha256``."""
+    meta = {"rows": rows, "dim": dim, "dtype": dtype, "max_norm": max_norm, "corpus": corpus.name,
+            "corpus_key": corpus.key, "blocks": blocks, "ids_sha256": ids_sha256, "complete": complete,
+            "index_version": INDEX_VERSION}
+    meta["meta_sha256"] = _meta_digest(meta)
+    write_atomic(folder / "meta.json", json.dumps(meta, allow_nan=False) + "\n")

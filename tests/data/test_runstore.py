@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import stat
 
@@ -187,20 +188,16 @@ def test_ensure_run_reuses_a_verified_run_and_recomputes_after_a_registry_change
     assert ensure_run(settings, collection, runs_dir) == changed and len(executions) == 2
 
 
-def test_ensure_folder_reuses_a_verified_run_unparsed_and_remakes_one_whose_files_differ(
-        collection, settings, tmp_path, monkeypatch, executions):
-    # `evalkit run` needs the folder only: a stored run whose sha256s match is not parsed; one
-    # whose ranking no longer matches its sidecar is refused and made again, as by ensure_run
+def test_ensure_folder_reuses_a_verified_run_and_remakes_one_whose_files_differ(
+        collection, settings, tmp_path, executions):
+    # `evalkit run` needs the folder only: a stored run that passes the store's one check is reused
+    # (not run again); one whose ranking no longer matches its sidecar is refused and made again
     runs_dir = tmp_path / "runs"
     folder = ensure_folder(settings, collection, runs_dir)
     text = (folder / RANKING).read_text()
     assert len(executions) == 1 and is_verified(folder, sidecar_key(settings, collection))
-
-    parsed = []
-    real = runstore.parse_trec
-    monkeypatch.setattr(runstore, "parse_trec", lambda *args: (parsed.append(args[1]), real(*args))[1])
     assert ensure_folder(settings, collection, runs_dir) == folder
-    assert len(executions) == 1 and parsed == []  # reused, not parsed
+    assert len(executions) == 1  # reused
     first, rest = text.split("\n", 1)
     fields = first.split()
     fields[4] = repr(float(fields[4]) + 1.0)  # one score edited: a valid file, not the one recorded
@@ -208,7 +205,22 @@ def test_ensure_folder_reuses_a_verified_run_unparsed_and_remakes_one_whose_file
     assert not is_verified(folder, sidecar_key(settings, collection))
     assert ensure_folder(settings, collection, runs_dir) == folder
     assert len(executions) == 2 and (folder / RANKING).read_text() == text
-    assert parsed == [folder / RANKING]  # the new run read back verified, once
+
+
+def test_a_stored_run_with_a_query_ranking_nothing_is_made_again(collection, settings, tmp_path, executions):
+    # issue 37: the old writer stored a query ranking nothing (no line in run.trec, counted in the
+    # sidecar); is_verified said yes, so `evalkit run` exited 0 on it while evaluation refused it
+    runs_dir = tmp_path / "runs"
+    folder = ensure_folder(settings, collection, runs_dir)
+    text = (folder / RANKING).read_text()
+    kept = "".join(line + "\n" for line in text.splitlines() if not line.startswith(QIDS[1] + " "))
+    (folder / RANKING).write_text(kept)
+    sidecar = json.loads((folder / SIDECAR).read_text())
+    sidecar["files"][RANKING]["sha256"] = hashlib.sha256(kept.encode()).hexdigest()  # as the old writer left it
+    (folder / SIDECAR).write_text(json.dumps(sidecar, indent=1, sort_keys=True) + "\n")
+    assert not is_verified(folder, sidecar_key(settings, collection))
+    assert ensure_folder(settings, collection, runs_dir) == folder
+    assert len(executions) == 2 and (folder / RANKING).read_text() == text
 
 
 def test_smoke_runs_get_another_folder_than_full_runs(collection, tmp_path):

@@ -6,6 +6,8 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import threading
+import time
 import zipfile
 
 import pytest
@@ -223,3 +225,37 @@ def test_odd_figshare_metadata_is_one_line(cache, monkeypatch, capsys, article, 
         assert cli.main(["data", "--corpus"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and fragment in err, err
+
+
+class Trickle(Figshare):
+    """The article's metadata sent one byte every `every` seconds (each read succeeds in time)."""
+
+    def __init__(self, blob: bytes, every: float = 0.2):
+        super().__init__(blob)
+        self.every = every
+
+    def respond_get(self, path, headers):
+        if path != ARTICLE:
+            return super().respond_get(path, headers)
+        body = json.dumps(super().respond_get(path, headers)[1]).encode()
+
+        def trickle():
+            pause = threading.Event()  # not time.sleep: the cache fixture makes that a no-op
+            for i in range(len(body)):
+                pause.wait(self.every)
+                yield body[i:i + 1]
+        return 200, trickle(), {"Content-Length": str(len(body))}
+
+
+def test_a_trickled_metadata_answer_ends_at_the_total_deadline(cache, monkeypatch, capsys):
+    # old code: each read met its timeout, so a byte every 0.2 s (every 2 s upstream) never ended
+    monkeypatch.setattr(csfcube_download, "METADATA_DEADLINE_S", 1.0)
+    with Trickle(release_zip(10)) as server:
+        monkeypatch.setenv(csfcube_download.API_ENV, server.root + "/v2")
+        started = time.monotonic()
+        assert cli.main(["data", "--corpus"]) == 2
+        took = time.monotonic() - started
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "cannot read figshare's file list" in err and "over 1 s in all" in err, err
+    assert took < 5, took
+    assert not list(cache.rglob("abstracts-preds.zip*"))
