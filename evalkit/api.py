@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -37,7 +36,7 @@ import pandas as pd
 from evalkit.core.errors import KitError, RequestError
 from evalkit.data.collection import BASE, Collection
 from evalkit.data.protocols import protocol_collection
-from evalkit.data.runstore import check_run_name
+from evalkit.data.runstore import check_run_name, slug
 from evalkit.datasets import load_dataset
 from evalkit.evaluation.evaluate import SCALE, compared_measures
 from evalkit.evaluation.outcome import evaluate_tables, score_runs
@@ -149,10 +148,6 @@ class Evaluation:
         return table if format is None else table.format(format)
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-.")[:40] or "model"
-
-
 def _model_name(model, name: str | None, identity: dict | None) -> str:
     """The user's name, else a slug of the object's class or function name and 8 hex digits of
     its identity (so two different models never share a run folder)."""
@@ -162,7 +157,7 @@ def _model_name(model, name: str | None, identity: dict | None) -> str:
         return check_run_name(name)
     base = getattr(model, "__name__", None) or type(model).__name__
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:8] if identity else "anon"
-    return f"{_slug(base)}-{digest}"
+    return f"{slug(base)}-{digest}"
 
 
 def register_model(model, name: str | None = None, *, revision: str | None = None, profile: str = "offline",

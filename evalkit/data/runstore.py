@@ -71,13 +71,23 @@ def run_folder(runs_dir: Path, settings: Any, dataset: str) -> Path:
     if settings.queries is not None:
         subset = hashlib.sha256("\n".join(sorted(settings.queries)).encode()).hexdigest()[:10]
         name = f"{name}@subset-{subset}"
-    parts = [check_path_part("profile", settings.profile), check_path_part("dataset", _slug(dataset)),
+    parts = [check_path_part("profile", settings.profile), check_path_part("dataset", _dataset_part(dataset)),
              check_path_part("protocol", settings.protocol), name]
     return Path(runs_dir).joinpath(*parts)
 
 
-def _slug(text: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)
+def slug(text: str, fallback: str = "model") -> str:
+    """The kit's one rule for a name made from a user's text (a model's class or folder name): runs
+    of anything but letters, digits, ``_ . -`` become one ``-``, no leading or trailing ``-`` or
+    ``.``, at most 40 characters, `fallback` when nothing is left. Callers add a digest of the
+    whole text where two texts may share a slug (`evalkit.api`, `evalkit.models.adhoc`)."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-.")[:40] or fallback
+
+
+def _dataset_part(spec: str) -> str:
+    """A dataset spec as one folder name: each character that may not be in one becomes ``_``,
+    one for one, so two specs of different folders keep different folder names."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in spec)
 
 
 def _check_ids(run: Run) -> None:

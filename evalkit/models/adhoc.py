@@ -22,10 +22,10 @@ A run name must be one TREC field and a folder name (`evalkit.data.runstore.chec
 from __future__ import annotations
 
 import hashlib
-import re
 from pathlib import Path
 
 from evalkit.core.errors import KitError
+from evalkit.data.runstore import slug
 from evalkit.models.identity import folder_identity
 
 PREFIX = "st:"
@@ -97,8 +97,7 @@ def run_name_of(name: str) -> str:
     if not is_st(name):
         return name
     location, _ = parse_st(name)
-    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(location).name or location).strip("-.") or "model"
-    return f"st-{slug[:40]}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
+    return f"st-{slug(Path(location).name or location)}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
 
 
 def register(name: str, model, identity: dict | None, label: str, role: str, templates: dict) -> None:

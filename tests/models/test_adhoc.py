@@ -122,7 +122,7 @@ def test_a_user_registry_without_study_reference_uses_the_first_model(tmp_path, 
     assert study.reference == "bm25-b"
     with pytest.raises(KitError, match="lists no relevance models"):
         params.check("relevance", PROFILE="mine", PROTOCOL="pool", MODELS="", REFERENCE_MODEL="")
-    with pytest.raises(KitError, match="profile mine sets no first_stage"):
+    with pytest.raises(KitError, match="first_stage.* is not set by profile mine"):
         ensure_run(RunSettings(model="bm25", profile="mine", protocol="pooled", queries=QUERIES),
                    load_dataset("csfcube"), tmp_path)
 
