@@ -262,11 +262,90 @@ def evaluate(model, dataset: str = "csfcube", *, name: str | None = None, revisi
              aggregate: str = "folds", runs_dir: str | Path = "runs", first_stage: str | None = None,
              depth: int | None = None, corpus: str | None = None, test: str = "t", alpha: float = 0.05,
              permutations: int | None = None, seed: int | None = None) -> Evaluation:
-    """Rank `dataset` with `model` under each variant, store the runs, and evaluate them (see the
-    module docstring). `variants`: default ``base``, or every variant of `instructions` when an
-    instruction file is given. `seeds` / `queries`: a smoke run over some queries only. `test`
-    (``t`` or ``fisher``), `alpha`, `permutations`, `seed`: the paired tests against `reference`,
-    as ``evalkit evaluate --test``."""
+    """Rank `dataset` with `model` under each variant, store the runs in the run store, and evaluate
+    them as ``evalkit evaluate`` does: per-query values, the measures table and, with a
+    `reference`, paired two-sided tests against it.
+
+    Args:
+        model (object | str): What ranks. A `SentenceTransformer`; an object with mteb's ``encode(inputs, *,
+            task_metadata, hf_split, hf_subset, prompt_type)`` (called with a DataLoader of
+            ``{"text": [...]}`` batches) or a plain ``encode(list[str]) -> array`` (vectors
+            normalised, cosine); a ``score(query, documents)`` callable (``query.text``,
+            ``query.instruction``; documents with ``doc_id``, ``title``, ``text``; it returns
+            ``{doc_id: score}`` or one score per document); a kit `Scorer`
+            (`evalkit.models.objects`); or a name: a registry model (``evalkit models``) or an
+            ``st:PATH_OR_HUB_ID`` spec (`evalkit.models.adhoc`).
+        dataset: The dataset spec (`evalkit.datasets.load_dataset`): ``csfcube``,
+            ``beir:FOLDER``, ``followir:FOLDER``, ``instructir:FOLDER`` or ``irds:ID``.
+        name: The run's name in the run store and the tables (a model object only; default: a slug
+            of its class or function name and 8 hex digits of its identity).
+        revision: Your version of the model (a model object only). It is recorded beside the
+            kit's fingerprint of everything the object reaches, and keys the runs alone where the
+            fingerprint cannot be known (`evalkit.models.identity`); with neither, every call
+            ranks again and ``notes`` says why.
+        variants: One instruction variant or a list (``base``, ``generic``, ``definition``,
+            ``paraphrase-1`` ..., ``aspect-subset``); default ``base``, or every variant of
+            `instructions` when an instruction file is given.
+        protocol: ``pool`` (each query reranks its judged pool without its seed; default),
+            ``released`` (the pools as released, seed included), ``pooled`` (`first_stage` ranks
+            the collection's documents, the model reranks each query's top `depth`) or ``full``
+            (as ``pooled`` over a corpus file, `corpus`); `evalkit.data.protocols`.
+        profile: The registry profile, ``offline`` (default) or ``paper``; it resolves model
+            names, `reference` and `first_stage`.
+        reference (str | Path | Evaluation | None): What the tests compare with, on the same
+            settings: a registry model or ``st:`` spec (ranked here), a TREC run file or
+            run-store folder of the same protocol (checked and judged as ``evalkit evaluate``
+            does, `evalkit.pipeline.run_input.read_run`), or another `Evaluation`. Without it
+            ``tests`` is None.
+        instructions: Your instruction file, shaped as ``evalkit/config/instructions.yaml``
+            (`evalkit.datasets.csfcube_variants`); its variants replace the kit's.
+        seeds: Only the queries of these seed papers (CSFCube): a quick look. Not with `queries`.
+        queries: Only these query ids. Not with `seeds`.
+        query_template: How a model object's query text is made from ``{instruction}`` and
+            ``{query}``; default ``{query}`` (the instruction unused).
+        doc_template: How a document's text is made: ``{text}`` (title and abstract; default),
+            ``{title}``, ``{abstract}``.
+        empty_instruction_template: The query text when the instruction is blank (``{query}``
+            only; default ``{query}``).
+        label: The name the tables and the report show (a model object only; default `name`).
+        role: How the model may be read (`evalkit.models.registry.ROLES`); default ``instructed``
+            when it reads the instruction, else ``agnostic``.
+        measures: ir_measures names and the kit's (``nDCG@10``, ``AP``, ``P@20``, ``p-MRR``,
+            ``MAP_csfcube``, ...); default the collection's own list (CSFCube: NDCG@20, AP, RR,
+            P@20, R@20, p-MRR, MAP_csfcube, nDCG_csfcube%20).
+        discount: The default NDCG's discount on CSFCube: ``csfcube`` (the release's script;
+            default) or ``trec`` (trec_eval's).
+        k: The default measures' cutoff (default 20).
+        aggregate: ``folds`` (the mean of the test folds' means where the collection has folds,
+            p-MRR the mean of the stratum means; default) or ``mean`` (over queries).
+        runs_dir: The run store's folder (default ``runs``).
+        first_stage: The first-stage model of the ``pooled`` and ``full`` protocols (default the
+            profile's).
+        depth: How many first-stage documents are reranked under ``pooled`` and ``full``
+            (default the profile's).
+        corpus: The ``full`` protocol's corpus file (``abstracts-preds.zip``).
+        test: The paired test against `reference`: ``t`` (two-sided paired t-test; default) or
+            ``fisher`` (Fisher's randomization test by sign flips), as ``evalkit evaluate --test``.
+        alpha: The significance level of the marks and of ``better`` in ``tests`` (default 0.05).
+        permutations: Fisher's test only: the sign flips drawn (100 to 10,000,000; default the
+            kit's, `evalkit.evaluation.stats`).
+        seed: Fisher's test only: the random seed of the sign flips (0 to 2**32-1).
+
+    Returns:
+        An `Evaluation`: ``per_query`` (one row per variant and query), ``table`` (per variant and
+        measure, a column per stratum and ``all``; fractions), ``tests`` (with a `reference`: one
+        row per variant, measure, stratum and run: ``aggregate`` the table's value, ``delta`` the
+        mean per-query difference that ``t`` and ``p`` test, ``against`` the run it is tested
+        against, Holm's ``p_holm`` over every pair of runs of one measure and stratum, ``better``
+        the run significantly better (``p_holm`` below `alpha`), ``n`` the paired units, ``note``
+        why a p-value is missing), ``runs`` (each variant's run-store folder),
+        ``notes``, ``settings``; `Evaluation.compare_table` gives the runs x measures table.
+
+    Raises:
+        RequestError: An argument the kit refuses (one line naming it and the fix), before any
+            ranking.
+        KitError: A model, run or dataset that cannot be used (one line).
+    """
     if not isinstance(dataset, str) or not dataset.strip():
         raise RequestError("dataset", "give a dataset spec, e.g. csfcube or beir:FOLDER (`evalkit --help` lists them)",
                            value=dataset)

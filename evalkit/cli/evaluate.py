@@ -13,6 +13,7 @@ from evalkit.cli.options import add_measure_options, check_not_input, check_outp
 from evalkit.cli.printing import null_nan, print_summary, summary_settings, summary_title, write_per_query
 from evalkit.core.errors import KitError
 from evalkit.data.protocols import PROTOCOLS
+from evalkit.data.runs import run_label
 from evalkit.data.runstore import RANKING, read_sidecar
 from evalkit.datasets import load_dataset
 from evalkit.evaluation.compare import FAMILY
@@ -24,12 +25,12 @@ from evalkit.pipeline.run_input import read_run
 
 
 def _run_labels(paths: list[Path]) -> dict[Path, str]:
-    """Each run's name in a comparison: its run-store name (sidecar) where no other run has it,
-    else the path as given."""
+    """Each run's name in a comparison: its run-store name (sidecar), or a file's name without its
+    extension (`run_label`), where no other run has it; else the path as given."""
     recorded = {}
     for path in paths:
         sidecar = read_sidecar(path) if path.is_dir() and (path / RANKING).is_file() else None
-        name = sidecar.get("run") if sidecar else None
+        name = sidecar.get("run") if sidecar else (run_label(path) if path.is_file() else None)
         recorded[path] = name if isinstance(name, str) and name else None
     names = list(recorded.values())
     return {p: n if n is not None and names.count(n) == 1 and n not in map(str, paths) else str(p)

@@ -7,17 +7,17 @@ from pathlib import Path
 
 from evalkit.cli.options import is_within
 from evalkit.core.errors import KitError
-from evalkit.datasets import input_folder, load_dataset
+from evalkit.datasets import input_folder, load_dataset, schemes
+from evalkit.datasets.export import FORMATS, export
 from evalkit.evaluation.evaluate import CSFCUBE
+
+EXPORTED = (CSFCUBE,)  # the datasets export writes: the others are already in these formats
 
 
 def cmd_export(args: argparse.Namespace) -> None:
-    # lazy: loaded only when this command runs (start-up cost, tests/kit/test_imports.py)
-    from evalkit.datasets.export import export
-
-    if args.dataset.strip() != CSFCUBE:
-        raise KitError(f"export writes csfcube only, not {args.dataset!r}; the other datasets are already "
-                       "in these formats")
+    if args.dataset.strip() not in EXPORTED:
+        raise KitError(f"export writes {' or '.join(EXPORTED)} only, not {args.dataset!r}; the other datasets "
+                       "are already in these formats")
     out = Path(args.out)
     folder = input_folder(args.dataset)
     if folder is not None and is_within(out, folder):
@@ -29,13 +29,21 @@ def cmd_export(args: argparse.Namespace) -> None:
     print(export(load_dataset(args.dataset), args.format, out))
 
 
+def datasets_help() -> str:
+    """The help's datasets section: the registered schemes export writes (`EXPORTED`), not every
+    scheme the other commands read."""
+    return "\n".join(["datasets (--dataset SPEC):",
+                      *(line for s in schemes() if s.spec in EXPORTED for line in s.help_lines())])
+
+
 def add_parser(command) -> None:
-    """Add `evalkit export`, its options and its handler (`command` makes the subparser)."""
-    export = command("export", "write CSFCube as BEIR folders (one per facet), FollowIR instruction pairs "
-                               "or TREC qrels, for other tools")
-    export.add_argument("--dataset", default=CSFCUBE, metavar="SPEC", help="csfcube (the only dataset exported)")
-    export.add_argument("--format", required=True, choices=("beir", "followir", "trec"),
-                        help="beir: OUT/FACET/{corpus,queries}.jsonl, qrels/test.tsv; followir: original and "
-                             "changed instruction per paired query; trec: qrels.txt, pairs.tsv, pools.txt")
-    export.add_argument("out", metavar="OUT", help="a new or empty folder")
-    export.set_defaults(func=cmd_export)
+    """Add `evalkit export`, its options and its handler (`command` makes the subparser); the formats'
+    help is `evalkit.datasets.export.FORMATS`."""
+    parser = command("export", "write CSFCube as BEIR folders (one per facet), FollowIR instruction pairs "
+                               "or TREC files (qrels, pools, query and paper texts), for other tools")
+    parser.epilog = datasets_help()
+    parser.add_argument("--dataset", default=CSFCUBE, metavar="SPEC", help=" or ".join(EXPORTED))
+    parser.add_argument("--format", required=True, choices=tuple(FORMATS),
+                        help="; ".join(f"{name}: {files}" for name, files in FORMATS.items()))
+    parser.add_argument("out", metavar="OUT", help="a new or empty folder")
+    parser.set_defaults(func=cmd_export)

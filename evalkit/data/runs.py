@@ -245,3 +245,9 @@ def write_trec(path: Path, run: Run, tag: str) -> None:
         for rank, doc in enumerate(ranked(docs), start=1)
     ]
     write_atomic(Path(path), "\n".join(lines) + "\n")
+
+
+def run_label(path: Path) -> str:
+    """A run file's name in a comparison's tables: the file's name without its extension
+    (``runs/tfidf.trec`` -> ``tfidf``), so the rows read as the runs' names, not as paths."""
+    return Path(path).stem

@@ -20,7 +20,13 @@ pool nor in its qrels):
   relevance threshold 1 is CSFCube's 2, and ``top_ranked.jsonl`` each instance's judged pool
   (``TOPIC-og``, ``TOPIC-changed``); p-MRR per original instance is the kit's p-MRR of that query;
 - ``trec``: ``qrels.txt`` (``qid 0 doc grade``, every query), ``pairs.tsv`` (query -> the seed's
-  other facet, the p-MRR pairs) and ``pools.txt`` (``qid doc``, each query's judged pool).
+  other facet, the p-MRR pairs), ``pools.txt`` (``qid doc``, each query's judged pool: what a run
+  ranks), and the texts a run is made from: ``queries.jsonl`` (``qid``; ``query`` the seed's title
+  and abstract; ``instruction`` the facet's; ``text`` the two joined as the ``beir`` export's
+  ``text``; ``seed``, ``facet``) and ``corpus.jsonl`` (every paper: ``docno``, ``title``, ``text``
+  the abstract).
+
+`FORMATS` holds each format's one-line description, which ``evalkit export --help`` prints.
 """
 
 from __future__ import annotations
@@ -33,7 +39,13 @@ from evalkit.data.collection import Collection, Qrels
 from evalkit.data.runs import Run, write_atomic
 from evalkit.datasets.io import with_instruction
 
-FORMATS = ("beir", "followir", "trec")
+FORMATS = {
+    "beir": "OUT/FACET/{corpus,queries}.jsonl, qrels/test.tsv, top_ranked.jsonl (one BEIR folder per facet)",
+    "followir": "corpus.jsonl, queries.jsonl (original and changed instruction per paired query), "
+                "qrels_og/, qrels_changed/, top_ranked.jsonl",
+    "trec": "qrels.txt, pairs.tsv, pools.txt, and the texts: queries.jsonl (query, instruction), "
+            "corpus.jsonl (title, abstract)",
+}
 
 
 def _jsonl(records) -> str:
@@ -108,14 +120,21 @@ def export_followir(collection: Collection, out: Path) -> Path:
 
 
 def export_trec(collection: Collection, out: Path) -> list[Path]:
-    """TREC qrels, the p-MRR pairs and the judged pools under `out` (module docstring)."""
+    """TREC qrels, the p-MRR pairs, the judged pools and the query and paper texts under `out`
+    (module docstring)."""
     out = Path(out)
-    paths = [out / "qrels.txt", out / "pairs.tsv", out / "pools.txt"]
+    paths = [out / "qrels.txt", out / "pairs.tsv", out / "pools.txt", out / "queries.jsonl", out / "corpus.jsonl"]
     write_atomic(paths[0], "".join(f"{qid} 0 {doc} {grade}\n" for qid, grades in collection.judged.items()
                                    for doc, grade in grades.items()))
     write_atomic(paths[1], "".join(f"{a}\t{b}\n" for a, b in collection.pairs.items()))
     write_atomic(paths[2], "".join(f"{qid} {d.doc_id}\n" for qid in collection.queries
                                    for d in collection.candidates_of(qid)))
+    write_atomic(paths[3], _jsonl({"qid": q.qid, "query": q.text, "instruction": q.instruction,
+                                   "text": with_instruction(q.text, q.instruction),
+                                   "seed": q.seed.doc_id if q.seed else None, "facet": q.facet}
+                                  for q in collection.queries.values()))
+    write_atomic(paths[4], _jsonl({"docno": d.doc_id, "title": d.title, "text": d.text}
+                                  for d in collection.documents.values()))
     return paths
 
 

@@ -34,9 +34,11 @@ from pathlib import Path
 from evalkit.core.errors import KitError, kit_error_names, report
 from evalkit.core.progress import announce_notebook
 from evalkit.core.workspace import resolve
+from evalkit.models import registry
 from evalkit.study.tag import CONTENT, build_tag, path_part
 
 PREFIX = "EVALKIT_PARAM_"
+DEFAULT_PROFILE = "offline"  # the notebooks' PROFILE default, as the Makefile's
 NOTEBOOKS = Path("notebooks")
 # What each notebook must have written (under OUTPUT_DIR/tables) for its run to count as complete.
 OUTPUTS = {"relevance": "relevance-{tag}.csv", "instruction_following": "instruction_following-{tag}.csv",
@@ -174,8 +176,25 @@ def _error_line(ename: str, evalue: str, name: str, kept: Path | None) -> str:
     return f"notebooks/{name}.ipynb failed: {ename}: {text}{where}"
 
 
+def check_models(name: str, given: dict[str, str]) -> None:
+    """The kit's notebooks' MODELS and REFERENCE_MODEL checked against PROFILE's registry before a
+    kernel starts: a wrong name is one line at once, not after the notebook's start-up (the
+    notebook checks them again, `evalkit.study.params.study_models`)."""
+    if name not in OUTPUTS and name != "explore":
+        return
+    profile = given.get("PROFILE") or DEFAULT_PROFILE
+    for parameter in ("MODELS", "REFERENCE_MODEL"):
+        for model in (m.strip() for m in given.get(parameter, "").split(",")):
+            if model:
+                try:
+                    registry.spec(model, profile)
+                except KitError as exc:
+                    raise KitError(f"{parameter}: {exc}") from None
+
+
 def run(name: str, given: dict[str, str], root: Path = Path(".")) -> Path:
     """Execute notebooks/NAME.ipynb with the given parameters; returns the executed notebook."""
+    check_models(name, given)  # before papermill is imported and a kernel starts
     import papermill
 
     source = root / NOTEBOOKS / f"{name}.ipynb"

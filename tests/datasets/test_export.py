@@ -4,6 +4,8 @@ SPECTER run, and a run whose rankings differ between a seed's two facets, so p-M
 
 from __future__ import annotations
 
+import json
+
 import ir_measures
 import pandas as pd
 import pytest
@@ -89,3 +91,29 @@ def test_export_command_writes_and_refuses_a_non_empty_folder(tmp_path, capsys):
     assert main(["export", "--dataset", "beir:x", "--format", "beir", str(tmp_path / "b")]) == 2
     with pytest.raises(KitError, match="unknown export format"):
         export.export(load_dataset("csfcube"), "csv", tmp_path / "c")
+
+
+def test_trec_export_carries_each_querys_texts_and_the_candidates_texts(collection, tmp_path):
+    export.export(collection, "trec", tmp_path / "trec")
+    queries = [json.loads(line) for line in (tmp_path / "trec" / "queries.jsonl").read_text().splitlines()]
+    assert [q["qid"] for q in queries] == list(collection.queries)
+    for row in queries:
+        query = collection.queries[row["qid"]]
+        assert (row["query"], row["instruction"], row["seed"], row["facet"]) == \
+            (query.text, query.instruction, query.seed.doc_id, query.facet)
+        assert row["text"] == f"{query.text} {query.instruction}"  # as the beir export's text
+    corpus = {d["docno"]: d for d in map(json.loads, (tmp_path / "trec" / "corpus.jsonl").read_text().splitlines())}
+    pools = [line.split()[1] for line in (tmp_path / "trec" / "pools.txt").read_text().splitlines()]
+    for doc in pools:  # every candidate a run ranks has its title and abstract
+        assert (corpus[doc]["title"], corpus[doc]["text"]) == (collection.documents[doc].title,
+                                                               collection.documents[doc].text)
+
+
+def test_export_help_names_the_formats_and_only_the_datasets_it_exports(capsys):
+    with pytest.raises(SystemExit):
+        main(["export", "--help"])
+    text = capsys.readouterr().out
+    listed = text.split("datasets (--dataset SPEC):", 1)[1]
+    assert "csfcube" in listed and not any(s in listed for s in ("beir:", "followir:", "instructir:", "irds:"))
+    assert all(f"{name}: {files}" in " ".join(text.split()) for name, files in export.FORMATS.items())
+    assert "queries.jsonl (query, instruction)" in " ".join(text.split())

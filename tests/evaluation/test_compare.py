@@ -43,20 +43,19 @@ def test_several_runs_give_one_table_with_paired_tests_and_holm(cached_data, cap
     args = [a for path in runs for a in ("--runs", str(path))]
     result = _json(capsys, *args)
     rows = pd.DataFrame(result["rows"])
-    assert result["reference"] == str(runs[0]) and result["notes"] == []
-    assert set(rows.run) == {str(runs[0]), "bm25", str(runs[2])}  # a run-store folder by its run name
+    assert result["reference"] == "specter" and result["notes"] == []
+    assert set(rows.run) == {"specter", "bm25", "reversed"}  # a file without its extension, a folder by its run name
     official = rows.query("measure == 'nDCG_csfcube@20' and run == @result['reference']").set_index("stratum")
     assert official["aggregate"].round(4).to_dict() == {"background": 0.6624, "method": 0.3765, "result": 0.5643,
                                                   "all": 0.5314}  # the official script's figures
-    tables = {name: _per_query(capsys, path, tmp_path) for name, path in zip([str(runs[0]), "bm25", str(runs[2])],
-                                                                                 runs)}
+    tables = {name: _per_query(capsys, path, tmp_path) for name, path in zip(["specter", "bm25", "reversed"], runs)}
     for stratum in ("method", "all"):
         family = rows.query("measure == 'AP' and stratum == @stratum and against != ''")
         chosen = rows.query("measure == 'AP' and stratum == @stratum and against in ['', @result['reference']]")
         chosen = chosen.set_index("run")
         expected = {}
-        for name in ("bm25", str(runs[2])):
-            ref, other = tables[str(runs[0])], tables[name]
+        for name in ("bm25", "reversed"):
+            ref, other = tables["specter"], tables[name]
             queries = ref.index if stratum == "all" else ref.index[ref.stratum == stratum]
             test = scistats.ttest_rel(other.loc[queries, "AP"], ref.loc[queries, "AP"])
             expected[name] = test.pvalue
@@ -66,10 +65,21 @@ def test_several_runs_give_one_table_with_paired_tests_and_holm(cached_data, cap
         assert len(family) == 3  # Holm over every pair of runs (the table's marks), not over the two against the first
         pairs = {(r.run, r.against): r.p for r in family.itertuples()}
         assert dict(zip(pairs, family.p_holm)) == pytest.approx(holm(pairs))
-        assert pd.isna(chosen.loc[str(runs[0]), "p"])
+        assert pd.isna(chosen.loc["specter", "p"])
     single = _json(capsys, "--runs", str(runs[1]))
     bm25 = rows.query("measure == 'RR' and run == 'bm25'").set_index("stratum")["aggregate"].to_dict()
     assert bm25 == pytest.approx(single["RR"])
+
+
+def test_run_files_are_labelled_by_their_names_without_the_extension_unless_two_share_one(cached_data, capsys,
+                                                                                         runs, tmp_path):
+    (tmp_path / "other").mkdir()
+    twin = tmp_path / "other" / "specter.run"
+    twin.write_bytes(runs[0].read_bytes())
+    rows = pd.DataFrame(_json(capsys, "--runs", str(runs[0]), "--runs", str(runs[2]))["rows"])
+    assert set(rows.run) == {"specter", "reversed"}
+    rows = pd.DataFrame(_json(capsys, "--runs", str(runs[0]), "--runs", str(twin), "--runs", str(runs[2]))["rows"])
+    assert set(rows.run) == {str(runs[0]), str(twin), "reversed"}  # both named specter: each by its path
 
 
 def test_the_comparison_prints_a_table_and_writes_one_per_query_csv(cached_data, capsys, runs, tmp_path):

@@ -260,3 +260,22 @@ def test_a_stopped_launch_leaves_no_temporary_notebook(tmp_path, sig):
     lines = [line for line in err.splitlines() if line.startswith("evalkit: error:")]  # (the kernel may add
     assert len(lines) == 1 and lines[0].startswith("evalkit: error: notebooks/slow.ipynb stopped by SIG")  # a note)
     assert list(folder.iterdir()) == []
+
+
+@pytest.mark.parametrize("given, line", [
+    ({"MODELS": "bm25,nosuch"}, "MODELS: unknown model 'nosuch' in profile offline"),
+    ({"MODELS": "bm25", "REFERENCE_MODEL": "nosuch", "PROFILE": "paper"}, "REFERENCE_MODEL: unknown model 'nosuch' "
+                                                                          "in profile paper"),
+])
+def test_a_wrong_model_name_is_refused_before_a_kernel_starts(tmp_path, monkeypatch, given, line):
+    import papermill
+
+    def no_kernel(*args, **kwargs):
+        raise AssertionError("papermill started a kernel")
+
+    monkeypatch.setattr(papermill, "execute_notebook", no_kernel)
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "notebooks" / "relevance.ipynb").write_bytes((ROOT / "notebooks" / "relevance.ipynb").read_bytes())
+    with pytest.raises(KitError, match=re.escape(line)):
+        launch.run("relevance", {**given, "OUTPUT_DIR": str(tmp_path / "build")}, root=tmp_path)
+    assert not (tmp_path / "build").exists()
