@@ -20,6 +20,7 @@ from tiny_models import build_sentence_transformer
 from evalkit import api, cli
 from evalkit.core.errors import KitError
 from evalkit.data.runs import has_ties, ranked, read_trec
+from evalkit.evaluation.stats import holm
 
 pt = pytest.importorskip("pyterrier", reason="pyterrier is not installed (pip install -e '.[pyterrier]')")
 from evalkit.integrations.pyterrier import dataset  # noqa: E402  (needs pyterrier)
@@ -137,13 +138,17 @@ def test_experiment_gives_the_kits_figures_and_paired_tests(collection, tmp_path
     capsys.readouterr()
     assert cli.main(evaluate_argv({s: Path(r.runs["base"]) for s, r in kit_results.items()})) == 0
     rows = pd.DataFrame(json.loads(capsys.readouterr().out)["rows"])
-    rows = rows[rows["stratum"] == "all"].set_index(["measure", "run"])
+    rows = rows[rows["stratum"] == "all"]
     for kit_name, pt_name in NAMES.items():
-        for system in ("overlap", "instructed"):
-            p, p_holm = rows.loc[(kit_name, system), ["p", "p_holm"]]
-            assert 0 < p < 1 and p_holm != p  # defined, and adjusted over two runs
-            assert tests.loc[system, f"{pt_name} p-value"] == pytest.approx(p, rel=1e-9, abs=1e-15)
-            assert tests.loc[system, f"{pt_name} p-value corrected"] == pytest.approx(p_holm, rel=1e-9, abs=1e-15)
+        # PyTerrier's baseline=0 family: each system against the baseline; the kit's rows hold those
+        # pairs' p (its own p_holm adjusts over every pair of runs, the table's marks: 3 pairs here)
+        against = rows[(rows["measure"] == kit_name) & (rows["against"] == "bm25")].set_index("run")
+        p = {system: against.loc[system, "p"] for system in ("overlap", "instructed")}
+        assert all(0 < value < 1 for value in p.values())
+        assert (against.loc[list(p), "p_holm"] >= pd.Series(holm(p))).all()  # a larger family adjusts more
+        for system, adjusted in holm(p).items():
+            assert tests.loc[system, f"{pt_name} p-value"] == pytest.approx(p[system], rel=1e-9, abs=1e-15)
+            assert tests.loc[system, f"{pt_name} p-value corrected"] == pytest.approx(adjusted, rel=1e-9, abs=1e-15)
 
 
 def test_a_sentence_transformer_reranks_as_the_kit_runs_it(collection, tmp_path, monkeypatch):
