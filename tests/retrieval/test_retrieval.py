@@ -107,7 +107,7 @@ def test_the_run_records_the_index_dtype_in_its_name_and_sidecar(tmp_path, monke
     monkeypatch.setenv("EVALKIT_MODELS", str(models))
     collection = load_beir(write_beir(tmp_path / "beir"))
     folder = obtain(bind(RunSettings(model="tiny", dataset=collection.name, profile="test", index_dtype="float16"),
-                     collection, tmp_path / "r"), Reuse.NEVER)
+                     collection, tmp_path / "r"), Reuse.NEVER).folder
     sidecar = json.loads((folder / SIDECAR).read_text())
     assert folder.name == "tiny--index-float16"
     assert sidecar["run_settings"]["index_dtype"] == "float16" and sidecar["corpus_size"] == 6
