@@ -7,7 +7,7 @@ Each case of issue 12 is reproduced here or in tests/data/test_runstore.py (name
 - two writers into one run folder: two processes writing at once end with one whole run;
 - a file deleted by hand, a truncated sidecar, a registry change: test_runstore.py
   (test_a_deleted_or_edited_ranking_is_absent, test_a_truncated_or_damaged_sidecar_is_absent,
-  test_ensure_run_reuses_a_verified_run_and_recomputes_after_a_registry_change);
+  test_obtain_reuses_a_verified_run_and_recomputes_after_a_registry_change);
 - smoke runs never stand in for full runs: test_smoke_runs_get_another_folder_than_full_runs;
 - run names and ids that cannot round-trip through a TREC file are refused before scoring.
 """

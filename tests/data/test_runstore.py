@@ -165,10 +165,10 @@ def test_a_query_count_differing_from_the_sidecar_is_absent(collection, settings
     assert load_verified(folder, bind(settings, collection, None).key) is None
 
 
-# --- ensure_run ----------------------------------------------------------------------------------
+# --- obtain --------------------------------------------------------------------------------------
 
 
-def test_ensure_run_reuses_a_verified_run_and_recomputes_after_a_registry_change(
+def test_obtain_reuses_a_verified_run_and_recomputes_after_a_registry_change(
         collection, settings, tmp_path, monkeypatch, executions):
     runs_dir = tmp_path / "runs"
     first = obtain(bind(settings, collection, runs_dir)).run
@@ -187,10 +187,10 @@ def test_ensure_run_reuses_a_verified_run_and_recomputes_after_a_registry_change
     assert obtain(bind(settings, collection, runs_dir)).run == changed and len(executions) == 2
 
 
-def test_ensure_folder_reuses_a_verified_run_unparsed_and_remakes_one_whose_files_differ(
+def test_obtain_folder_only_reuses_a_verified_run_unparsed_and_remakes_one_whose_files_differ(
         collection, settings, tmp_path, monkeypatch, executions):
     # `evalkit run` needs the folder only: a stored run whose sha256s match is not parsed; one
-    # whose ranking no longer matches its sidecar is refused and made again, as by ensure_run
+    # whose ranking no longer matches its sidecar is refused and made again, as when the run is read
     runs_dir = tmp_path / "runs"
     folder = obtain(bind(settings, collection, runs_dir), read=False).folder
     text = (folder / RANKING).read_text()
