@@ -27,6 +27,7 @@ candidate and is not judged (`protocol_collection`).
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from enum import Enum
 from functools import cache
@@ -122,17 +123,19 @@ def whole_corpus(collection: Collection) -> Corpus:
     return Corpus.of_documents(list(collection.documents.values()), collection.name)
 
 
-def candidates_for(bound: BoundRun) -> tuple[dict[str, list[Document]] | None, dict]:
+def candidates_for(settings: RunSettings, collection: Collection, queries: Sequence[Query],
+                   first_spec: ModelSpec | None, depth: int | None) -> tuple[dict[str, list[Document]] | None, dict]:
     """Candidates per query under the protocol (None: a pool protocol over a whole corpus, which
-    the model ranks itself, `KEEP` kept), and the protocol's description for the sidecar."""
-    settings, collection, queries = bound.settings, bound.collection, bound.queries
+    the model ranks itself, `KEEP` kept), and the protocol's description for the sidecar; on the
+    pooled and full protocols `first_spec` ranks the corpus and keeps the top `depth`
+    (`first_stage_of`)."""
     if settings.protocol in POOL_PROTOCOLS:
         if collection.candidates is None:
             return None, {"protocol": settings.protocol, "corpus_size": len(collection.documents), "keep": KEEP}
         given = protocol_collection(collection, settings.protocol)
         return {q.qid: given.candidates_of(q.qid) for q in queries}, {"protocol": settings.protocol}
-    name, depth = bound.first_stage.name, bound.depth
-    first = registry.build(bound.first_stage, collection)
+    name = first_spec.name
+    first = registry.build(first_spec, collection)
     described = {"protocol": settings.protocol, "first_stage": name, "first_stage_model": first.describe(),
                  "depth": depth}
     if settings.protocol == "pooled":
@@ -164,7 +167,8 @@ Candidates = dict[str, list[Document]]
 def prepare(bound: BoundRun) -> tuple[Scorer, Candidates | None, dict]:
     """The model, each query's candidates under the protocol (None when the model ranks the whole
     corpus itself) and the protocol's description; every candidate prepared (e.g. encoded) once."""
-    candidates, protocol = candidates_for(bound)
+    candidates, protocol = candidates_for(bound.settings, bound.collection, bound.queries, bound.first_stage,
+                                          bound.depth)
     scorer = registry.build(bound.model, bound.collection)
     if candidates is not None:
         scorer.prepare(list({d.doc_id: d for cands in candidates.values() for d in cands}.values()))
@@ -302,17 +306,23 @@ def bind(settings: RunSettings, collection: Collection, runs_dir: Path | None,
     check_protocol(settings.protocol)  # the one rule of every front end, before any registry lookup
     found = registry if registry is not None else models_registry.current()
     model = found.spec(settings.model, settings.profile)
-    first, depth = None, None
-    if settings.protocol not in POOL_PROTOCOLS:  # pooled and full: a first stage ranks the corpus
-        first = found.spec(settings.first_stage or found.profile_value(settings.profile, "first_stage"),
-                           settings.profile)
-        depth = settings.depth or found.profile_value(settings.profile, "depth")
+    first, depth = first_stage_of(settings, found)
     check_settings(settings, model, first, collection)
     # the run name must round-trip through a TREC file, stored or not
     folder = run_folder(runs_dir if runs_dir is not None else Path(), settings, collection.name)
     folder = folder if runs_dir is not None else None
     key = sidecar_key(settings, model, collection)
     return BoundRun(settings, collection, model, first, depth, tuple(queries_of(settings, collection)), key, folder)
+
+
+def first_stage_of(settings: RunSettings, registry: Registry) -> tuple[ModelSpec | None, int | None]:
+    """pooled and full: (the first stage's spec, the documents it keeps per query), ``first_stage``
+    and ``depth`` or the profile's; (None, None) on the pool protocols, which rank each query's
+    given candidates."""
+    if settings.protocol in POOL_PROTOCOLS:
+        return None, None
+    name = settings.first_stage or registry.profile_value(settings.profile, "first_stage")
+    return registry.spec(name, settings.profile), settings.depth or registry.profile_value(settings.profile, "depth")
 
 
 class Reuse(Enum):

@@ -4,12 +4,14 @@ fields alone (the registry entries a run reads are looked up when it is bound, `
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 
 import pytest
 
 from evalkit.core.errors import KitError
+from evalkit.models import registry
 from evalkit.pipeline import prerequisites, runner
-from evalkit.pipeline.runner import RunSettings, bind, unavailable
+from evalkit.pipeline.runner import RunSettings, bind, obtain, unavailable
 
 QUERIES = ("929877_background", "929877_method")
 
@@ -27,6 +29,31 @@ def test_run_settings_are_built_by_keyword_only():
     with pytest.raises(TypeError):
         RunSettings("bm25")  # a positional argument would silently bind to the wrong field if fields moved
     assert RunSettings(model="bm25").protocol == "pool"
+
+
+@dataclass(frozen=True, eq=False)
+class Counting(registry.Registry):
+    """A registry value that records the model names it is asked for."""
+
+    asked: list[str] = field(default_factory=list)
+
+    def spec(self, name, profile):
+        self.asked.append(name)
+        return super().spec(name, profile)
+
+
+@pytest.mark.parametrize("protocol, expected", [("pool", ["bm25"]), ("pooled", ["bm25", "bm25-first"])])
+def test_a_run_looks_its_model_and_first_stage_up_once(collection, tmp_path, protocol, expected):
+    """Checking, keying, building, scoring and the sidecar of one run all read the bound specs."""
+    found = registry.load()
+    counting = Counting(found.path, found.data)
+    asked = counting.asked
+    settings = RunSettings(model="bm25", profile="test", protocol=protocol, queries=QUERIES)
+    obtain(bind(settings, collection, tmp_path / "runs", counting))  # made: checked, keyed, computed
+    assert asked == expected
+    asked.clear()
+    obtain(bind(settings, collection, tmp_path / "runs", counting))  # reused: bound again, once
+    assert asked == expected
 
 
 def test_the_key_is_the_settings_fields_alone(collection, tmp_path):

@@ -271,21 +271,21 @@ def test_dataset_specs():
 def test_finished_rows_are_kept_when_a_later_dataset_fails_and_a_rerun_reuses_their_runs(
         folders, tmp_path, monkeypatch):
     runs, out = tmp_path / "runs", tmp_path / "tables" / "recipe.csv"
-    real = recipe.ensure_run
+    real = recipe.obtain
 
-    def failing(settings, collection, runs_dir):
-        if collection.name == "instructir":
+    def failing(bound, *args, **kwargs):
+        if bound.collection.name == "instructir":
             raise KitError("instructir: simulated failure")
-        return real(settings, collection, runs_dir)
+        return real(bound, *args, **kwargs)
 
-    monkeypatch.setattr(recipe, "ensure_run", failing)
+    monkeypatch.setattr(recipe, "obtain", failing)
     with pytest.raises(KitError, match=r"simulated failure \(2 finished rows kept in .*recipe.csv"):
         table("bm25", folders, runs, out=out)
     kept = pd.read_csv(out)
     assert kept.dataset.tolist() == ["scifact-mini", "robust04"]
     assert kept["p-MRR (none)"].iloc[1] == pytest.approx(-100 / 12)
 
-    monkeypatch.setattr(recipe, "ensure_run", real)
+    monkeypatch.setattr(recipe, "obtain", real)
     executed = []
     compute = runner.compute
     monkeypatch.setattr(runner, "compute", lambda bound: executed.append(bound.collection.name) or compute(bound))
