@@ -22,6 +22,12 @@ equal to scoring every document and ranking by the tie rule.
 
 Except under ``released``, a query's excluded document (CSFCube's seed) is never a
 candidate and is not judged (`protocol_collection`).
+
+A run is bound once (`bind` -> `BoundRun`: the model's spec, a user's Python object attached,
+the first stage and its depth, the queries, the run-store key and folder, each computed once
+from a `evalkit.models.registry.Registry` value) and obtained through one entry point
+(`obtain`), whose `Reuse` policy says whether a stored run may stand for it and whose `Failure`
+policy whether a run that cannot be made raises or says why (`NotRun`).
 """
 
 from __future__ import annotations
@@ -47,7 +53,7 @@ from evalkit.data.runs import Run, ranked
 from evalkit.data.runstore import is_verified, load_verified, run_folder, write_run
 from evalkit.llm.templates import TEMPLATES_FILE
 from evalkit.models import registry
-from evalkit.models import registry as models_registry
+from evalkit.models import registry as models_registry  # `bind` has a parameter named registry
 from evalkit.models.base import Scorer
 from evalkit.models.family import NEEDS
 from evalkit.models.registry import ModelSpec, Registry
