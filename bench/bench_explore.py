@@ -68,9 +68,9 @@ def main() -> None:
         if args.full_runs:
             models = os.environ.get("EXPLORE_MODELS", "bm25,minilm,minilm-probe").split(",")
             code = ("import sys; from pathlib import Path; from evalkit.datasets import csfcube; "
-                    "from evalkit.pipeline.runner import RunSettings, ensure_run; "
+                    "from evalkit.pipeline.runner import RunSettings, bind, obtain; "
                     "c = csfcube.to_collection(csfcube.load()); "
-                    "[ensure_run(RunSettings(model=m, dataset=c.name), c, Path(sys.argv[1])) for m in sys.argv[2:]]")
+                    "[obtain(bind(RunSettings(model=m, dataset=c.name), c, Path(sys.argv[1]))) for m in sys.argv[2:]]")
             start = time.perf_counter()
             subprocess.run([sys.executable, "-c", code, str(work / "runs"), *models], check=True, env=env, cwd=ROOT)
             report["full_runs_seconds"] = round(time.perf_counter() - start, 1)

@@ -17,7 +17,7 @@ evaluate`` prints (per stratum and all), and, with ``reference=`` (a registry mo
 evaluate`` does, `evalkit.pipeline.run_input.read_run`, or another `Evaluation`), paired two-sided
 tests against it (`evalkit.evaluation.compare`: ``delta`` the mean per-query difference, ``aggregate``
 the fold aggregate) and `Evaluation.compare_table`. Runs are stored in the verified run
-store with their sidecars (`evalkit.pipeline.runner.ensure_run`), keyed by the model's identity: the
+store with their sidecars (`evalkit.pipeline.runner.bind`, `obtain`), keyed by the model's identity: the
 kit's fingerprint of everything the object reaches, with ``revision=`` beside it, or
 ``revision=`` alone where the walk cannot read a value; with neither, the run is made again
 every time and ``result.notes`` says why (`evalkit.models.identity`).
@@ -55,7 +55,7 @@ from evalkit.models.dense import TEMPLATE_FIELDS, check_template
 from evalkit.models.identity import identity_and_reason
 from evalkit.models.objects import as_scorer, prepare_object
 from evalkit.pipeline.run_input import read_run
-from evalkit.pipeline.runner import RunSettings, ensure_run, instructions_identity, run_folder
+from evalkit.pipeline.runner import RunSettings, bind, instructions_identity, obtain
 
 ROLES_READING = "instructed"
 
@@ -167,14 +167,17 @@ def register_model(model, name: str | None = None, *, revision: str | None = Non
     """Make a Python model object rankable by name in this process (the study notebooks' MODELS,
     `evaluate`); returns the name. Its identity is the kit's fingerprint of everything it
     reaches, with `revision` beside it; `revision` alone where the fingerprint cannot be known
-    (`evalkit.models.identity`)."""
-    return _register(model, name, revision, profile, query_template, doc_template, empty_instruction_template,
-                     label, role)[0]
+    (`evalkit.models.identity`). `evaluate` does not need this: it ranks the object it is given."""
+    found = _register(model, name, revision, profile, query_template, doc_template, empty_instruction_template,
+                      label, role)[0]
+    adhoc.register(found)
+    return found.name
 
 
 def _register(model, name, revision, profile, query_template, doc_template, empty_instruction_template, label,
-              role) -> tuple[str, str | None]:
-    """(name, note): `register_model`, and why the kit could not fingerprint the model (or None)."""
+              role) -> tuple[adhoc.PythonModel, str | None]:
+    """(the object under its name, note): the checks of `register_model`, and why the kit could not
+    fingerprint the model (or None). Nothing is registered."""
     for argument, template in (("query_template", query_template), ("doc_template", doc_template),
                                ("empty_instruction_template", empty_instruction_template)):
         check_template(f"{argument}=", template, TEMPLATE_FIELDS[argument])
@@ -193,12 +196,12 @@ def _register(model, name, revision, profile, query_template, doc_template, empt
     if role not in registry.ROLES:
         raise KitError(f"role={role!r}: choose one of {', '.join(registry.ROLES)}")
     as_scorer(model, name, identity, templates)  # refuses an object the kit cannot rank, before any work
-    adhoc.register(name, model, identity, label or name, role, templates)
-    return name, None if why is None else f"{name}: {why}"
+    found = adhoc.PythonModel(name, model, identity, label or name, role, templates)
+    return found, None if why is None else f"{name}: {why}"
 
 
 def _reference_tables(reference, settings_of, collection: Collection, variants: Sequence[str], runs_dir: Path,
-                      checked: CheckedEvaluation) -> tuple[str, dict[str, pd.DataFrame]]:
+                      checked: CheckedEvaluation, models: registry.Registry) -> tuple[str, dict[str, pd.DataFrame]]:
     """(label, {variant: per-query table}) of the reference, scored as the model's runs are."""
     if isinstance(reference, Evaluation):
         missing = next((v for v in variants if v not in reference.runs), None)
@@ -209,11 +212,10 @@ def _reference_tables(reference, settings_of, collection: Collection, variants: 
     text = str(reference)
     settings = settings_of(BASE)
     judged = protocol_collection(collection, settings.protocol)
-    known = text in registry.model_names(settings.profile) or adhoc.is_st(text) or adhoc.registered(text) is not None
-    if known:
+    if models.knows(text, settings.profile):
         tables = {}
         for variant in variants:
-            run = ensure_run(replace(settings_of(variant), model=text), collection, runs_dir)
+            run = obtain(bind(replace(settings_of(variant), model=text), collection, runs_dir, models)).run
             tables[variant] = score_runs(judged, {text: run}, checked)[text]
         return text, tables
     path = Path(text).expanduser()
@@ -369,8 +371,10 @@ def evaluate(model, dataset: str = "csfcube", *, name: str | None = None, revisi
         registry.spec(model, profile)  # a registry name or st: spec: one-line error when unknown
         model_name, unseen = model, None
     else:
-        model_name, unseen = _register(model, name, revision, profile, query_template, doc_template,
-                                       empty_instruction_template, label, role)
+        found, unseen = _register(model, name, revision, profile, query_template, doc_template,
+                                  empty_instruction_template, label, role)
+        model_name = found.name
+    models = registry.current() if isinstance(model, str) else registry.current().with_object(found)
     collection = load_dataset(dataset)
     checked = check_request(request, collection)
     variants = _variants(collection, variants, instructions)
@@ -385,12 +389,13 @@ def evaluate(model, dataset: str = "csfcube", *, name: str | None = None, revisi
     tables, folders = {}, {}
     for variant in variants:
         settings = settings_of(variant)
-        run = ensure_run(settings, collection, runs_dir)
-        folders[variant] = run_folder(runs_dir, settings, collection.name)
+        obtained = obtain(bind(settings, collection, runs_dir, models))  # this object, not one found by name
+        run, folders[variant] = obtained.run, obtained.folder
         tables[variant] = score_runs(judged, {model_name: run}, checked)[model_name]
     label_of, references = None, {}
     if reference is not None:
-        label_of, references = _reference_tables(reference, settings_of, collection, variants, runs_dir, checked)
+        label_of, references = _reference_tables(reference, settings_of, collection, variants, runs_dir, checked,
+                                                 models)
         if label_of == model_name:
             raise RequestError("reference", "the model evaluated cannot be its own reference; name another model "
                                "or run", value=label_of)
@@ -414,7 +419,7 @@ def evaluate(model, dataset: str = "csfcube", *, name: str | None = None, revisi
                   blank["note"].str.split(";").str[0].value_counts().sort_index().items()]
     settings = {"dataset": dataset, "profile": profile, "protocol": protocol, "variants": variants,
                 "measures": names, "aggregate": first.aggregate,
-                "model_identity": registry.identity(registry.spec(model_name, profile))}
+                "model_identity": registry.identity(models.spec(model_name, profile))}
     if twins:
         settings["same_as"] = twins  # {measure: the measure shown for it}: equal on every query here
     if instructions is not None:

@@ -115,25 +115,25 @@ def cached_data(collection, monkeypatch):
 def executed(monkeypatch):
     """The run names the runner made (not answered from the store) in this test."""
     made: list[str] = []
-    execute = runner.execute
+    compute = runner.compute
 
-    def counting(settings, collection, runs_dir):
-        made.append(settings.run_name)
-        return execute(settings, collection, runs_dir)
+    def counting(bound):
+        made.append(bound.settings.run_name)
+        return compute(bound)
 
-    monkeypatch.setattr(runner, "execute", counting)
+    monkeypatch.setattr(runner, "compute", counting)
     return made
 
 
 @pytest.fixture
 def executions(monkeypatch):
-    """The runs actually computed (not reused), counted at `runner.execute`."""
+    """The runs actually computed (not reused), counted at `runner.compute` (each a `BoundRun`)."""
     calls = []
-    real = runner.execute
+    real = runner.compute
 
-    def counting(*args, **kwargs):
-        calls.append(args[0])
-        return real(*args, **kwargs)
+    def counting(bound):
+        calls.append(bound)
+        return real(bound)
 
-    monkeypatch.setattr(runner, "execute", counting)
+    monkeypatch.setattr(runner, "compute", counting)
     return calls

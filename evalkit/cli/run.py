@@ -9,7 +9,6 @@ from evalkit.cli.options import check_runs_dir, full_corpus, split_ids
 from evalkit.core.errors import KitError
 from evalkit.data.collection import select_queries
 from evalkit.data.protocols import DEFAULT_PROTOCOL, POOL_PROTOCOLS, PROTOCOLS
-from evalkit.data.runstore import run_folder
 from evalkit.datasets import load_dataset
 
 ST_OPTIONS = {"query_template": "--query-template", "doc_template": "--doc-template",
@@ -36,7 +35,7 @@ def _model_spec(args: argparse.Namespace) -> str:
 
 def cmd_run(args: argparse.Namespace) -> None:
     # lazy: loaded only when this command runs (start-up cost, tests/kit/test_imports.py)
-    from evalkit.pipeline.runner import RunSettings, check_settings, ensure_folder, resolve
+    from evalkit.pipeline.runner import RunSettings, bind, obtain
 
     if args.depth is not None and args.depth < 1:
         raise KitError(f"--depth {args.depth}: the first-stage depth must be a positive integer")
@@ -61,14 +60,12 @@ def cmd_run(args: argparse.Namespace) -> None:
     check_runs_dir(runs_dir)
     collection = load_dataset(args.dataset)
     queries = select_queries(collection, seeds, queries)  # the one rule (the API's seeds= and queries= too)
-    settings = resolve(RunSettings(model=model, dataset=args.dataset, profile=args.profile, protocol=args.protocol,
-                                   variant=args.variant, prompt=args.prompt, first_stage=args.first_stage,
-                                   depth=args.depth, queries=queries, corpus=args.corpus,
-                                   instructions=args.instructions, index_dtype=args.index_dtype))  # looked up once
-    check_settings(settings, collection)  # an unknown --first-stage too: one line, before any work
-    run_folder(runs_dir, settings, collection.name)  # the run name must round-trip through a TREC file
-    print(ensure_folder(settings, collection, runs_dir))  # a matching stored run is reused, not rewritten or parsed
-
+    settings = RunSettings(model=model, dataset=args.dataset, profile=args.profile, protocol=args.protocol,
+                           variant=args.variant, prompt=args.prompt, first_stage=args.first_stage, depth=args.depth,
+                           queries=queries, corpus=args.corpus, instructions=args.instructions,
+                           index_dtype=args.index_dtype)
+    bound = bind(settings, collection, runs_dir)  # checked once (an unknown --first-stage too), before any work
+    print(obtain(bound, read=False).folder)  # a matching stored run is reused, not rewritten or parsed
 
 def add_parser(command) -> None:
     """Add `evalkit run`, its options and its handler (`command` makes the subparser)."""

@@ -26,7 +26,7 @@ a name (a registry model, an ``st:`` spec, a name `evalkit.api.register_model` g
 object as `evalkit.evaluate` takes it (`evalkit.models.objects`: a SentenceTransformer or another
 ``encode`` object, a ``score(query, documents)`` callable, a kit ``Scorer``; ``query_template=``
 and the other templates as in `evaluate`). The model is built and prepared by the kit's runner
-(`evalkit.pipeline.runner.prepare`): the same scorer, queries and candidates, every candidate
+(`evalkit.pipeline.runner.bind`, `prepare`): the same scorer, queries and candidates, every candidate
 prepared (encoded) once, as a run of `evalkit.evaluate` on the same dataset, protocol, variant and
 queries. The retriever ranks each topic's candidates (a collection without candidate lists: its
 whole corpus, the top `evalkit.pipeline.runner.KEEP`), the reranker scores the documents of each
@@ -71,7 +71,7 @@ from evalkit.models import adhoc, registry
 from evalkit.models.dense import TEMPLATE_FIELDS, check_template
 from evalkit.models.identity import identity_and_reason
 from evalkit.models.objects import prepare_object
-from evalkit.pipeline.runner import KEEP, RunSettings, prepare, whole_corpus
+from evalkit.pipeline.runner import KEEP, RunSettings, bind, prepare, whole_corpus
 from evalkit.retrieval.corpus import rank_corpus
 
 TOPIC_COLUMNS = ["qid", "query", "instruction"]
@@ -203,7 +203,7 @@ class KitModel:
             registry.spec(model, kit.profile)  # an unknown name: one line, before any work
             if name is not None and (not isinstance(name, str) or not name.strip()):
                 raise RequestError("name", "give a non-empty string", value=name)
-            key, self.name = model, name or model
+            key, self.name, found = model, name or model, registry.current()
         else:
             templates = {"query_template": query_template, "doc_template": doc_template,
                          "empty_instruction_template": empty_instruction_template}
@@ -214,15 +214,17 @@ class KitModel:
             # its identity keys its cached vectors, as `evalkit.evaluate`'s: the same object encodes
             # each text once, in the same batches, for both (equal vectors, equal ranks)
             identity, _ = identity_and_reason(model, revision)
-            # registered under a name of its own, so a name the user registered elsewhere is left alone
+            # under a name of its own, so a name the user registered elsewhere is left alone
             key = f"pyterrier:{self.name}:{id(model):x}"
-            adhoc.register(key, model, identity, self.name, "instructed", templates)
+            found = registry.current().with_object(adhoc.PythonModel(key, model, identity, self.name, "instructed",
+                                                                      templates))
         self.kit = kit
         self.keep_scores = keep_scores
         settings = RunSettings(model=key, dataset=kit.collection.name, profile=kit.profile, protocol=kit.protocol,
                                variant=kit.variant, queries=kit.queries)
-        self.scorer, chosen, self.candidates, _ = prepare(settings, kit.collection)
-        self.queries = {q.qid: q for q in chosen}
+        bound = bind(settings, kit.collection, None, found)  # prepared here, never stored
+        self.scorer, self.candidates, _ = prepare(bound)
+        self.queries = {q.qid: q for q in bound.queries}
 
     def query(self, qid: str, text: str, instruction=None) -> Query:
         """The kit's query `qid` with the frame's text and instruction (None: the frame has no
@@ -238,7 +240,7 @@ class KitModel:
         return replace(query, text=text, instruction=instruction if isinstance(instruction, str) else "")
 
     def score(self, queries: list[Query], documents: list[list] | None) -> list[dict[str, float]]:
-        """Each query's scores, as the runner scores a run (`evalkit.pipeline.runner.execute`): its
+        """Each query's scores, as the runner scores a run (`evalkit.pipeline.runner.compute`): its
         documents (None: each query's candidates, or the whole corpus, top `KEEP`)."""
         if documents is None and self.candidates is None:
             collection = self.kit.collection

@@ -22,6 +22,8 @@ A run name must be one TREC field and a folder name (`evalkit.data.runstore.chec
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from evalkit.core.errors import KitError
@@ -34,8 +36,26 @@ KEYS = {"query": "query_template", "doc": "doc_template", "empty": "empty_instru
 PYTHON_FAMILY = "python"  # the family of the Python objects the API registers
 ST_FAMILY = "dense"  # the family an st: spec builds (a sentence-transformers bi-encoder)
 
-# name -> (model object, identity, label, role, templates): Python models registered in this process
-_OBJECTS: dict[str, tuple[object, dict | None, str, str, dict]] = {}
+
+
+@dataclass(frozen=True, eq=False)
+class PythonModel:
+    """A user's Python model object under a name, with the identity that keys its runs, its label,
+    role and text templates. A registry value carries it (`evalkit.models.registry.Registry.with_object`)
+    and the model spec a run binds holds it, so the ``python`` family builds this very object: two
+    objects under one name in one process each rank with their own."""
+
+    name: str
+    model: object = field(repr=False)
+    identity: dict | None
+    label: str
+    role: str
+    templates: dict
+
+
+# name -> PythonModel: only what `evalkit.register_model` made usable by name in this process (the study
+# notebooks' MODELS lists); `evalkit.evaluate` passes its object in a registry value instead
+_REGISTERED: dict[str, PythonModel] = {}
 
 
 def is_st(name: str) -> bool:
@@ -100,11 +120,12 @@ def run_name_of(name: str) -> str:
     return f"st-{slug(Path(location).name or location)}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
 
 
-def register(name: str, model, identity: dict | None, label: str, role: str, templates: dict) -> None:
-    """Make a Python model object rankable by name in this process (`evalkit.api`); a new object
-    under a name replaces the old one (its identity keys its runs)."""
-    _OBJECTS[name] = (model, identity, label, role, dict(templates))
+def register(found: PythonModel) -> None:
+    """Make a Python model object rankable by name in this process (`evalkit.register_model`); a new
+    object under a name replaces the old one (its identity keys its runs)."""
+    _REGISTERED[found.name] = found
 
 
-def registered(name: str):
-    return _OBJECTS.get(name)
+def registered() -> Mapping[str, PythonModel]:
+    """A snapshot of the objects `register` made rankable by name (read once per bound run)."""
+    return dict(_REGISTERED)

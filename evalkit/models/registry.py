@@ -11,16 +11,20 @@ profile's); LLM and oracle entries always rerank one (default: the profile's). `
 before anything is built, what a model requires of a collection, so that a model that cannot
 serve one is refused in one line.
 
-Set ``EVALKIT_MODELS`` to a YAML file of the same shape to use your own registry. Models
-without an entry (`evalkit.models.adhoc`): ``st:LOCATION`` specs (family ``dense``), and
-Python objects the API registers (family ``python``). `identity` says what pins the user code
+Set ``EVALKIT_MODELS`` to a YAML file of the same shape to use your own registry. It is read
+and checked once per file version (`load`: keyed by its path, modification time and size, and
+the families registered) into a `Registry` value, which a run binds once
+(`evalkit.pipeline.runner.bind`). Models without an entry (`evalkit.models.adhoc`):
+``st:LOCATION`` specs (family ``dense``), and Python objects a registry value carries
+(`Registry.with_object`, family ``python``; their spec holds the object). `identity` says what pins the user code
 and files behind a model, so that its runs are never reused after they change.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
 from functools import cache
 from pathlib import Path
 
@@ -47,6 +51,16 @@ class ModelSpec:
     label: str
     role: str
     settings: dict
+    # the ``python`` family: the user's object (`evalkit.models.adhoc.PythonModel`) the run builds; not
+    # part of the entry (`entry`), which names it by its identity
+    obj: adhoc.PythonModel | None = field(default=None, compare=False, repr=False)
+
+
+def entry(model: ModelSpec) -> dict:
+    """The model's registry entry as run keys record it (``model_entry``): every field but the object."""
+    found = asdict(replace(model, obj=None))
+    del found["obj"]
+    return found
 
 
 def family_of(model: ModelSpec) -> Family:
@@ -81,8 +95,9 @@ def register_family(family: Family) -> None:
     FAMILIES[family.name] = family
 
 
-def _first_stage(name: str | None, profile: str) -> ModelSpec:
-    return spec(name or profile_value(profile, "first_stage"), profile)
+def _first_stage(name: str | None, profile: str, registry: Registry | None = None) -> ModelSpec:
+    registry = registry or current()
+    return registry.spec(name or registry.profile_value(profile, "first_stage"), profile)
 
 
 KIT_FAMILIES = tuple(f.name for f in families.ALL)
@@ -90,21 +105,100 @@ KIT_FAMILIES = tuple(f.name for f in families.ALL)
 FAMILIES: dict[str, Family] = {f.name: f for f in families.ALL}
 
 
-def _config() -> dict:
+@dataclass(frozen=True, eq=False)
+class Registry:
+    """The model registry as one run reads it: the profiles of one file (``EVALKIT_MODELS``, else the
+    kit's models.yaml), read and checked once (`load`), and the Python objects it carries by name
+    (`with_object`). A value: passed to `evalkit.pipeline.runner.bind`, never changed in place."""
+
+    path: Path
+    data: dict = field(repr=False)
+    objects: Mapping[str, adhoc.PythonModel] = field(default_factory=dict, repr=False)
+
+    def with_object(self, found: adhoc.PythonModel) -> Registry:
+        """This registry with `found` rankable by its name (a registry entry of that name is refused)."""
+        return replace(self, objects={**self.objects, found.name: found})
+
+    def with_objects(self, found: Mapping[str, adhoc.PythonModel]) -> Registry:
+        return replace(self, objects={**self.objects, **found}) if found else self
+
+    def profiles(self) -> list[str]:
+        return list(self.data["profiles"])
+
+    def profile_settings(self, profile: str) -> dict:
+        table = self.data["profiles"]  # its shape is checked when read (check_config)
+        if profile not in table:
+            raise KitError(f"unknown profile {profile!r}; choose one of {', '.join(table)}")
+        return table[profile]
+
+    def profile_value(self, profile: str, key: str):
+        """A profile's `first_stage` or `depth`, or a one-line error naming what to add."""
+        value = self.profile_settings(profile).get(key)
+        if value is None:
+            raise RequestError(key, f"is not set by profile {profile}; add `{key}:` to the profile in your model "
+                                    f"registry (EVALKIT_MODELS) or give {{{key}}}")
+        return value
+
+    def model_names(self, profile: str) -> list[str]:
+        return list(self.profile_settings(profile)["models"])
+
+    def knows(self, name: str, profile: str) -> bool:
+        """Whether `name` is a model here: an entry of the profile, an ``st:`` spec or an object carried."""
+        return name in self.model_names(profile) or adhoc.is_st(name) or name in self.objects
+
+    def spec(self, name: str, profile: str) -> ModelSpec:
+        """The model's spec: an ``st:`` spec's, an object's carried here (the object attached), or the
+        profile's entry (a one-line error for an unknown model)."""
+        models = self.profile_settings(profile)["models"]
+        if adhoc.is_st(name):
+            settings, label, role, identity = adhoc.st_settings(name)
+            if role not in ROLES:
+                raise KitError(f"model {name}: unknown role {role!r}; choose one of {', '.join(ROLES)}")
+            return ModelSpec(name, profile, adhoc.ST_FAMILY, label, role, {**settings, "identity": identity})
+        found = self.objects.get(name)
+        if found is not None and name not in models:
+            return ModelSpec(name, profile, adhoc.PYTHON_FAMILY, found.label, found.role,
+                             {"object": name, **found.templates, "identity": found.identity}, found)
+        if name not in models:
+            raise KitError(f"unknown model {name!r} in profile {profile}; choose one of {', '.join(models)}")
+        settings = dict(models[name])
+        family = settings.pop("family", None)
+        if _declared(family) is None:
+            raise KitError(f"model {name}: unknown family {family!r}; choose one of {', '.join(FAMILIES)}")
+        role = settings.pop("role", "agnostic")
+        if role not in ROLES:
+            raise KitError(f"model {name}: unknown role {role!r}; choose one of {', '.join(ROLES)}")
+        return ModelSpec(name, profile, family, settings.pop("label", name), role, settings)
+
+
+def load() -> Registry:
+    """The registry file's `Registry` (``EVALKIT_MODELS``, else the kit's models.yaml), read and
+    checked once per version of the file and of the families registered (a weighted family
+    registered since changes what an entry must name)."""
     path = Path(os.environ.get("EVALKIT_MODELS") or MODELS_FILE)
     try:
-        changed = path.stat().st_mtime_ns
+        found = path.stat()
+        version = (found.st_mtime_ns, found.st_size)
     except OSError:
-        changed = None
-    data = _read_config(path, changed)
-    check_config(path, data)  # at every use, not once: a family registered since (a weighted one) counts
-    return data
+        version = None
+    return _load(path, version, tuple((name, id(family)) for name, family in FAMILIES.items()))
 
 
 @cache
-def _read_config(path: Path, changed: int | None) -> dict:
-    """The registry file, read again whenever its modification time changes (`changed`); its
-    shape is checked (`check_config`) before any entry is used."""
+def _load(path: Path, version: tuple[int, int] | None, families_seen: tuple) -> Registry:
+    data = _read_config(path)
+    check_config(path, data)
+    return Registry(path, data)
+
+
+def current() -> Registry:
+    """`load`'s registry with the objects `evalkit.register_model` made rankable by name in this
+    process (`evalkit.models.adhoc.registered`): what a front end binds a run with by default."""
+    return load().with_objects(adhoc.registered())
+
+
+def _read_config(path: Path) -> dict:
+    """The registry file's data (its shape is checked by `check_config` before any entry is used)."""
     try:
         data = yaml.safe_load(configfile.read_text(Path(path)))
     except UnicodeDecodeError as exc:
@@ -142,51 +236,25 @@ def check_config(path: Path, data) -> None:
 
 
 def profiles() -> list[str]:
-    return list(_config()["profiles"])
+    return current().profiles()
 
 
 def profile_settings(profile: str) -> dict:
-    table = _config()["profiles"]  # its shape is checked when read (check_config)
-    if profile not in table:
-        raise KitError(f"unknown profile {profile!r}; choose one of {', '.join(table)}")
-    return table[profile]
+    return current().profile_settings(profile)
 
 
 def profile_value(profile: str, key: str):
     """A profile's `first_stage` or `depth`, or a one-line error naming what to add."""
-    value = profile_settings(profile).get(key)
-    if value is None:
-        raise RequestError(key, f"is not set by profile {profile}; add `{key}:` to the profile in your model "
-                                f"registry (EVALKIT_MODELS) or give {{{key}}}")
-    return value
+    return current().profile_value(profile, key)
 
 
 def model_names(profile: str) -> list[str]:
-    return list(profile_settings(profile)["models"])
+    return current().model_names(profile)
 
 
-def spec(name: str, profile: str) -> ModelSpec:
-    models = profile_settings(profile)["models"]
-    if adhoc.is_st(name):
-        settings, label, role, identity = adhoc.st_settings(name)
-        if role not in ROLES:
-            raise KitError(f"model {name}: unknown role {role!r}; choose one of {', '.join(ROLES)}")
-        return ModelSpec(name, profile, adhoc.ST_FAMILY, label, role, {**settings, "identity": identity})
-    found = adhoc.registered(name)
-    if found is not None and name not in models:
-        _, identity, label, role, templates = found
-        return ModelSpec(name, profile, adhoc.PYTHON_FAMILY, label, role,
-                         {"object": name, **templates, "identity": identity})
-    if name not in models:
-        raise KitError(f"unknown model {name!r} in profile {profile}; choose one of {', '.join(models)}")
-    settings = dict(models[name])
-    family = settings.pop("family", None)
-    if _declared(family) is None:
-        raise KitError(f"model {name}: unknown family {family!r}; choose one of {', '.join(FAMILIES)}")
-    role = settings.pop("role", "agnostic")
-    if role not in ROLES:
-        raise KitError(f"model {name}: unknown role {role!r}; choose one of {', '.join(ROLES)}")
-    return ModelSpec(name, profile, family, settings.pop("label", name), role, settings)
+def spec(name: str, profile: str, registry: Registry | None = None) -> ModelSpec:
+    """The model's spec in `registry` (default: `current`), see `Registry.spec`."""
+    return (registry or current()).spec(name, profile)
 
 
 def build(model: ModelSpec, collection: Collection) -> Scorer:
@@ -198,6 +266,8 @@ def build(model: ModelSpec, collection: Collection) -> Scorer:
     try:
         family = check_entry_settings(model)
         settings, mixed = hybrid.split(model.settings) if family.hybrid else (model.settings, {})
+        if model.obj is not None:  # the python family builds the object the spec holds, not one found by name
+            settings = {**settings, "object": model.obj}
         return hybrid.over(_build_family(family, settings, model.profile, collection), mixed)
     except ImportError as exc:  # a model library of an extra not installed (a light install): one line
         missing = extras.missing(exc, f"model {model.name} (family {model.family})")

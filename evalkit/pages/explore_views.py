@@ -100,7 +100,7 @@ def load(models, profile: str = "offline", protocol: str = "pool", runs_dir: Pat
     computed and the page says so."""
     # lazy (start-up cost): the runner and registry load only when a page is built
     from evalkit.models import registry
-    from evalkit.pipeline.runner import RunSettings, ensure_run, stored_run
+    from evalkit.pipeline.runner import Reuse, RunSettings, bind, obtain
 
     data = csfcube.load()
     if seed is not None:
@@ -114,11 +114,11 @@ def load(models, profile: str = "offline", protocol: str = "pool", runs_dir: Pat
         labels[model] = registry.spec(model, profile).label
         settings = RunSettings(model=model, dataset=collection.name, profile=profile, protocol=protocol, corpus=corpus,
                                instructions=instructions)
-        run = None if every_query else stored_run(settings, collection, Path(runs_dir))
-        if run is None and not every_query:
-            run = ensure_run(replace(settings, queries=seed_queries), collection, Path(runs_dir))
+        stored = None if every_query else obtain(bind(settings, collection, Path(runs_dir)), Reuse.ONLY)
+        if stored is None and not every_query:
+            stored = obtain(bind(replace(settings, queries=seed_queries), collection, Path(runs_dir)))
             seed_only.append(model)
-        runs[model] = run if run is not None else ensure_run(settings, collection, Path(runs_dir))
+        runs[model] = (stored or obtain(bind(settings, collection, Path(runs_dir)))).run
     return Explorer(data, collection, runs, labels, measure, tuple(seed_only))
 
 

@@ -22,12 +22,20 @@ equal to scoring every document and ranking by the tie rule.
 
 Except under ``released``, a query's excluded document (CSFCube's seed) is never a
 candidate and is not judged (`protocol_collection`).
+
+A run is bound once (`bind` -> `BoundRun`: the model's spec, a user's Python object attached,
+the first stage and its depth, the queries, the run-store key and folder, each computed once
+from a `evalkit.models.registry.Registry` value) and obtained through one entry point
+(`obtain`), whose `Reuse` policy says whether a stored run may stand for it and whose `Failure`
+policy whether a run that cannot be made raises or says why (`NotRun`).
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
+from enum import Enum
 from functools import cache
 from pathlib import Path
 from types import ModuleType
@@ -45,13 +53,15 @@ from evalkit.data.runs import Run, ranked
 from evalkit.data.runstore import is_verified, load_verified, run_folder, write_run
 from evalkit.llm.templates import TEMPLATES_FILE
 from evalkit.models import registry
+from evalkit.models import registry as models_registry  # `bind` has a parameter named registry
 from evalkit.models.base import Scorer
 from evalkit.models.family import NEEDS
+from evalkit.models.registry import ModelSpec, Registry
 from evalkit.pipeline import prerequisites
 from evalkit.pipeline import settings as pipeline_settings
 
-# a run's settings, and them resolved once per run; the runner's callers import them from here too
-from evalkit.pipeline.settings import RunSettings, Settings, instructions_identity, resolve
+# a run's settings; the runner's callers import them from here too
+from evalkit.pipeline.settings import RunSettings, instructions_identity
 from evalkit.retrieval.corpus import DTYPES, Corpus, documents_of, rank_corpus
 
 KEEP = 1000  # documents kept per query when a whole corpus is ranked (as BEIR runs)
@@ -67,10 +77,10 @@ def with_prompt(text: str, prompt: str | None) -> str:
     return f"{text} {prompt}" if prompt else text
 
 
-def check_settings(settings: Settings, collection: Collection) -> None:
-    """Every setting checked before any model is built or anything is scored."""
-    settings = resolve(settings)
-    check_protocol(settings.protocol)  # the one rule of every front end
+def check_settings(settings: RunSettings, model: ModelSpec, first: ModelSpec | None,
+                   collection: Collection) -> None:
+    """Every setting checked before any model is built or anything is scored (`bind`, once a run;
+    the protocol first, by `bind`): `model` and `first` are the model's and the first stage's specs."""
     collection = with_settings_instructions(settings, collection)
     if settings.variant not in collection.variants:
         raise KitError(f"{collection.name} has no variant {settings.variant!r}; "
@@ -85,11 +95,10 @@ def check_settings(settings: Settings, collection: Collection) -> None:
                                        "{protocol:pool} or {protocol:pooled}", value="full")
     if settings.index_dtype not in DTYPES:
         raise KitError(f"index dtype {settings.index_dtype!r} is not one of {', '.join(DTYPES)}")
-    missing = sorted(registry.needs(settings.model_spec) - capabilities(collection))
+    missing = sorted(registry.needs(model) - capabilities(collection))
     if missing:
         raise KitError(f"model {settings.model} cannot rank {collection.name}: it needs {', '.join(missing)} "
                        f"({NEEDS[missing[0]]}); choose another model")
-    first = settings.first_stage_spec  # pooled and full: an unknown first stage is refused here, before any work
     missing = sorted(registry.needs(first) - capabilities(collection)) if first is not None else []
     if missing:
         raise RequestError("first_stage", f"{first.name} cannot rank {collection.name}: it needs "
@@ -122,18 +131,19 @@ def whole_corpus(collection: Collection) -> Corpus:
     return Corpus.of_documents(list(collection.documents.values()), collection.name)
 
 
-def candidates_for(settings: Settings, collection: Collection,
-                   queries: list[Query]) -> tuple[dict[str, list[Document]] | None, dict]:
+def candidates_for(settings: RunSettings, collection: Collection, queries: Sequence[Query],
+                   first_spec: ModelSpec | None, depth: int | None) -> tuple[dict[str, list[Document]] | None, dict]:
     """Candidates per query under the protocol (None: a pool protocol over a whole corpus, which
-    the model ranks itself, `KEEP` kept), and the protocol's description for the sidecar."""
-    settings = resolve(settings)
+    the model ranks itself, `KEEP` kept), and the protocol's description for the sidecar; on the
+    pooled and full protocols `first_spec` ranks the corpus and keeps the top `depth`
+    (`first_stage_of`)."""
     if settings.protocol in POOL_PROTOCOLS:
         if collection.candidates is None:
             return None, {"protocol": settings.protocol, "corpus_size": len(collection.documents), "keep": KEEP}
         given = protocol_collection(collection, settings.protocol)
         return {q.qid: given.candidates_of(q.qid) for q in queries}, {"protocol": settings.protocol}
-    name, depth = settings.first_stage_name, settings.first_stage_depth
-    first = registry.build(settings.first_stage_spec, collection)
+    name = first_spec.name
+    first = registry.build(first_spec, collection)
     described = {"protocol": settings.protocol, "first_stage": name, "first_stage_model": first.describe(),
                  "depth": depth}
     if settings.protocol == "pooled":
@@ -162,24 +172,21 @@ def first_stage(first: Scorer, queries: list[Query], corpus: Corpus, depth: int,
 Candidates = dict[str, list[Document]]
 
 
-def prepare(settings: Settings, collection: Collection) -> tuple[Scorer, list[Query], Candidates | None, dict]:
-    """The model, the selected queries, each query's candidates under the protocol (None when the
-    model ranks the whole corpus itself) and the protocol's description; every candidate
-    prepared (e.g. encoded) once."""
-    settings = resolve(settings)
-    check_settings(settings, collection)
-    queries = queries_of(settings, collection)
-    candidates, protocol = candidates_for(settings, collection, queries)
-    scorer = registry.build(settings.model_spec, collection)
+def prepare(bound: BoundRun) -> tuple[Scorer, Candidates | None, dict]:
+    """The model, each query's candidates under the protocol (None when the model ranks the whole
+    corpus itself) and the protocol's description; every candidate prepared (e.g. encoded) once."""
+    candidates, protocol = candidates_for(bound.settings, bound.collection, bound.queries, bound.first_stage,
+                                          bound.depth)
+    scorer = registry.build(bound.model, bound.collection)
     if candidates is not None:
         scorer.prepare(list({d.doc_id: d for cands in candidates.values() for d in cands}.values()))
-    return scorer, queries, candidates, protocol
+    return scorer, candidates, protocol
 
 
-def execute(settings: Settings, collection: Collection, runs_dir: Path) -> Path:
-    """Run one model over the selected queries and store the run; returns its folder."""
-    settings = resolve(settings)
-    scorer, queries, candidates, protocol = prepare(settings, collection)
+def compute(bound: BoundRun) -> Path:
+    """Run the bound model over its queries and store the run (`write_run`); returns its folder."""
+    settings, collection, queries = bound.settings, bound.collection, bound.queries
+    scorer, candidates, protocol = prepare(bound)
     if candidates is None:  # the whole corpus, top KEEP: one batched search where the model has an index
         run: Run = rank_corpus(scorer, queries, whole_corpus(collection), KEEP, collection.exclude,
                                settings.index_dtype)
@@ -190,9 +197,9 @@ def execute(settings: Settings, collection: Collection, runs_dir: Path) -> Path:
         for query in progress.bar(queries, desc=f"scoring {settings.run_name} ({settings.protocol})", unit="query"):
             run[query.qid] = next(together) if together else scorer.score(query, candidates[query.qid])
     accounting = getattr(scorer, "accounting", None)
-    model_spec = settings.model_spec
+    model_spec = bound.model
     sidecar = {
-        **sidecar_key(settings, collection),
+        **bound.key,
         "label": model_spec.label,
         "role": model_spec.role,
         "family": model_spec.family,
@@ -200,21 +207,18 @@ def execute(settings: Settings, collection: Collection, runs_dir: Path) -> Path:
         "instructions": sorted({q.instruction for q in queries}),
         **protocol,
     }
-    return write_run(run_folder(runs_dir, settings, collection.name), run, sidecar,
-                     accounting() if accounting else None)
+    return write_run(bound.folder, run, sidecar, accounting() if accounting else None)
 
 
-def sidecar_key(settings: Settings, collection: Collection) -> dict:
+def sidecar_key(settings: RunSettings, model_spec: ModelSpec, collection: Collection) -> dict:
     """What a stored run must match to be reused: the settings (an instruction file by name and
     sha256), the model's whole registry entry, the identity of user code behind it
-    (`registry.identity`) and the data. Known before any model is built."""
-    settings = resolve(settings)
-    model_spec = settings.model_spec
-    run_settings = asdict(settings.settings)
+    (`registry.identity`) and the data. Known before any model is built (`bind`, once a run)."""
+    run_settings = asdict(settings)
     if settings.instructions is not None:  # the file by name and content, not by its path on this machine
         run_settings["instructions"] = instructions_identity(settings.instructions)
     return {"run": settings.run_name, "dataset": collection.name, "data_sha256": collection.identity,
-            "run_settings": run_settings, "model_entry": asdict(model_spec), "kit_version": __version__,
+            "run_settings": run_settings, "model_entry": registry.entry(model_spec), "kit_version": __version__,
             "scoring_code_sha256": scoring_code_digest(), "model_identity": registry.identity(model_spec)}
 
 
@@ -267,90 +271,129 @@ class NotRun:
     reason: str
 
 
-def unavailable(settings: Settings) -> tuple[str, str] | None:
+def unavailable(bound: BoundRun) -> tuple[str, str] | None:
     """(reason, fix) when a prerequisite of the run is missing (`evalkit.pipeline.prerequisites`: the model's
     own, its first stage's, the protocol's first stage on pooled and full), else None."""
-    settings = resolve(settings)
-    specs = [settings.model_spec] + ([] if settings.first_stage_spec is None else [settings.first_stage_spec])
+    specs = [bound.model] + ([] if bound.first_stage is None else [bound.first_stage])
     found = list({(m.reason, m.fix): m for spec in specs for m in prerequisites.missing(spec)}.values())
     if not found:
         return None
     return "; ".join(m.reason for m in found), "; ".join(m.fix for m in found)
 
 
-def not_runnable(settings: Settings, strict: bool = False) -> NotRun | None:
-    """NotRun when a prerequisite is missing (`strict`: a KitError naming it and its fix), else None."""
-    settings = resolve(settings)
-    missing = unavailable(settings)
-    if missing is None:
-        return None
-    if strict:
-        raise KitError(f"{settings.run_name}: {missing[0]}; fix: {missing[1]}")
-    return NotRun(f"not run: {missing[0]}")
+@dataclass(frozen=True)
+class BoundRun:
+    """One run, bound once (`bind`): its settings, the collection, the model's spec (a Python
+    object attached, `evalkit.models.adhoc.PythonModel`), the first stage's spec and depth
+    (pooled and full; None on the pool protocols), the selected queries, the key a stored run must
+    match (`sidecar_key`; its ``model_identity`` None: never reused) and the run's folder. Every
+    step of the run reads these; none is looked up again."""
+
+    settings: RunSettings
+    collection: Collection
+    model: ModelSpec
+    first_stage: ModelSpec | None
+    depth: int | None
+    queries: tuple[Query, ...]
+    key: dict
+    folder: Path | None  # None: bound to be prepared only (`prepare`), never stored
+
+    @property
+    def reusable(self) -> bool:
+        """Whether a stored run may stand for this one: something pins the model's code and files."""
+        return self.key["model_identity"] is not None
 
 
-def run_or_reason(settings: Settings, collection: Collection, runs_dir: Path, strict: bool = False) -> Run | NotRun:
-    """`ensure_run`, or, for a run whose prerequisites are missing or which fails with a kit error
-    (a server that dies, weights that cannot be fetched), why it was not run. `strict` raises
-    instead (the first such run stops the study)."""
-    settings = resolve(settings)
-    blocked = not_runnable(settings, strict)
-    if blocked is not None:
-        return blocked
+def bind(settings: RunSettings, collection: Collection, runs_dir: Path | None,
+         registry: Registry | None = None) -> BoundRun:
+    """The run of `settings` on `collection` in the store `runs_dir`, bound: its registry entries read
+    from `registry` (default `evalkit.models.registry.current`: the registry file and the objects
+    `evalkit.register_model` made rankable by name), every setting checked (`check_settings`), its
+    queries, key and folder computed, each once. Nothing is built or scored. `runs_dir` None: a run
+    prepared only (`prepare`, the PyTerrier transformer), never stored."""
+    check_protocol(settings.protocol)  # the one rule of every front end, before any registry lookup
+    found = registry if registry is not None else models_registry.current()
+    model = found.spec(settings.model, settings.profile)
+    first, depth = first_stage_of(settings, found)
+    check_settings(settings, model, first, collection)
+    # the run name must round-trip through a TREC file, stored or not
+    folder = run_folder(runs_dir if runs_dir is not None else Path(), settings, collection.name)
+    folder = folder if runs_dir is not None else None
+    key = sidecar_key(settings, model, collection)
+    return BoundRun(settings, collection, model, first, depth, tuple(queries_of(settings, collection)), key, folder)
+
+
+def first_stage_of(settings: RunSettings, registry: Registry) -> tuple[ModelSpec | None, int | None]:
+    """pooled and full: (the first stage's spec, the documents it keeps per query), ``first_stage``
+    and ``depth`` or the profile's; (None, None) on the pool protocols, which rank each query's
+    given candidates."""
+    if settings.protocol in POOL_PROTOCOLS:
+        return None, None
+    name = settings.first_stage or registry.profile_value(settings.profile, "first_stage")
+    return registry.spec(name, settings.profile), settings.depth or registry.profile_value(settings.profile, "depth")
+
+
+class Reuse(Enum):
+    """Whether `obtain` may stand a stored run for the bound one."""
+
+    IF_VERIFIED = "if-verified"  # a stored complete, verified, matching run; else one computed and stored
+    NEVER = "never"  # always computed and stored (what a stored one of the same key is replaced by)
+    ONLY = "only"  # the stored one or nothing (None): nothing is computed
+
+
+class Failure(Enum):
+    """What `obtain` does when the run cannot be made."""
+
+    RAISE = "raise"  # the error as it is
+    REASON = "reason"  # a missing prerequisite or a kit error (a server that dies, weights not fetched): NotRun
+    STRICT = "strict"  # a missing prerequisite: a KitError naming it and its fix, before anything; errors raise
+
+
+@dataclass(frozen=True)
+class Obtained:
+    """A bound run's folder in the store, and its run (None where `obtain` was asked not to read it)."""
+
+    folder: Path
+    run: Run | None
+
+
+def obtain(bound: BoundRun, reuse: Reuse = Reuse.IF_VERIFIED, *, read: bool = True,
+           failure: Failure = Failure.RAISE) -> Obtained | NotRun | None:
+    """The one way to a run: a stored complete, verified, matching run (nothing is written), else
+    (`reuse` allowing) a fresh one, stored and read back verified. A model whose user code nothing
+    pins (`BoundRun.reusable` false) is always run again. `read` false: the folder only (`evalkit
+    run`): a stored run verified by its sidecar and sha256s is not parsed. None: `Reuse.ONLY`
+    found none. NotRun: `Failure.REASON`, why the run was not made."""
+    if failure is not Failure.RAISE:
+        missing = unavailable(bound)
+        if missing is not None:
+            if failure is Failure.STRICT:
+                raise KitError(f"{bound.settings.run_name}: {missing[0]}; fix: {missing[1]}")
+            return NotRun(f"not run: {missing[0]}")
     try:
-        return ensure_run(settings, collection, runs_dir)
+        return _obtain(bound, reuse, read)
     except KitError as exc:
-        if strict:
+        if failure is not Failure.REASON:
             raise
         return NotRun(f"not run: {' '.join(str(exc).splitlines())}")
 
 
-def ensure_stored(settings: Settings, collection: Collection, runs_dir: Path) -> tuple[Path, Run]:
-    """The folder and run of `settings`: a stored complete, verified, matching run (nothing is
-    written), else a fresh one, stored and read back verified. A model whose user code nothing
-    pins (`registry.identity` None) is always run again."""
-    settings = resolve(settings)
-    check_settings(settings, collection)
-    folder = run_folder(runs_dir, settings, collection.name)
-    key = sidecar_key(settings, collection)
-    run = load_verified(folder, key) if key["model_identity"] is not None else None
+def _obtain(bound: BoundRun, reuse: Reuse, read: bool) -> Obtained | None:
+    folder, key = bound.folder, bound.key
+    if folder is None:
+        raise KitError(f"{bound.settings.run_name}: bound without a run store; bind it with the runs folder")
+    if reuse is not Reuse.NEVER and bound.reusable:
+        if not read and is_verified(folder, key):
+            return Obtained(folder, None)
+        run = load_verified(folder, key) if read else None
+        if run is not None:
+            return Obtained(folder, run)
+    if reuse is Reuse.ONLY:
+        return None
+    folder = compute(bound)
+    run = load_verified(folder, key)
     if run is None:
-        folder = execute(settings, collection, runs_dir)
-        run = load_verified(folder, key)
-        if run is None:
-            raise KitError(f"{folder}: the run just written does not read back verified; "
-                           "another writer may have replaced it: run again")
-    return folder, run
+        raise KitError(f"{folder}: the run just written does not read back verified; "
+                       "another writer may have replaced it: run again")
+    return Obtained(folder, run)
 
-
-def _reuse_key(settings: Settings, collection: Collection, runs_dir: Path) -> tuple[Path, dict | None]:
-    """(the run's folder, the sidecar key a stored run must match to be reused), the key None for a
-    model whose user code nothing pins (its runs are never reused)."""
-    settings = resolve(settings)
-    check_settings(settings, collection)
-    key = sidecar_key(settings, collection)
-    return run_folder(runs_dir, settings, collection.name), key if key["model_identity"] is not None else None
-
-
-def stored_run(settings: Settings, collection: Collection, runs_dir: Path) -> Run | None:
-    """The stored complete, verified, matching run of `settings` (as `ensure_stored` reuses it),
-    else None; nothing is computed."""
-    settings = resolve(settings)
-    folder, key = _reuse_key(settings, collection, runs_dir)
-    return None if key is None else load_verified(folder, key)
-
-
-def ensure_folder(settings: Settings, collection: Collection, runs_dir: Path) -> Path:
-    """The folder of `settings`' run, as `ensure_stored` gives it, for a caller that needs the
-    folder only (`evalkit run`): a stored run verified by its sidecar and sha256s is not parsed."""
-    settings = resolve(settings)
-    folder, key = _reuse_key(settings, collection, runs_dir)
-    if key is not None and is_verified(folder, key):
-        return folder
-    return ensure_stored(settings, collection, runs_dir)[0]
-
-
-def ensure_run(settings: Settings, collection: Collection, runs_dir: Path) -> Run:
-    """The run of `settings`: a stored complete, verified, matching run, else a fresh one."""
-    settings = resolve(settings)
-    return ensure_stored(settings, collection, runs_dir)[1]

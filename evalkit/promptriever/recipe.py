@@ -1,6 +1,6 @@
 """The Promptriever evaluation recipe: any registry model on BEIR / MS MARCO, FollowIR and InstructIR.
 
-Every (model, dataset) pair is one real run through `evalkit.pipeline.runner.ensure_run` (stored with its
+Every (model, dataset) pair is one real run through `evalkit.pipeline.runner.obtain` (stored with its
 sidecar under `runs_dir`, reused when complete and matching), evaluated with
 `evaluation.per_query` / `summarize` on the collection's own measures, x100:
 
@@ -15,7 +15,7 @@ sidecar under `runs_dir`, reused when complete and matching), evaluated with
 
 Failing early, losing nothing: every dataset is loaded and checked (`Collection.check`: qrels
 naming absent documents are an error) and every (model, dataset) pair passes
-`runner.check_settings` before any model runs; a model that cannot serve a collection (the
+`runner.bind` (every setting checked) before any model runs; a model that cannot serve a collection (the
 multi-vector and facet-hybrid models need CSFCube's sentences) is refused in one line. With
 `out`, the table so far is rewritten to that CSV after every finished row, so a later failure
 keeps the earlier rows, and a rerun reuses the stored runs.
@@ -37,7 +37,7 @@ from evalkit.datasets import load_dataset, schemes
 from evalkit.datasets.irds import IR_DATASETS
 from evalkit.evaluation.evaluate import computed_measures, per_query, ranking_measures, summary_of
 from evalkit.models import registry
-from evalkit.pipeline.runner import RunSettings, check_settings, ensure_run
+from evalkit.pipeline.runner import RunSettings, bind, obtain
 from evalkit.promptriever.prompts import TIEBREAK, check_prompts, load_prompts, select_prompt
 
 RUNS = Path("runs")
@@ -91,15 +91,16 @@ def load_datasets(beir: Sequence[str], followir: Sequence[str], instructir: Sequ
     return datasets
 
 
-def plan_runs(profile: str, models: Sequence[str], datasets: Sequence[Dataset]) -> list[tuple[RunSettings, Dataset]]:
-    """Every (model, dataset) pair as run settings, each checked (`runner.check_settings`)."""
+def plan_runs(profile: str, models: Sequence[str], datasets: Sequence[Dataset],
+              runs_dir: Path) -> list[tuple[RunSettings, Dataset]]:
+    """Every (model, dataset) pair as run settings, each checked (bound, `runner.bind`)."""
     if not models:
         raise KitError("no models given; name at least one model of the profile (see `evalkit models`)")
     plan = []
     for model in models:
         for dataset in datasets:
             settings = RunSettings(model=model, dataset=dataset.collection.name, profile=profile, protocol=PROTOCOL)
-            check_settings(settings, dataset.collection)
+            bind(settings, dataset.collection, runs_dir)
             plan.append((settings, dataset))
     return plan
 
@@ -130,7 +131,7 @@ def recipe_row(settings: RunSettings, dataset: Dataset, runs_dir: Path, prompts:
     spec = registry.spec(settings.model, settings.profile)
 
     def table(prompt: str | None) -> pd.DataFrame:
-        return per_query(collection, ensure_run(replace(settings, prompt=prompt), collection, runs_dir), names)
+        return per_query(collection, obtain(bind(replace(settings, prompt=prompt), collection, runs_dir)).run, names)
 
     none = table(None)
     row = {"model": settings.model, "label": spec.label, "role": spec.role, "dataset": collection.name,
@@ -184,7 +185,7 @@ def recipe_table(profile: str, models: list[str], beir: list[str], followir: lis
     """
     prompts = check_prompts(prompts, "prompts") if prompts is not None else load_prompts()
     out = _check_out(out)
-    plan = plan_runs(profile, models, load_datasets(beir, followir, instructir))
+    plan = plan_runs(profile, models, load_datasets(beir, followir, instructir), Path(runs_dir))
     rows: list[dict] = []
     for settings, dataset in plan:
         try:

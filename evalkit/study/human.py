@@ -28,7 +28,8 @@ from evalkit.data.protocols import check_protocol, protocol_collection
 from evalkit.data.runs import Run
 from evalkit.datasets.csfcube import CSFCube, to_collection
 from evalkit.evaluation.evaluate import per_query
-from evalkit.pipeline.runner import RunSettings, candidates_for, queries_of
+from evalkit.models import registry
+from evalkit.pipeline.runner import RunSettings, candidates_for, first_stage_of, queries_of
 
 RECIPES = ("pool", "protocol")
 UNJUDGED = 0.0  # an annotator's score for a listed document they did not grade
@@ -57,7 +58,8 @@ def protocol_lists(collection: Collection, protocol: str, profile: str = "offlin
     settings = RunSettings(model="human", dataset=collection.name, profile=profile, protocol=protocol,
                            first_stage=first_stage, depth=depth,
                            queries=tuple(queries) if queries is not None else None, corpus=corpus)
-    chosen, described = candidates_for(settings, collection, queries_of(settings, collection))
+    first, kept = first_stage_of(settings, registry.current())  # "human" is no model: nothing else is bound
+    chosen, described = candidates_for(settings, collection, queries_of(settings, collection), first, kept)
     return {qid: [d.doc_id for d in docs] for qid, docs in chosen.items()}, described
 
 

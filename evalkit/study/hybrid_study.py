@@ -19,7 +19,7 @@ from evalkit.evaluation.selection import cross_validate
 from evalkit.evaluation.stats import interval_or_nan, pvalue_or_nan
 from evalkit.models import registry
 from evalkit.models.dense import BiEncoder
-from evalkit.pipeline.runner import prepare
+from evalkit.pipeline.runner import bind, prepare
 from evalkit.study import hybrid_curve as hybrid
 from evalkit.study import rows
 from evalkit.study.params import BOOTSTRAP_SEED, Study
@@ -43,7 +43,7 @@ def hybrid_table(study: Study, collection: Collection, candidate_facet: bool = F
 
 def _model_rows(study: Study, collection: Collection, model: str, candidate_facet: bool) -> pd.DataFrame:
     measure = study.measure
-    scorer, _, candidates, _ = prepare(study.settings(model, collection), collection)
+    scorer, candidates, _ = prepare(bind(study.settings(model, collection), collection, study.runs_dir))
     if not isinstance(scorer, BiEncoder):
         raise KitError(f"the facet hybrid needs an embedding model (family dense, no hybrid_alpha); {model} is not one")
     whole, facet = hybrid.components(hybrid.FacetHybrid(scorer, 1.0, candidate_facet), collection, candidates)

@@ -23,7 +23,7 @@ import pandas as pd
 from evalkit.data.collection import Collection
 from evalkit.evaluation.evaluate import per_query as evaluate
 from evalkit.models import registry
-from evalkit.pipeline.runner import ensure_run
+from evalkit.pipeline.runner import bind, obtain
 from evalkit.promptriever.prompts import TIEBREAK, load_prompts, select_prompt
 from evalkit.promptriever.recipe import recipe_table
 from evalkit.study import figures, rows
@@ -33,7 +33,7 @@ from evalkit.study.params import Study, split
 def _values(study: Study, collection: Collection, model: str, prompt: str | None) -> pd.DataFrame:
     """Per-query values of the model's run with `prompt` appended (made once, then reused): the
     relevance measure and the authors' tie-break (`TIEBREAK`)."""
-    run = ensure_run(study.settings(model, collection, prompt=prompt), collection, study.runs_dir)
+    run = obtain(bind(study.settings(model, collection, prompt=prompt), collection, study.runs_dir)).run
     return evaluate(collection, run, [study.measure, TIEBREAK])
 
 

@@ -33,7 +33,7 @@ from evalkit.data.protocols import protocol_collection
 from evalkit.data.runs import ranked
 from evalkit.datasets import csfcube, csfcube_official
 from evalkit.evaluation.evaluate import CSFCUBE, per_query, summarize
-from evalkit.pipeline.runner import RunSettings, ensure_run
+from evalkit.pipeline.runner import RunSettings, bind, obtain
 
 RECORD = Path(__file__).resolve().parents[1] / "config" / "published_csfcube.csv"
 COLUMNS = ["row", "kit_model", "profile", "protocol", "metric", "background", "method", "result", "all",
@@ -123,7 +123,7 @@ def verify(record: pd.DataFrame, collection: Collection, runs_dir: Path,
         settings = RunSettings(model=entry["kit_model"], dataset=CSFCUBE, profile=entry["profile"],
                                protocol=entry["protocol"])
         try:
-            run = ensure_run(settings, collection, runs_dir)
+            run = obtain(bind(settings, collection, runs_dir)).run
         except KitError as exc:
             notes.append(f"{entry['row']}: not run ({' '.join(str(exc).split())})")
             continue

@@ -16,7 +16,7 @@ import pandas as pd
 from evalkit.core.errors import KitError
 from evalkit.data.collection import Collection
 from evalkit.data.runs import Run
-from evalkit.pipeline.runner import NotRun, not_runnable, run_or_reason
+from evalkit.pipeline.runner import Failure, NotRun, bind, obtain, unavailable
 from evalkit.study.params import Study
 
 STATUS = "status"
@@ -29,19 +29,31 @@ def outcomes(study: Study, collection: Collection, variant: str = "base") -> tup
     """(runs of the study models that ran, reasons of those that did not), by model name."""
     ran, reasons = {}, {}
     for model in study.models:
-        result = run_or_reason(study.settings(model, collection, variant), collection, study.runs_dir, study.strict)
+        failure = Failure.STRICT if study.strict else Failure.REASON
+        try:
+            result = obtain(bind(study.settings(model, collection, variant), collection, study.runs_dir),
+                            failure=failure)
+        except KitError as exc:  # a setting refused when the run is bound: as a failed run
+            if study.strict:
+                raise
+            result = NotRun(f"not run: {' '.join(str(exc).splitlines())}")
         if isinstance(result, NotRun):
             reasons[model] = result.reason
         else:
-            ran[model] = result
+            ran[model] = result.run
     return ran, reasons
 
 
 def blocked(study: Study, collection: Collection, model: str) -> str | None:
     """"not run: <reason>" for a model whose prerequisites are missing (strict: a KitError), else None:
     for study code that builds the model itself rather than through a run."""
-    result = not_runnable(study.settings(model, collection), study.strict)
-    return None if result is None else result.reason
+    settings = study.settings(model, collection)
+    missing = unavailable(bind(settings, collection, study.runs_dir))
+    if missing is None:
+        return None
+    if study.strict:
+        raise KitError(f"{settings.run_name}: {missing[0]}; fix: {missing[1]}")
+    return f"not run: {missing[0]}"
 
 
 def attempt(study: Study, collection: Collection, model: str, compute: Callable[[], T]) -> T | str:

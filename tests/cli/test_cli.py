@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -289,7 +290,7 @@ def test_run_reuses_a_matching_stored_run_and_writes_nothing(beir_run, capsys, t
     def no_scoring(*args, **kwargs):
         raise AssertionError("scored again although a matching run is stored")
 
-    monkeypatch.setattr("evalkit.pipeline.runner.execute", no_scoring)
+    monkeypatch.setattr("evalkit.pipeline.runner.compute", no_scoring)
     assert cli.main(argv) == 0
     assert Path(capsys.readouterr().out.strip()) == folder
     assert {p.name: p.stat().st_ino for p in [folder, *folder.iterdir()]} == before
@@ -298,8 +299,9 @@ def test_run_reuses_a_matching_stored_run_and_writes_nothing(beir_run, capsys, t
 
 def test_run_csfcube_seeds_select_their_queries(cached_data, capsys, tmp_path, monkeypatch):
     seen = {}
-    monkeypatch.setattr("evalkit.pipeline.runner.ensure_stored",
-                        lambda settings, collection, runs_dir: (seen.setdefault("s", settings), {}))
+    monkeypatch.setattr("evalkit.pipeline.runner.obtain",
+                        lambda bound, **options: SimpleNamespace(folder=tmp_path,
+                                                                 settings=seen.setdefault("s", bound.settings)))
     assert cli.main(["run", "--dataset", "csfcube", "--model", "bm25", "--seeds", "929877,10014168",
                      "--runs-dir", str(tmp_path)]) == 0
     # in collection order, however the seeds are listed (one selection, one run key)
@@ -572,7 +574,7 @@ def run_ctx(tmp_path, monkeypatch):
     def no_scoring(*args, **kwargs):
         raise AssertionError("a bad argument reached scoring")
 
-    monkeypatch.setattr("evalkit.pipeline.runner.execute", no_scoring)
+    monkeypatch.setattr("evalkit.pipeline.runner.compute", no_scoring)
     monkeypatch.setattr("evalkit.pipeline.runner.prepare", no_scoring)
     (tmp_path / "a-file").write_text("x")
     return {"beir": f"beir:{write_beir(tmp_path / 'beir')}", "runs_dir": tmp_path / "runs",

@@ -169,8 +169,7 @@ def test_a_damaged_zip_is_one_line(tmp_path, capsys, monkeypatch):
     with pytest.raises(KitError, match="not a readable zip file"):
         list(iter_corpus(path))
     # through the command: the corpus is read inside the run (first stage), still one line
-    monkeypatch.setattr("evalkit.pipeline.runner.execute",
-                        lambda settings, collection, runs_dir: list(iter_corpus(path)))
+    monkeypatch.setattr("evalkit.pipeline.runner.compute", lambda bound: list(iter_corpus(path)))
     # (csfcube: the full protocol needs a collection with a corpus file reader; BEIR has none)
     _one_line(capsys, ["run", "--dataset", "csfcube", "--model", "bm25", "--protocol", "full", "--corpus", str(path),
                        "--runs-dir", str(tmp_path / "runs")], str(path), "zip")

@@ -7,7 +7,7 @@ Each case of issue 12 is reproduced here or in tests/data/test_runstore.py (name
 - two writers into one run folder: two processes writing at once end with one whole run;
 - a file deleted by hand, a truncated sidecar, a registry change: test_runstore.py
   (test_a_deleted_or_edited_ranking_is_absent, test_a_truncated_or_damaged_sidecar_is_absent,
-  test_ensure_run_reuses_a_verified_run_and_recomputes_after_a_registry_change);
+  test_obtain_reuses_a_verified_run_and_recomputes_after_a_registry_change);
 - smoke runs never stand in for full runs: test_smoke_runs_get_another_folder_than_full_runs;
 - run names and ids that cannot round-trip through a TREC file are refused before scoring.
 """
@@ -30,7 +30,7 @@ from evalkit.core.errors import KitError
 from evalkit.data import runstore
 from evalkit.data.runstore import RANKING, SIDECAR, load_verified, read_sidecar, write_run
 from evalkit.pipeline import runner
-from evalkit.pipeline.runner import RunSettings, ensure_run
+from evalkit.pipeline.runner import RunSettings, bind, obtain
 
 FULL = {f"q{i}": {f"d{j}": float(i * 100 + j) for j in range(200)} for i in range(30)}
 SMOKE = {"q1": {"d1": 2.0, "d2": 1.0}}
@@ -225,10 +225,10 @@ def test_a_spaced_model_name_is_refused_before_scoring(spaced_registry, collecti
     def no_scoring(*args, **kwargs):
         raise AssertionError("scored a run whose name cannot round-trip")
 
-    monkeypatch.setattr(runner, "execute", no_scoring)
+    monkeypatch.setattr(runner, "compute", no_scoring)
     settings = RunSettings(model="bm 25", profile="test", queries=("929877_background",))
     with pytest.raises(KitError, match="'bm 25' cannot round-trip"):
-        ensure_run(settings, collection, tmp_path / "runs")
+        obtain(bind(settings, collection, tmp_path / "runs"))
     assert not (tmp_path / "runs").exists()
 
 

@@ -13,7 +13,7 @@ from scipy import stats as scistats
 from evalkit import cli
 from evalkit.data.runs import write_trec
 from evalkit.evaluation.stats import holm
-from evalkit.pipeline.runner import RunSettings, ensure_run, run_folder
+from evalkit.pipeline.runner import RunSettings, bind, obtain, run_folder
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +22,7 @@ def runs(collection, specter, tmp_path_factory):
     root = tmp_path_factory.mktemp("compare")
     write_trec(root / "specter.trec", specter, "specter")
     settings = RunSettings(model="bm25")
-    bm25 = ensure_run(settings, collection, root / "store")
+    bm25 = obtain(bind(settings, collection, root / "store")).run
     write_trec(root / "reversed.trec", {q: {d: -s for d, s in docs.items()} for q, docs in bm25.items()}, "rev")
     return [root / "specter.trec", run_folder(root / "store", settings, collection.name), root / "reversed.trec"]
 
@@ -95,7 +95,7 @@ def test_the_comparison_prints_a_table_and_writes_one_per_query_csv(cached_data,
 def test_a_subset_on_which_the_fold_aggregate_is_undefined_says_so(cached_data, capsys, collection, tmp_path):
     fold1 = {q for q in collection.queries if collection.test_fold_of(q) == "fold1"}
     settings = RunSettings(model="bm25", queries=tuple(sorted(q for q in fold1 if q.endswith("_method"))))
-    ensure_run(settings, collection, tmp_path)
+    obtain(bind(settings, collection, tmp_path))
     folder = run_folder(tmp_path, settings, collection.name)
     assert cli.main(["evaluate", "--dataset", "csfcube", "--runs", str(folder)]) == 0
     text = capsys.readouterr().out

@@ -20,7 +20,7 @@ from evalkit.evaluation.compare import compare
 from evalkit.evaluation.compare_table import SUPERSCRIPT, compare_table
 from evalkit.evaluation.evaluate import per_query
 from evalkit.evaluation.measures import rank_scores
-from evalkit.pipeline.runner import RunSettings, ensure_run
+from evalkit.pipeline.runner import RunSettings, bind, obtain
 
 
 @pytest.fixture(autouse=True)
@@ -32,7 +32,7 @@ def cache(tmp_path, monkeypatch):
 def three(collection, specter, tmp_path_factory):
     """SPECTER's sample, BM25 and BM25 reversed: runs in the kit's tie order."""
     root = tmp_path_factory.mktemp("table")
-    bm25 = ensure_run(RunSettings(model="bm25"), collection, root / "store")
+    bm25 = obtain(bind(RunSettings(model="bm25"), collection, root / "store")).run
     judged = protocol_collection(collection, "pool")
     specter = {q: {d: s for d, s in docs.items() if d in {c.doc_id for c in judged.candidates_of(q)}}
                for q, docs in specter.items()}

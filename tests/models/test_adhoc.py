@@ -21,7 +21,7 @@ from evalkit.datasets import csfcube_variants, load_dataset
 from evalkit.models import registry
 from evalkit.models.bm25 import BM25
 from evalkit.models.family import Family
-from evalkit.pipeline.runner import RunSettings, ensure_run, sidecar_key
+from evalkit.pipeline.runner import RunSettings, bind, obtain
 from evalkit.study import params, tables
 
 SEED = "929877"  # annotated for two facets
@@ -76,14 +76,14 @@ def test_changed_weights_in_an_st_folder_give_new_numbers(collection, tiny, tmp_
 
     folder = shutil.copytree(tiny, tmp_path / "model")
     settings = RunSettings(model=f"st:{folder}", queries=QUERIES)
-    first = ensure_run(settings, collection, tmp_path / "runs")
-    assert ensure_run(settings, collection, tmp_path / "runs") == first
+    first = obtain(bind(settings, collection, tmp_path / "runs")).run
+    assert obtain(bind(settings, collection, tmp_path / "runs")).run == first
     model = SentenceTransformer(str(folder), device="cpu")
     with torch.no_grad():
         next(model.parameters()).add_(0.5)
     model.save(str(folder))
-    changed = ensure_run(settings, collection, tmp_path / "runs")
-    fresh = ensure_run(settings, collection, tmp_path / "fresh")
+    changed = obtain(bind(settings, collection, tmp_path / "runs")).run
+    fresh = obtain(bind(settings, collection, tmp_path / "fresh")).run
     assert changed == fresh and changed != first
 
 
@@ -107,10 +107,10 @@ def test_a_registry_folder_and_a_user_family_are_keyed_by_their_content(collecti
     assert "folder" in registry.identity(registry.spec("folder", "mine"))
     monkeypatch.setitem(registry.FAMILIES, "custom", Family("custom", words))
     settings = RunSettings(model="custom", profile="mine", queries=QUERIES)
-    key = sidecar_key(settings, collection)
+    key = bind(settings, collection, None).key
     assert key["model_identity"]["family_code"]["object"].endswith("words")
     monkeypatch.setitem(registry.FAMILIES, "custom", Family("custom", titles))
-    assert sidecar_key(settings, collection)["model_identity"] != key["model_identity"]
+    assert bind(settings, collection, None).key["model_identity"] != key["model_identity"]
 
 
 def test_a_user_registry_without_study_reference_uses_the_first_model(tmp_path, monkeypatch):
@@ -123,8 +123,8 @@ def test_a_user_registry_without_study_reference_uses_the_first_model(tmp_path, 
     with pytest.raises(KitError, match="lists no relevance models"):
         params.check("relevance", PROFILE="mine", PROTOCOL="pool", MODELS="", REFERENCE_MODEL="")
     with pytest.raises(KitError, match="first_stage.* is not set by profile mine"):
-        ensure_run(RunSettings(model="bm25", profile="mine", protocol="pooled", queries=QUERIES),
-                   load_dataset("csfcube"), tmp_path)
+        obtain(bind(RunSettings(model="bm25", profile="mine", protocol="pooled", queries=QUERIES),
+                   load_dataset("csfcube"), tmp_path))
 
 
 def test_the_readme_registry_example_loads(tmp_path, monkeypatch):
@@ -181,9 +181,9 @@ def test_cli_runs_a_variant_of_a_user_instruction_file(cached_data, tiny, capsys
 def test_an_edited_instruction_file_makes_the_run_again(collection, tmp_path):
     path = readme_instructions(tmp_path)
     settings = RunSettings(model="st:org/unused;revision=1", instructions=str(path), variant="terse", queries=QUERIES)
-    key, name = sidecar_key(settings, collection), settings.run_name
+    key, name = bind(settings, collection, None).key, settings.run_name
     path.write_text(path.read_text().replace("Same method.", "Same methods."))
-    assert sidecar_key(settings, collection)["run_settings"] != key["run_settings"]
+    assert bind(settings, collection, None).key["run_settings"] != key["run_settings"]
     assert settings.run_name != name  # the run name carries the file's sha256
 
 

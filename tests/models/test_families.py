@@ -106,9 +106,9 @@ def test_a_family_declared_in_one_file_is_built_priced_and_read_by_its_declarati
     assert isinstance(reranker.first_stage, BM25) and reranker.depth == 7  # the profile's depth, built by the registry
     # needs: sentences, so a collection whose seeds are not split is refused before anything is built
     assert registry.needs(spec) == {"sentences"}
-    runner.check_settings(RunSettings(model="toy", dataset="toys", profile="t"), toy_collection(True))
+    runner.bind(RunSettings(model="toy", dataset="toys", profile="t"), toy_collection(True), None)
     with pytest.raises(KitError, match="it needs sentences"):
-        runner.check_settings(RunSettings(model="toy", dataset="toys", profile="t"), toy_collection(False))
+        runner.bind(RunSettings(model="toy", dataset="toys", profile="t"), toy_collection(False), None)
     # weighted: the entry must name its weights, and their folder's files key its runs (as the builder's code does)
     found = registry.identity(spec)
     assert set(found) == {"family_code", "folder"}
@@ -131,7 +131,7 @@ def test_the_same_builder_without_the_traits_is_read_as_declared(toy_family, tmp
     toy_family(PLAIN)
     spec = registry.spec("toy", "t")
     assert registry.needs(spec) == set()
-    runner.check_settings(RunSettings(model="toy", dataset="toys", profile="t"), toy_collection(False))
+    runner.bind(RunSettings(model="toy", dataset="toys", profile="t"), toy_collection(False), None)
     assert set(registry.identity(spec)) == {"family_code"}  # not weighted: its folder is not read
     monkeypatch.setattr(prerequisites, "gpu_count", lambda: 0)
     collection = toy_collection(True)

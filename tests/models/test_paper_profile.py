@@ -148,12 +148,12 @@ def test_the_paper_profile_follows_the_papers_protocol():
 
 def test_every_paper_entry_builds_and_scores(paper_registry, collection):
     """No entry is refused: each one is built from its stand-in and ranks one CSFCube query."""
-    from evalkit.pipeline.runner import RunSettings, check_settings
+    from evalkit.pipeline.runner import RunSettings, bind
 
     query = collection.query("3264891_background")
     candidates = collection.candidates_of(query.qid)[:15]
     for name in registry.model_names("paper"):
-        check_settings(RunSettings(model=name, profile="paper"), collection)
+        bind(RunSettings(model=name, profile="paper"), collection, None)
         scorer = registry.build(registry.spec(name, "paper"), collection)
         scorer.prepare(candidates)
         scores = scorer.score(query, candidates)

@@ -150,7 +150,7 @@ def test_one_seeds_page_reuses_stored_full_runs_and_marks_collection_values_it_l
     run over every query, leaves its collection columns empty and says `make relevance`; once the
     full run is stored it is reused, collection values included. The seed's per-query values are
     the full run's either way."""
-    from evalkit.pipeline.runner import RunSettings, ensure_run
+    from evalkit.pipeline.runner import RunSettings, bind, obtain
 
     monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "cache"))
     runs_dir = tmp_path / "runs"
@@ -165,7 +165,7 @@ def test_one_seeds_page_reuses_stored_full_runs_and_marks_collection_values_it_l
     assert "collection figures: run <code>make relevance</code> first" in page
 
     # what make relevance stores
-    full = ensure_run(RunSettings(model="bm25", dataset=collection.name), collection, runs_dir)
+    full = obtain(bind(RunSettings(model="bm25", dataset=collection.name), collection, runs_dir)).run
     warm = explore_views.load(["bm25"], runs_dir=runs_dir, seed=SEED, every_query=False)
     assert warm.seed_only == () and warm.runs["bm25"] == full
     summary = summarize(collection, per_query(collection, full, ["nDCG_csfcube@20"]))

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from evalkit.data.collection import Collection, Document, Query
-from evalkit.pipeline.runner import RunSettings, ensure_stored
+from evalkit.pipeline.runner import RunSettings, bind, obtain
 
 
 def load_toy() -> Collection:
@@ -34,12 +34,12 @@ def made(executions, monkeypatch, tmp_path):
 def test_a_changed_document_is_run_again_unchanged_data_is_reused(made, tmp_path):
     settings = RunSettings(model="bm25", dataset="toy")
     runs = tmp_path / "runs"
-    _, first = ensure_stored(settings, load_toy(), runs)
-    _, again = ensure_stored(settings, load_toy(), runs)  # loaded again, the same data: reused
+    first = obtain(bind(settings, load_toy(), runs)).run
+    again = obtain(bind(settings, load_toy(), runs)).run  # loaded again, the same data: reused
     assert len(made) == 1 and again == first
     toy = load_toy()
     changed = replace(toy, documents={**toy.documents, "d3": replace(toy.documents["d3"],
                                                                      text="graph models and grammars")})
-    _, fresh = ensure_stored(settings, changed, runs)
+    fresh = obtain(bind(settings, changed, runs)).run
     assert len(made) == 2  # old code: reused (data_sha256 "" both times), the old numbers
     assert fresh["q1"]["d3"] != first["q1"]["d3"]

@@ -14,7 +14,7 @@ from evalkit.data.runs import ranked, read_trec
 from evalkit.data.runstore import ACCOUNTING, RANKING, SIDECAR
 from evalkit.evaluation.evaluate import PMRR, per_query
 from evalkit.models import registry
-from evalkit.pipeline.runner import RunSettings, check_settings, execute, queries_of
+from evalkit.pipeline.runner import Reuse, RunSettings, bind, obtain, queries_of
 
 SEEDS = ("929877", "3264891")  # two seeds annotated for two facets each
 
@@ -53,7 +53,7 @@ def env(registry_file, tmp_path, monkeypatch):
 
 def run(collection, qids, out, **kwargs):
     settings = RunSettings(**{"model": "tiny", "profile": "test", "queries": qids, **kwargs})
-    return execute(settings, collection, out)
+    return obtain(bind(settings, collection, out), Reuse.NEVER).folder
 
 
 def test_run_is_read_by_evaluation_and_the_sidecar_records_the_settings(collection, qids, tmp_path):
@@ -92,7 +92,7 @@ def test_prompt_is_appended_and_names_the_run(collection, qids, tmp_path):
     settings = RunSettings(model="tiny-probe", profile="test", queries=qids, prompt="Be careful.")
     texts = [q.text for q in queries_of(settings, collection)]
     assert texts == [collection.query(qid).text + " Be careful." for qid in qids]
-    folder = execute(settings, collection, tmp_path)
+    folder = obtain(bind(settings, collection, tmp_path), Reuse.NEVER).folder
     assert folder.name.startswith("tiny-probe--prompt-") and folder.name != "tiny-probe"
     assert json.loads((folder / SIDECAR).read_text())["run_settings"]["prompt"] == "Be careful."
 
@@ -158,20 +158,21 @@ def test_multivector_model_is_refused_on_a_collection_without_sentences(tmp_path
     hand = tiny_collection()
     assert not hand.has_sentences()
     with pytest.raises(KitError) as err:
-        check_settings(RunSettings(model="tiny-aspire", dataset="hand", profile="test"), hand)
+        bind(RunSettings(model="tiny-aspire", dataset="hand", profile="test"), hand, None)
     message = str(err.value)
     assert "\n" not in message
     assert "tiny-aspire cannot rank hand: it needs sentences" in message and "choose another model" in message
-    check_settings(RunSettings(model="tiny", dataset="hand", profile="test"), hand)  # an embedder is fine
+    bind(RunSettings(model="tiny", dataset="hand", profile="test"), hand, None)  # an embedder is fine
     with pytest.raises(KitError, match="no variant 'definition'"):
-        check_settings(RunSettings(model="tiny", dataset="hand", profile="test", variant="definition"), hand)
+        bind(RunSettings(model="tiny", dataset="hand", profile="test", variant="definition"), hand, None)
 
 
 def test_a_collection_with_sentences_serves_the_multivector_model(collection, qids, tmp_path):
     seed = Document("s", "graph networks", "we propose a method", (Sentence("we propose a method", "method"),))
     hand = tiny_collection(queries={"q1": Query("q1", seed.full_text, "", seed, "method")})
-    check_settings(RunSettings(model="tiny-aspire", dataset="hand", profile="test"), hand)
-    folder = execute(RunSettings(model="tiny-aspire", dataset="hand", profile="test"), hand, tmp_path)
+    bind(RunSettings(model="tiny-aspire", dataset="hand", profile="test"), hand, None)
+    bound = bind(RunSettings(model="tiny-aspire", dataset="hand", profile="test"), hand, tmp_path)
+    folder = obtain(bound, Reuse.NEVER).folder
     assert set(read_trec(folder / RANKING)["q1"]) == {"a", "b"}  # no candidate lists: the whole corpus
 
 

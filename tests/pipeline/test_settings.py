@@ -1,16 +1,17 @@
-"""A run's settings: built by keyword only, and the registry entries a run reads resolved once per run
-(`evalkit.pipeline.runner.Resolved`), the first stage only where the protocol has one."""
+"""A run's settings: built by keyword only; the key a run is stored under holds the settings'
+fields alone (the registry entries a run reads are looked up when it is bound, `tests/pipeline/test_bind.py`)."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 
 import pytest
 
 from evalkit.core.errors import KitError
 from evalkit.models import registry
 from evalkit.pipeline import prerequisites, runner
-from evalkit.pipeline.runner import RunSettings, check_settings, ensure_run, resolve, sidecar_key, unavailable
+from evalkit.pipeline.runner import RunSettings, bind, obtain, unavailable
 
 QUERIES = ("929877_background", "929877_method")
 
@@ -24,65 +25,62 @@ def env(tmp_path, monkeypatch):
     monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "cache"))
 
 
-@pytest.fixture
-def lookups(monkeypatch):
-    """The model names `registry.spec` was asked for, in order."""
-    asked: list[str] = []
-    real = registry.spec
-
-    def counting(name, profile):
-        asked.append(name)
-        return real(name, profile)
-
-    monkeypatch.setattr(registry, "spec", counting)
-    return asked
-
-
 def test_run_settings_are_built_by_keyword_only():
     with pytest.raises(TypeError):
         RunSettings("bm25")  # a positional argument would silently bind to the wrong field if fields moved
     assert RunSettings(model="bm25").protocol == "pool"
 
 
+@dataclass(frozen=True, eq=False)
+class Counting(registry.Registry):
+    """A registry value that records the model names it is asked for."""
+
+    asked: list[str] = field(default_factory=list)
+
+    def spec(self, name, profile):
+        self.asked.append(name)
+        return super().spec(name, profile)
+
+
 @pytest.mark.parametrize("protocol, expected", [("pool", ["bm25"]), ("pooled", ["bm25", "bm25-first"])])
-def test_a_run_looks_its_model_and_first_stage_up_once(collection, tmp_path, lookups, protocol, expected):
-    """Checking, keying, building, scoring and the sidecar of one run all read one lookup each."""
+def test_a_run_looks_its_model_and_first_stage_up_once(collection, tmp_path, protocol, expected):
+    """Checking, keying, building, scoring and the sidecar of one run all read the bound specs."""
+    found = registry.load()
+    counting = Counting(found.path, found.data)
+    asked = counting.asked
     settings = RunSettings(model="bm25", profile="test", protocol=protocol, queries=QUERIES)
-    ensure_run(settings, collection, tmp_path / "runs")  # made: checked, keyed, executed, keyed again
-    assert lookups == expected
-    lookups.clear()
-    ensure_run(settings, collection, tmp_path / "runs")  # reused: a later run looks up afresh, once
-    assert lookups == expected
+    obtain(bind(settings, collection, tmp_path / "runs", counting))  # made: checked, keyed, computed
+    assert asked == expected
+    asked.clear()
+    obtain(bind(settings, collection, tmp_path / "runs", counting))  # reused: bound again, once
+    assert asked == expected
 
 
-def test_the_key_is_the_settings_fields_alone(collection):
-    """Resolving adds no field to the run-store key (the stored bytes are those of the settings)."""
+def test_the_key_is_the_settings_fields_alone(collection, tmp_path):
+    """Binding adds no field to the run-store key (the stored bytes are those of the settings)."""
     settings = RunSettings(model="bm25", profile="test", protocol="pooled", queries=QUERIES)
-    resolved = resolve(settings)
-    assert resolve(resolved) is resolved
-    assert resolved.run_name == settings.run_name and resolved.protocol == "pooled"
-    assert resolved.first_stage_name == "bm25-first" and resolved.first_stage_depth == 5
-    key = sidecar_key(settings, collection)
-    assert key == sidecar_key(resolved, collection)
-    assert set(key["run_settings"]) == {f for f in RunSettings.__dataclass_fields__}
+    bound = bind(settings, collection, tmp_path)
+    assert bound.first_stage.name == "bm25-first" and bound.depth == 5
+    assert set(bound.key["run_settings"]) == {f for f in RunSettings.__dataclass_fields__}
+    assert bound.folder == runner.run_folder(tmp_path, settings, collection.name)
 
 
-def test_the_pool_protocols_have_no_first_stage(monkeypatch):
+def test_the_pool_protocols_have_no_first_stage(collection, monkeypatch):
     """`released` ranks the given candidates as `pool` does: a missing first stage does not block it
     (the first stage was checked on every protocol but ``pool`` before)."""
     monkeypatch.setattr(prerequisites, "missing", lambda spec: [
         prerequisites.Missing(spec.name, "first stage weights absent", "fetch them")] if spec.name == "bm25-first"
         else [])
     for protocol in ("pool", "released"):
-        settings = resolve(RunSettings(model="bm25", profile="test", protocol=protocol))
-        assert settings.first_stage_name is None and settings.first_stage_spec is None
-        assert unavailable(settings) is None
-    assert unavailable(RunSettings(model="bm25", profile="test", protocol="pooled")) == (
+        bound = bind(RunSettings(model="bm25", profile="test", protocol=protocol), collection, None)
+        assert bound.first_stage is None and bound.depth is None
+        assert unavailable(bound) is None
+    assert unavailable(bind(RunSettings(model="bm25", profile="test", protocol="pooled"), collection, None)) == (
         "first stage weights absent", "fetch them")
 
 
 def test_an_unknown_first_stage_is_refused_before_any_work(collection, monkeypatch):
-    monkeypatch.setattr(runner, "execute", lambda *args: pytest.fail("ran"))
+    monkeypatch.setattr(runner, "compute", lambda *args: pytest.fail("ran"))
     settings = RunSettings(model="bm25", profile="test", protocol="pooled", first_stage="nope")
     with pytest.raises(KitError, match="unknown model 'nope' in profile test"):
-        check_settings(settings, collection)
+        bind(settings, collection, None)

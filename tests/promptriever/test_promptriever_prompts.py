@@ -176,7 +176,7 @@ def test_csfcube_prompt_selection_uses_the_authors_rule(collection, tmp_path, mo
     (`select_prompt`: dev nDCG rounded to 0.1, then Recall@100, then the lowest md5), not by the
     plain mean: its Selected column equals select_prompt's on the same runs."""
     from evalkit.evaluation.evaluate import per_query
-    from evalkit.pipeline.runner import RunSettings, ensure_run
+    from evalkit.pipeline.runner import RunSettings, bind, obtain
     from evalkit.promptriever.prompts import TIEBREAK, select_prompt
     from evalkit.study import params, prompt_selection
 
@@ -185,8 +185,9 @@ def test_csfcube_prompt_selection_uses_the_authors_rule(collection, tmp_path, mo
     study = params.check("promptriever", PROFILE="offline", PROTOCOL="pool", MODELS="bm25", DISCOUNT="csfcube",
                          RUNS_DIR=str(tmp_path / "runs"))
     row = prompt_selection.prompt_selection_table(study, collection, prompts).iloc[0]
-    tables = {p: per_query(collection, ensure_run(RunSettings(model="bm25", prompt=p), collection, tmp_path / "runs"),
-                           [study.measure, TIEBREAK]) for p in [None, *prompts]}
+    runs = {p: obtain(bind(RunSettings(model="bm25", prompt=p), collection, tmp_path / "runs")).run
+            for p in [None, *prompts]}
+    tables = {p: per_query(collection, run, [study.measure, TIEBREAK]) for p, run in runs.items()}
     expected = select_prompt(collection, tables, study.measure)
     assert row.Selected == pytest.approx(100 * expected.selected) and row.none == pytest.approx(100 * expected.none)
     assert {row[f"selected on {fold} dev"] for fold in collection.folds} <= set(prompts)

@@ -20,7 +20,7 @@ from evalkit.core.errors import KitError
 from evalkit.data.runs import ranked
 from evalkit.datasets import load_dataset
 from evalkit.pipeline import runner
-from evalkit.pipeline.runner import RunSettings, ensure_run
+from evalkit.pipeline.runner import RunSettings, bind, obtain
 from evalkit.promptriever import recipe_table
 
 PROMPTS = ["glacier", "desert"]  # prompt words held by documents c2 and c3 of the recipe fixtures
@@ -115,7 +115,7 @@ def expected_from_runs(model, folders, runs):
 
     def run(collection, prompt=None):
         settings = RunSettings(model=model, dataset=collection.name, profile="test", protocol="pool", prompt=prompt)
-        return ensure_run(settings, collection, runs)
+        return obtain(bind(settings, collection, runs)).run
 
     def test_mean(ranking):
         return mean(ndcg(ranking[q], g) for q, g in BEIR_TEST.items())
@@ -190,7 +190,7 @@ def test_bm25_matches_values_computed_by_hand(folders, tmp_path):
     assert result.loc["robust04", "label"] == "BM25" and result.loc["robust04", "kind"] == "followir"
     # the rankings the docstring states, as the runner stored them
     collection = load_dataset(f"followir:{folders['followir']}")
-    followir = ensure_run(RunSettings(model="bm25", dataset="robust04", profile="test"), collection, runs)
+    followir = obtain(bind(RunSettings(model="bm25", dataset="robust04", profile="test"), collection, runs)).run
     assert [order(followir[q]) for q in ("401-og", "401-changed", "402-og", "402-changed")] == [
         ["c1", "c2", "c3", "c4"], ["c2", "c1", "c3", "c4"], ["c1", "c2", "c3", "c4"], ["c3", "c1", "c2", "c4"]]
     # each prompt is a real run with its sidecar
@@ -271,24 +271,24 @@ def test_dataset_specs():
 def test_finished_rows_are_kept_when_a_later_dataset_fails_and_a_rerun_reuses_their_runs(
         folders, tmp_path, monkeypatch):
     runs, out = tmp_path / "runs", tmp_path / "tables" / "recipe.csv"
-    real = recipe.ensure_run
+    real = recipe.obtain
 
-    def failing(settings, collection, runs_dir):
-        if collection.name == "instructir":
+    def failing(bound, *args, **kwargs):
+        if bound.collection.name == "instructir":
             raise KitError("instructir: simulated failure")
-        return real(settings, collection, runs_dir)
+        return real(bound, *args, **kwargs)
 
-    monkeypatch.setattr(recipe, "ensure_run", failing)
+    monkeypatch.setattr(recipe, "obtain", failing)
     with pytest.raises(KitError, match=r"simulated failure \(2 finished rows kept in .*recipe.csv"):
         table("bm25", folders, runs, out=out)
     kept = pd.read_csv(out)
     assert kept.dataset.tolist() == ["scifact-mini", "robust04"]
     assert kept["p-MRR (none)"].iloc[1] == pytest.approx(-100 / 12)
 
-    monkeypatch.setattr(recipe, "ensure_run", real)
+    monkeypatch.setattr(recipe, "obtain", real)
     executed = []
-    execute = runner.execute
-    monkeypatch.setattr(runner, "execute", lambda s, c, r: executed.append(c.name) or execute(s, c, r))
+    compute = runner.compute
+    monkeypatch.setattr(runner, "compute", lambda bound: executed.append(bound.collection.name) or compute(bound))
     result = table("bm25", folders, runs, out=out)
     assert executed == ["instructir"]  # the finished rows' runs were reused
     assert pd.read_csv(out).dataset.tolist() == ["scifact-mini", "robust04", "instructir"]

@@ -192,12 +192,12 @@ def test_cache_faults_through_the_command_are_one_line(tmp_path, monkeypatch, ca
     path = tmp_path / "e.sqlite"
     path.write_bytes(b"garbage" * 1000)
 
-    def execute(settings, collection, runs_dir):
+    def compute(bound):
         if fault == "garbage":
             EmbeddingCache(path, "fp")
         raise sqlite3.OperationalError("database or disk is full")  # a cache without the kit's wrapper
 
-    monkeypatch.setattr("evalkit.pipeline.runner.execute", execute)
+    monkeypatch.setattr("evalkit.pipeline.runner.compute", compute)
     spec = f"beir:{write_beir(tmp_path / 'beir')}"
     assert cli.main(["run", "--dataset", spec, "--model", "bm25", "--runs-dir", str(tmp_path / "runs")]) == 2
     out, err = capsys.readouterr()

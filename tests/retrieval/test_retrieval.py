@@ -16,7 +16,7 @@ from evalkit.core.errors import KitError
 from evalkit.data.runstore import SIDECAR
 from evalkit.models.bm25 import BM25
 from evalkit.pipeline import runner
-from evalkit.pipeline.runner import RunSettings, execute
+from evalkit.pipeline.runner import Reuse, RunSettings, bind, obtain
 from evalkit.retrieval import exact_search, vector_index
 from evalkit.retrieval.corpus import Corpus
 from evalkit.retrieval.exact_search import error_bound
@@ -106,14 +106,14 @@ def test_the_run_records_the_index_dtype_in_its_name_and_sidecar(tmp_path, monke
         "tiny": {"family": "dense", "model": str(model)}}}}}))
     monkeypatch.setenv("EVALKIT_MODELS", str(models))
     collection = load_beir(write_beir(tmp_path / "beir"))
-    folder = execute(RunSettings(model="tiny", dataset=collection.name, profile="test", index_dtype="float16"),
-                     collection, tmp_path / "r")
+    folder = obtain(bind(RunSettings(model="tiny", dataset=collection.name, profile="test", index_dtype="float16"),
+                     collection, tmp_path / "r"), Reuse.NEVER).folder
     sidecar = json.loads((folder / SIDECAR).read_text())
     assert folder.name == "tiny--index-float16"
     assert sidecar["run_settings"]["index_dtype"] == "float16" and sidecar["corpus_size"] == 6
     with pytest.raises(KitError, match="index dtype 'int8'"):
-        execute(RunSettings(model="tiny", dataset=collection.name, profile="test", index_dtype="int8"),
-                collection, tmp_path / "r")
+        obtain(bind(RunSettings(model="tiny", dataset=collection.name, profile="test", index_dtype="int8"),
+                collection, tmp_path / "r"), Reuse.NEVER)
 
 
 @pytest.mark.parametrize("metric", ["cosine", "l2"])

@@ -22,7 +22,7 @@ from evalkit.models import registry
 from evalkit.models.bm25 import BM25
 from evalkit.models.family import Family
 from evalkit.pipeline import runner
-from evalkit.pipeline.runner import RunSettings, execute
+from evalkit.pipeline.runner import Reuse, RunSettings, bind, obtain
 
 KEEP = 40  # the cut-off in these tests (the runner's KEEP, patched): well inside the planted ties
 
@@ -66,7 +66,8 @@ def planted_family(monkeypatch, tmp_path):
 def test_whole_corpus_run_equals_the_exhaustive_ranking(planted_family, tmp_path, kind, model, metric):
     collection, table = planted(kind)
     planted_family[collection.name] = table
-    folder = execute(RunSettings(model=model, dataset=collection.name, profile="test"), collection, tmp_path)
+    bound = bind(RunSettings(model=model, dataset=collection.name, profile="test"), collection, tmp_path)
+    folder = obtain(bound, Reuse.NEVER).folder
     got = as_list(read_trec(folder / RANKING))
     want = exhaustive(table_scorer(table, metric), collection, KEEP)
     assert_same(got, want)
@@ -86,7 +87,8 @@ def test_an_excluded_document_is_never_ranked_and_the_rest_is_unchanged(planted_
     collection = replace(collection, exclude=exclude)
     planted_family[collection.name] = table
     model = "ip" if metric == "cosine" else "l2"
-    folder = execute(RunSettings(model=model, dataset=collection.name, profile="test"), collection, tmp_path)
+    bound = bind(RunSettings(model=model, dataset=collection.name, profile="test"), collection, tmp_path)
+    folder = obtain(bound, Reuse.NEVER).folder
     got = as_list(read_trec(folder / RANKING))
     assert got == exhaustive(table_scorer(table, metric), collection, KEEP, exclude)
     assert all(exclude[qid] not in dict(found) for qid, found in got.items())
@@ -97,7 +99,7 @@ def test_pooled_first_stage_keeps_the_exhaustive_top_depth(planted_family, tmp_p
     collection, table = planted(kind, seed=2)
     planted_family[collection.name] = table
     settings = RunSettings(model="ip", dataset=collection.name, profile="test", protocol="pooled", depth=25)
-    folder = execute(settings, collection, tmp_path)
+    folder = obtain(bind(settings, collection, tmp_path), Reuse.NEVER).folder
     got = read_trec(folder / RANKING)  # the model is its own first stage: its run rescores the top 25
     want = exhaustive(table_scorer(table, "cosine"), collection, 25)
     assert {qid: set(scores) for qid, scores in got.items()} == {qid: {d for d, _ in found}
@@ -126,7 +128,8 @@ def test_a_documents_score_does_not_depend_on_what_is_scored_beside_it(metric):
 
 def test_bm25_whole_corpus_run_equals_the_exhaustive_ranking(planted_family, tmp_path):
     collection = bm25_collection()
-    folder = execute(RunSettings(model="bm25", dataset=collection.name, profile="test"), collection, tmp_path)
+    bound = bind(RunSettings(model="bm25", dataset=collection.name, profile="test"), collection, tmp_path)
+    folder = obtain(bound, Reuse.NEVER).folder
     got = as_list(read_trec(folder / RANKING))
     want = exhaustive(BM25(), collection, KEEP)
     assert got == want
@@ -140,5 +143,6 @@ def test_bm25_on_the_beir_fixture_equals_the_exhaustive_ranking(planted_family, 
     from evalkit.datasets.beir import load_beir
 
     collection = load_beir(write_beir(tmp_path / "scifact-mini"))
-    folder = execute(RunSettings(model="bm25", dataset=collection.name, profile="test"), collection, tmp_path)
+    bound = bind(RunSettings(model="bm25", dataset=collection.name, profile="test"), collection, tmp_path)
+    folder = obtain(bound, Reuse.NEVER).folder
     assert as_list(read_trec(folder / RANKING)) == exhaustive(BM25(), collection, KEEP)

@@ -91,7 +91,7 @@ def test_verify_reports_absent_weights_and_unknown_models(collection, capsys, tm
 def test_the_relevance_notebooks_official_section_sets_the_record_beside_the_kit(collection, tmp_path, monkeypatch):
     """OFFICIAL=yes: every model's MAP_csfcube and nDCG_csfcube%20 (as `official_figures` of its run),
     then every published row of the record, each naming its protocol; refused off the pools."""
-    from evalkit.pipeline.runner import RunSettings, ensure_run
+    from evalkit.pipeline.runner import RunSettings, bind, obtain
     from evalkit.study import params, tables
     from evalkit.study.record import load_record, official_figures
 
@@ -102,7 +102,7 @@ def test_the_relevance_notebooks_official_section_sets_the_record_beside_the_kit
     tables.official_section(study, collection)
     table = pd.read_csv(tmp_path / "build" / "tables" / f"relevance-official-{study.tag}.csv")
     kit = table[table["source"] == "kit"].set_index("measure")
-    expected = official_figures(collection, ensure_run(RunSettings(model="bm25"), collection, tmp_path / "runs"))
+    expected = official_figures(collection, obtain(bind(RunSettings(model="bm25"), collection, tmp_path / "runs")).run)
     for metric, parts in expected.items():
         shown = kit.loc[metric, ["background", "method", "result", "all"]].tolist()
         assert shown == pytest.approx(list(parts.values()))

@@ -1,6 +1,6 @@
-"""The ``python`` family: a Python model object registered by the API in this process
-(`evalkit.models.adhoc`, `evalkit.models.objects`); it has no registry entry: its identity keys
-its runs."""
+"""The ``python`` family: a user's Python model object (`evalkit.models.adhoc.PythonModel`,
+`evalkit.models.objects`), held by the model spec a run binds (`evalkit.models.registry.Registry.with_object`);
+it has no registry entry: its identity keys its runs."""
 
 from __future__ import annotations
 
@@ -15,13 +15,10 @@ def build(settings: dict, profile: str, collection: Collection) -> Scorer:
     # lazy (start-up cost): a model family's modules load only when it is built
     from evalkit.models.objects import as_scorer
 
-    settings = dict(settings)
-    name = settings.pop("object")
-    found = adhoc.registered(name)
-    if found is None:
-        raise KitError(f"model {name} is a Python object registered in another process; pass the object again")
-    model, identity, _, _, templates = found
-    return as_scorer(model, name, identity, templates)
+    found = settings.get("object")
+    if not isinstance(found, adhoc.PythonModel):  # a spec without its object: read back from a sidecar
+        raise KitError(f"model {found} is a Python object of another process; pass the object again")
+    return as_scorer(found.model, found.name, found.identity, found.templates)
 
 
 FAMILY = Family(adhoc.PYTHON_FAMILY, build, settings=("object", "query_template", "doc_template",
