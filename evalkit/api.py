@@ -54,7 +54,7 @@ from evalkit.models.adhoc import is_st
 from evalkit.models.dense import TEMPLATE_FIELDS, check_template
 from evalkit.models.identity import identity_and_reason
 from evalkit.models.objects import as_scorer, prepare_object
-from evalkit.pipeline.run_input import read_run
+from evalkit.pipeline.run_input import read_run, run_labels
 from evalkit.pipeline.runner import RunSettings, bind, instructions_identity, obtain
 
 ROLES_READING = "instructed"
@@ -226,7 +226,8 @@ def _reference_tables(reference, settings_of, collection: Collection, variants: 
     if protocol != settings.protocol:
         raise RequestError("reference", f"made under the {protocol} protocol, this evaluation under "
                            f"{settings.protocol}; give a run of one protocol", value=text)
-    return text, dict.fromkeys(variants, score_runs(judged, {text: run}, checked)[text])
+    label = run_labels([path])[path]
+    return label, dict.fromkeys(variants, score_runs(judged, {label: run}, checked)[label])
 
 
 def _variants(collection: Collection, variants, instructions: str | None) -> list[str]:

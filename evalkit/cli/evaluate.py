@@ -13,28 +13,13 @@ from evalkit.cli.options import add_measure_options, check_not_input, check_outp
 from evalkit.cli.printing import null_nan, print_summary, summary_settings, summary_title, write_per_query
 from evalkit.core.errors import KitError
 from evalkit.data.protocols import PROTOCOLS
-from evalkit.data.runs import run_label
-from evalkit.data.runstore import RANKING, read_sidecar
 from evalkit.datasets import load_dataset
 from evalkit.evaluation.compare import FAMILY
 from evalkit.evaluation.evaluate import SCALE, compared_measures
 from evalkit.evaluation.measures import PMRR_TIES
 from evalkit.evaluation.outcome import evaluate_tables, score_runs
 from evalkit.evaluation.request import PairedTestSettings, check_options, check_request
-from evalkit.pipeline.run_input import read_run
-
-
-def _run_labels(paths: list[Path]) -> dict[Path, str]:
-    """Each run's name in a comparison: its run-store name (sidecar), or a file's name without its
-    extension (`run_label`), where no other run has it; else the path as given."""
-    recorded = {}
-    for path in paths:
-        sidecar = read_sidecar(path) if path.is_dir() and (path / RANKING).is_file() else None
-        name = sidecar.get("run") if sidecar else (run_label(path) if path.is_file() else None)
-        recorded[path] = name if isinstance(name, str) and name else None
-    names = list(recorded.values())
-    return {p: n if n is not None and names.count(n) == 1 and n not in map(str, paths) else str(p)
-            for p, n in recorded.items()}
+from evalkit.pipeline.run_input import read_run, run_labels
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
@@ -61,7 +46,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     if len(set(protocols.values())) > 1:
         raise KitError(f"the runs were made under different protocols ({', '.join(sorted(set(protocols.values())))}); "
                        "compare runs of one protocol, or give --protocol")
-    labels = _run_labels(paths) if len(paths) > 1 else {paths[0]: args.name or str(paths[0])}
+    labels = run_labels(paths) if len(paths) > 1 else {paths[0]: args.name or str(paths[0])}
     outcome = evaluate_tables(judged, score_runs(judged, {labels[p]: runs[p] for p in paths}, checked), checked)
     printed = not args.json and args.format != "rows"  # printed: one name per number (twins shown once)
     names = outcome.shown if printed else outcome.names

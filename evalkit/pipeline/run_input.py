@@ -8,7 +8,7 @@ from pathlib import Path
 from evalkit.core.errors import DataError, KitError, RequestError
 from evalkit.data.collection import Collection
 from evalkit.data.protocols import DEFAULT_PROTOCOL, check_protocol_run
-from evalkit.data.runs import read_trec
+from evalkit.data.runs import read_trec, run_label
 from evalkit.data.runstore import RANKING, SIDECAR, load_verified, read_sidecar, unverified
 from evalkit.datasets.csfcube_official import load_official_run
 from evalkit.evaluation.evaluate import CSFCUBE
@@ -68,3 +68,16 @@ def read_run(runs: Path, name: str | None, collection: Collection, protocol: str
     protocol = protocol or recorded or default
     return run, protocol, check_protocol_run(run, collection, protocol, source=str(runs))
 
+
+def run_labels(paths: list[Path]) -> dict[Path, str]:
+    """Each run's name in a comparison (`evalkit evaluate --runs`, the API's ``reference=``): its
+    run-store name (sidecar), or a file's name without its extension (`run_label`), where no other
+    run has it; else the path as given."""
+    recorded = {}
+    for path in paths:
+        sidecar = read_sidecar(path) if path.is_dir() and (path / RANKING).is_file() else None
+        name = sidecar.get("run") if sidecar else (run_label(path) if path.is_file() else None)
+        recorded[path] = name if isinstance(name, str) and name else None
+    names = list(recorded.values())
+    return {p: n if n is not None and names.count(n) == 1 and n not in map(str, paths) else str(p)
+            for p, n in recorded.items()}

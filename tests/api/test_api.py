@@ -177,6 +177,12 @@ def test_reference_as_another_evaluation_or_a_run_folder(tmp_path):
     by_folder = api.evaluate(overlap_title, name="titles", reference=base.runs["base"], seeds=SEEDS, runs_dir=runs)
     assert set(by_result.tests.run) == {"words", "titles"}
     assert np.allclose(by_result.tests.p.to_numpy(), by_folder.tests.p.to_numpy(), equal_nan=True)
+    assert set(by_folder.tests.run) == {"words", "titles"}  # the run-store folder by its run's name
+    trec = tmp_path / "words-export.trec"
+    trec.write_bytes((Path(base.runs["base"]) / "run.trec").read_bytes())
+    by_file = api.evaluate(overlap_title, name="titles", reference=trec, seeds=SEEDS, runs_dir=runs)
+    assert set(by_file.tests.run) == {"words-export", "titles"}  # a run file by its name, without extension
+    assert np.allclose(by_result.tests.p.to_numpy(), by_file.tests.p.to_numpy(), equal_nan=True)
     with pytest.raises(KitError, match="neither a model"):
         api.evaluate(overlap, name="words", reference="no-such-model", seeds=SEEDS, runs_dir=runs)
 
