@@ -7,10 +7,12 @@ overhead. This script finds exactly what a finished `make all` computed, from th
 left (``--cache``, the EVALKIT_CACHE of that run), then times only the library calls that
 compute it, once each, in one process:
 
-- imports of torch, sentence-transformers and transformers;
+- imports of torch, sentence-transformers and transformers (in a fresh interpreter: the
+  preparation has imported them);
 - ``SentenceTransformer(folder)`` and one ``encode`` per kind of text (pool abstracts, sentences,
   queries), batch 32, normalized, as the kit's encoder does;
-- ``AutoModelForCausalLM.from_pretrained(folder, gguf_file=...)`` (the GGUF read once), the
+- ``AutoModelForCausalLM.from_pretrained(folder, gguf_file=...)`` (the GGUF read and
+  de-quantized to float32 once, as the kit runs it; the kit also saves it as a folder), the
   tokenizer over the rendered prompts, and the forward passes: per query, its shared prefix
   once, then its prompts in batches of the kit's batch size over a copy of the prefix's KV
   cache, keeping the logits of the last token only.
@@ -35,9 +37,11 @@ record, `evalkit.study.budget.floor_file`, which `make all` reads for its start 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import sqlite3
+import subprocess
 import sys
 import time
 from dataclasses import replace
@@ -88,7 +92,6 @@ def encoded_texts(cache: Path, candidates: dict[str, set[str]], fingerprint: str
         sys.exit(f"{path}: no embedding cache of {ENCODER_MODEL}; run `make all` with EVALKIT_CACHE={cache} first")
     with sqlite3.connect(path) as db:
         stored = {row[0] for row in db.execute("SELECT key FROM vectors")}
-    import hashlib
 
     def key(text: str) -> str:
         return hashlib.sha256(f"{fingerprint}\0{text}".encode()).hexdigest()
@@ -148,12 +151,9 @@ def floor(texts: dict[str, list[str]], encoder_folder: str, groups, llm: dict, g
     """The timed part: library calls only."""
     parts: dict = {}
 
-    def imports():
-        import sentence_transformers  # noqa: F401
-        import torch  # noqa: F401
-        import transformers  # noqa: F401
-
-    timed(parts, "imports", imports)
+    # the preparation imported them already: timed in a fresh interpreter (its start included)
+    timed(parts, "imports", lambda: subprocess.run(
+        [sys.executable, "-c", "import torch, sentence_transformers, transformers"], check=True))
     import torch
     from sentence_transformers import SentenceTransformer
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -164,8 +164,15 @@ def floor(texts: dict[str, list[str]], encoder_folder: str, groups, llm: dict, g
                                                                          convert_to_numpy=True), texts=len(items))
     if not groups or gguf_path is None:
         return parts
+    try:  # de-quantized to float32, as the kit runs it (recent transformers keep GGUF blocks packed otherwise)
+        from transformers import GgufConfig
+
+        options = {"quantization_config": GgufConfig(dequantize=True)}
+    except ImportError:
+        options = {}
     lm, tokenizer = timed(parts, "llm load", lambda: (
-        AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name, dtype=torch.float32).eval(),
+        AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name, dtype=torch.float32,
+                                             **options).eval(),
         AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)))
     batch = llm["batch_size"]
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
