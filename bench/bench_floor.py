@@ -27,11 +27,14 @@ are counted (``unmatched``) and stated. Which prompts: every row of the judgment
 the kit's own template and truncation (untimed). Kit code only prepares; nothing of it runs in
 the timed part.
 
-Usage: ``python bench/bench_floor.py --cache DIR [--threads N] [--limit N] [--out FILE]
-[--record [--make-all-s SECONDS]]`` (``--limit`` keeps N texts of each kind and N queries'
-prompts: a quick check; ``--record`` also writes the counts, rates and floor, with the measured
-wall time of that cold `make all` and its ratio to the floor when given, to this machine's floor
-record, `evalkit.study.budget.floor_file`, which `make all` reads for its start estimate).
+Usage: ``python bench/bench_floor.py --cache DIR [--threads N] [--limit N | --every K]
+[--out FILE] [--record [--make-all-s SECONDS]]``. ``--limit`` keeps N texts of each kind and N
+queries' prompts: a quick check. ``--every K`` times every Kth text and every Kth query's
+prompts and scales each part to the whole work (imports and loads unscaled): the floor of a
+loaded machine in about 1/K of the time. ``--record`` also writes the counts, rates and floor
+(with the wall time of that cold `make all` and its ratio to the floor when ``--make-all-s``
+is given) to this machine's floor record, `evalkit.study.budget.floor_file`, which `make all`
+reads for its start estimate.
 """
 
 from __future__ import annotations
@@ -211,6 +214,8 @@ def main() -> None:
                         help="the EVALKIT_CACHE of a finished `make all` (default: the kit's cache folder)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own)")
     parser.add_argument("--limit", type=int, default=None, help="at most N texts of each kind and N queries' prompts")
+    parser.add_argument("--every", type=int, default=1,
+                        help="time every Kth text of each kind and every Kth query's prompts, scaled to the whole")
     parser.add_argument("--record", action="store_true",
                         help="also write counts, rates and floor to this machine's floor record (make all reads it)")
     parser.add_argument("--make-all-s", type=float, default=None,
@@ -233,9 +238,13 @@ def main() -> None:
     enc = kit_encoder(spec.settings)
     texts, unmatched = encoded_texts(cache, candidate_texts(collection), enc.fingerprint)
     groups, llm = llm_prompts(cache, collection)
+    full = {**{f"encode {k}": len(v) for k, v in texts.items()}, "llm prompts": sum(len(r) for _, r in groups)}
     if args.limit is not None:
         texts = {k: v[:args.limit] for k, v in texts.items()}
         groups = groups[:args.limit]
+    if args.every > 1:  # a sample: every Kth text of each kind, every Kth query's prompts
+        texts = {k: v[::args.every] for k, v in texts.items()}
+        groups = groups[::args.every]
     gguf = package_file(llm["model"].removeprefix("pypi:"), llm["gguf"]) if llm else None
     if args.threads:
         import torch
@@ -247,38 +256,48 @@ def main() -> None:
     parts = floor(texts, enc.location, groups, llm, gguf)
     total = time.perf_counter() - start
 
+    sampled = args.every > 1
+    for name, part in parts.items():  # a sample's per-text parts scaled to the whole work (loads are not)
+        done = part.get("texts", part.get("prompts"))
+        if sampled and name in full and done:
+            part["scaled_seconds"] = round(part["seconds"] * full[name] / done, 2)
+    floor_s = sum(p.get("scaled_seconds", p["seconds"]) for p in parts.values()) if sampled else total
     encode_s = sum(p["seconds"] for n, p in parts.items() if n.startswith("encode "))
     n_texts = sum(len(v) for v in texts.values())
     prompts = parts.get("llm prompts", {}).get("prompts", 0)
     report = {
-        "floor_s": round(total, 2), "parts": parts,
-        "texts": {k: len(v) for k, v in texts.items()}, "unmatched_cache_rows": unmatched,
-        "prompts": prompts, "judgment_rows": llm.get("cache_rows", 0),
-        "matched_judgment_rows": llm.get("matched_rows", 0),
+        "floor_s": round(floor_s, 2), "measured_s": round(total, 2), "parts": parts,
+        "texts": {k.removeprefix("encode "): n for k, n in full.items() if k.startswith("encode ")},
+        "prompts": full["llm prompts"], "sampled_texts": {k: len(v) for k, v in texts.items()},
+        "sampled_prompts": prompts, "every": args.every, "unmatched_cache_rows": unmatched,
+        "judgment_rows": llm.get("cache_rows", 0), "matched_judgment_rows": llm.get("matched_rows", 0),
         "rates": {"texts_per_s": round(n_texts / encode_s, 2) if encode_s else None,
                   "prompts_per_s": round(prompts / parts["llm prompts"]["seconds"], 3) if prompts else None,
                   "fixed_s": round(sum(parts[n]["seconds"] for n in ("imports", "encoder load", "llm load")
                                        if n in parts), 2)},
         "limit": args.limit, "threads": args.threads, "cpus": os.cpu_count(),
         "load_before": [round(x, 2) for x in load], "load_after": [round(x, 2) for x in os.getloadavg()]}
-    for name, part in parts.items():
-        print(f"{name:>18}: {part['seconds']:8.2f} s", file=sys.stderr)
-    print(f"{'floor':>18}: {total:8.2f} s", file=sys.stderr)
-    emit(report, args.out)
     if args.make_all_s:
         report["make_all_s"] = args.make_all_s
-        report["ratio"] = round(args.make_all_s / total, 2)
+        report["ratio"] = round(args.make_all_s / floor_s, 2)
+    for name, part in parts.items():
+        scaled = f" (scaled to the whole: {part['scaled_seconds']:.2f} s)" if "scaled_seconds" in part else ""
+        print(f"{name:>18}: {part['seconds']:8.2f} s{scaled}", file=sys.stderr)
+    print(f"{'floor':>18}: {floor_s:8.2f} s" + (" (scaled from the sample)" if sampled else ""), file=sys.stderr)
+    if args.make_all_s:
         print(f"{'make all':>18}: {args.make_all_s:8.2f} s = {report['ratio']} x the floor", file=sys.stderr)
+    emit(report, args.out)
     if args.record:
         if args.limit is not None:
             sys.exit("--record keeps the whole study's floor: drop --limit")
         target = floor_file()
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_suffix(".tmp")
-        kept = {k: report[k] for k in ("floor_s", "texts", "prompts", "rates", "load_before", "cpus", "make_all_s",
-                                       "ratio") if k in report}
+        kept = {k: report[k] for k in ("floor_s", "texts", "prompts", "rates", "every", "load_before", "cpus",
+                                       "make_all_s", "ratio") if k in report}
         tmp.write_text(json.dumps({"tag": TAG, **kept}, indent=1) + "\n")
         tmp.replace(target)
+
 
 if __name__ == "__main__":
     main()

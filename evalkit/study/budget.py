@@ -106,8 +106,9 @@ def start_lines(output_dir: str, tag: str, stems: list[str], profile: str, proto
         rates, floor = record["rates"], record["floor_s"]
         lines.append(f"  work: {', '.join(f'{n:,} {kind}' for kind, n in texts.items())} to encode; "
                      f"{prompts:,} LLM prompts (what a cold make all of this tag computed here)")
+        sample = f", scaled from every {record['every']}th text and query" if record.get("every", 1) > 1 else ""
         estimate = f"floor {_minutes(floor)} ({rates['texts_per_s']} texts/s, {rates['prompts_per_s']} prompts/s, " \
-                   f"{rates['fixed_s']} s of imports and loads)"
+                   f"{rates['fixed_s']} s of imports and loads{sample})"
         if record.get("ratio"):
             estimate += f" x {record['ratio']} (the last measured make all over its floor) = " \
                         f"~{_minutes(floor * record['ratio'])} cold"
