@@ -15,7 +15,8 @@ compute it, once each, in one process:
   de-quantized to float32 once, as the kit runs it; the kit also saves it as a folder), the
   tokenizer over the rendered prompts, and the forward passes: per query, its shared prefix
   once, then its prompts in batches of the kit's batch size over a copy of the prefix's KV
-  cache, keeping the logits of the last token only.
+  cache, keeping the logits of the last token only; P(first label) of each prompt is compared
+  with the kit's cached judgment (``max_abs_diff_to_kit``: the same computation).
 
 Which texts: every input of the embedding cache is keyed by sha256(fingerprint + text); the
 untimed preparation builds the texts the study can encode (every document's title + abstract,
@@ -43,6 +44,7 @@ import argparse
 import hashlib
 import json
 import os
+import resource
 import sqlite3
 import subprocess
 import sys
@@ -123,30 +125,41 @@ def llm_prompts(cache: Path, collection) -> tuple[list[tuple[str, list[str]]], d
     rr = LLMReranker({**settings, "cache": str(Path(os.environ.get("TMPDIR", "/tmp")) / "floor-unused.sqlite")})
     judge, backend = rr.judge, rr.judge.backend
     with sqlite3.connect(path) as db:
-        rows = db.execute("SELECT seed, instruction, first, second FROM judgments WHERE template = ?",
+        rows = db.execute("SELECT seed, instruction, first, second, p FROM judgments WHERE template = ?",
                           (judge.template.digest,)).fetchall()
     by_hash = {(text_hash(q.text), text_hash(q.instruction)): q for q in collection.queries.values()}
-    pairs: dict[str, list[tuple[str, str]]] = {}
-    for seed, instruction, first, second in rows:
+    pairs: dict[str, dict[tuple[str, str], float]] = {}
+    for seed, instruction, first, second, p in rows:
         q = by_hash.get((seed, instruction))
         if q is not None:
-            pairs.setdefault(q.qid, []).append((first, second or ""))
+            pairs.setdefault(q.qid, {})[(first, second or "")] = p
     groups = []
-    for qid, orders in pairs.items():
+    for qid, judged in pairs.items():
         q = collection.queries[qid]
+        orders = sorted(judged)
         docs = {d for pair in orders for d in pair if d}
         query_judge = judge.for_query(q.instruction, q.text, {d: collection.documents[d].full_text for d in docs})
-        head, rests = backend._split(query_judge.prompts_for(sorted(orders)))
-        groups.append((head, rests))
-    info = {"batch_size": backend.batch_size, "chat": backend.chat, "matched_rows": sum(len(r) for _, r in groups),
+        prompts = query_judge.prompts_for(orders)
+        head, rests = backend._split(prompts)
+        labels = backend._encode(prompts)[2].tolist()  # the two label tokens of each prompt
+        groups.append((head, rests, labels, [judged[o] for o in orders]))
+    info = {"batch_size": backend.batch_size, "chat": backend.chat, "matched_rows": sum(len(g[1]) for g in groups),
             "cache_rows": len(rows), "gguf": settings.get("gguf_file"), "model": settings.get("model")}
     return groups, info
 
 
+def cpu_seconds() -> float:
+    """CPU time (user + system) of this process and its finished children: on a shared machine
+    the measure of work that other jobs' load does not stretch as much as the wall time."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def timed(parts: dict, name: str, work, **extra):
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), cpu_seconds()
     out = work()
-    parts[name] = {"seconds": round(time.perf_counter() - start, 3), **extra}
+    parts[name] = {"seconds": round(time.perf_counter() - start, 3), "cpu_seconds": round(cpu_seconds() - cpu, 3),
+                   **extra}
     return out
 
 
@@ -180,11 +193,13 @@ def floor(texts: dict[str, list[str]], encoder_folder: str, groups, llm: dict, g
     batch = llm["batch_size"]
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
 
+    probs: list[tuple[float, float]] = []  # (this floor's P(first label), the kit's cached one)
+
     @torch.no_grad()
     def score():
         import copy
 
-        for head_text, rests in groups:
+        for head_text, rests, labels, cached in groups:
             head = tokenizer(head_text, add_special_tokens=not llm["chat"])["input_ids"]
             rows = [tokenizer(r, add_special_tokens=False)["input_ids"] for r in rests]
             kv = lm(input_ids=torch.tensor([head]), use_cache=True).past_key_values
@@ -201,10 +216,14 @@ def floor(texts: dict[str, list[str]], encoder_folder: str, groups, llm: dict, g
                     positions[i, width - len(r):] = torch.arange(len(head), len(head) + len(r))
                 cache = copy.deepcopy(kv)
                 cache.batch_repeat_interleave(len(part))
-                lm(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
-                   use_cache=True, logits_to_keep=1)
+                logits = lm(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
+                            use_cache=True, logits_to_keep=1).logits[:, -1, :].float()
+                pair = torch.tensor(labels[start:start + batch])
+                p = torch.softmax(logits.gather(1, pair), dim=1)[:, 0].tolist()
+                probs.extend(zip(p, cached[start:start + batch]))
 
-    timed(parts, "llm prompts", score, prompts=sum(len(r) for _, r in groups), queries=len(groups))
+    timed(parts, "llm prompts", score, prompts=sum(len(g[1]) for g in groups), queries=len(groups))
+    parts["llm prompts"]["max_abs_diff_to_kit"] = max((abs(a - b) for a, b in probs), default=None)
     return parts
 
 
@@ -219,7 +238,9 @@ def main() -> None:
     parser.add_argument("--record", action="store_true",
                         help="also write counts, rates and floor to this machine's floor record (make all reads it)")
     parser.add_argument("--make-all-s", type=float, default=None,
-                        help="with --record: the wall time of the cold make all that left --cache (its ratio is kept)")
+                        help="the wall time of the cold make all that left --cache (its ratio to the floor)")
+    parser.add_argument("--make-all-cpu-s", type=float, default=None,
+                        help="that make all's CPU time, every process of it (its ratio to the floor's CPU time)")
     parser.add_argument("--out", type=Path, default=None, help="also write the JSON report here")
     args = parser.parse_args()
 
@@ -238,7 +259,7 @@ def main() -> None:
     enc = kit_encoder(spec.settings)
     texts, unmatched = encoded_texts(cache, candidate_texts(collection), enc.fingerprint)
     groups, llm = llm_prompts(cache, collection)
-    full = {**{f"encode {k}": len(v) for k, v in texts.items()}, "llm prompts": sum(len(r) for _, r in groups)}
+    full = {**{f"encode {k}": len(v) for k, v in texts.items()}, "llm prompts": sum(len(g[1]) for g in groups)}
     if args.limit is not None:
         texts = {k: v[:args.limit] for k, v in texts.items()}
         groups = groups[:args.limit]
@@ -261,12 +282,15 @@ def main() -> None:
         done = part.get("texts", part.get("prompts"))
         if sampled and name in full and done:
             part["scaled_seconds"] = round(part["seconds"] * full[name] / done, 2)
+            part["scaled_cpu_seconds"] = round(part["cpu_seconds"] * full[name] / done, 2)
     floor_s = sum(p.get("scaled_seconds", p["seconds"]) for p in parts.values()) if sampled else total
+    floor_cpu_s = sum(p.get("scaled_cpu_seconds", p["cpu_seconds"]) for p in parts.values())
     encode_s = sum(p["seconds"] for n, p in parts.items() if n.startswith("encode "))
     n_texts = sum(len(v) for v in texts.values())
     prompts = parts.get("llm prompts", {}).get("prompts", 0)
     report = {
-        "floor_s": round(floor_s, 2), "measured_s": round(total, 2), "parts": parts,
+        "floor_s": round(floor_s, 2), "floor_cpu_s": round(floor_cpu_s, 2), "measured_s": round(total, 2),
+        "parts": parts,
         "texts": {k.removeprefix("encode "): n for k, n in full.items() if k.startswith("encode ")},
         "prompts": full["llm prompts"], "sampled_texts": {k: len(v) for k, v in texts.items()},
         "sampled_prompts": prompts, "every": args.every, "unmatched_cache_rows": unmatched,
@@ -280,12 +304,19 @@ def main() -> None:
     if args.make_all_s:
         report["make_all_s"] = args.make_all_s
         report["ratio"] = round(args.make_all_s / floor_s, 2)
+    if args.make_all_cpu_s:
+        report["make_all_cpu_s"] = args.make_all_cpu_s
+        report["cpu_ratio"] = round(args.make_all_cpu_s / floor_cpu_s, 2)
     for name, part in parts.items():
         scaled = f" (scaled to the whole: {part['scaled_seconds']:.2f} s)" if "scaled_seconds" in part else ""
-        print(f"{name:>18}: {part['seconds']:8.2f} s{scaled}", file=sys.stderr)
-    print(f"{'floor':>18}: {floor_s:8.2f} s" + (" (scaled from the sample)" if sampled else ""), file=sys.stderr)
+        print(f"{name:>18}: {part['seconds']:8.2f} s, CPU {part['cpu_seconds']:8.2f} s{scaled}", file=sys.stderr)
+    print(f"{'floor':>18}: {floor_s:8.2f} s, CPU {floor_cpu_s:8.2f} s" + (" (scaled from the sample)" if sampled
+                                                                         else ""), file=sys.stderr)
     if args.make_all_s:
         print(f"{'make all':>18}: {args.make_all_s:8.2f} s = {report['ratio']} x the floor", file=sys.stderr)
+    if args.make_all_cpu_s:
+        print(f"{'make all CPU':>18}: {args.make_all_cpu_s:8.2f} s = {report['cpu_ratio']} x the floor's CPU time",
+              file=sys.stderr)
     emit(report, args.out)
     if args.record:
         if args.limit is not None:
@@ -293,8 +324,8 @@ def main() -> None:
         target = floor_file()
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_suffix(".tmp")
-        kept = {k: report[k] for k in ("floor_s", "texts", "prompts", "rates", "every", "load_before", "cpus",
-                                       "make_all_s", "ratio") if k in report}
+        kept = {k: report[k] for k in ("floor_s", "floor_cpu_s", "texts", "prompts", "rates", "every", "load_before",
+                                       "cpus", "make_all_s", "ratio", "make_all_cpu_s", "cpu_ratio") if k in report}
         tmp.write_text(json.dumps({"tag": TAG, **kept}, indent=1) + "\n")
         tmp.replace(target)
 
