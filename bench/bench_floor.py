@@ -163,8 +163,9 @@ def timed(parts: dict, name: str, work, **extra):
     return out
 
 
-def floor(texts: dict[str, list[str]], encoder_folder: str, groups, llm: dict, gguf_path: Path | None) -> dict:
-    """The timed part: library calls only."""
+def floor(texts: dict[str, list[str]], encoder_folder: str, groups, llm: dict, gguf_path: Path | None,
+          which: tuple[str, ...] = ("encode", "llm")) -> dict:
+    """The timed part: library calls only (`which`: the encoder's part, the LLM's or both)."""
     parts: dict = {}
 
     # the preparation imported them already: timed in a fresh interpreter (its start included)
@@ -174,11 +175,12 @@ def floor(texts: dict[str, list[str]], encoder_folder: str, groups, llm: dict, g
     from sentence_transformers import SentenceTransformer
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    model = timed(parts, "encoder load", lambda: SentenceTransformer(encoder_folder, device="cpu"))
-    for kind, items in texts.items():
+    model = timed(parts, "encoder load", lambda: SentenceTransformer(encoder_folder, device="cpu")) \
+        if "encode" in which else None
+    for kind, items in texts.items() if model is not None else ():
         timed(parts, f"encode {kind}", lambda items=items: model.encode(items, batch_size=32, normalize_embeddings=True,
                                                                          convert_to_numpy=True), texts=len(items))
-    if not groups or gguf_path is None:
+    if not groups or gguf_path is None or "llm" not in which:
         return parts
     try:  # de-quantized to float32, as the kit runs it (recent transformers keep GGUF blocks packed otherwise)
         from transformers import GgufConfig
@@ -233,6 +235,7 @@ def main() -> None:
                         help="the EVALKIT_CACHE of a finished `make all` (default: the kit's cache folder)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own)")
     parser.add_argument("--limit", type=int, default=None, help="at most N texts of each kind and N queries' prompts")
+    parser.add_argument("--parts", default="encode,llm", help="what to time: encode, llm or both (default)")
     parser.add_argument("--every", type=int, default=1,
                         help="time every Kth text of each kind and every Kth query's prompts, scaled to the whole")
     parser.add_argument("--record", action="store_true",
@@ -258,7 +261,7 @@ def main() -> None:
     spec = registry.spec(ENCODER_MODEL, PROFILE)
     enc = kit_encoder(spec.settings)
     texts, unmatched = encoded_texts(cache, candidate_texts(collection), enc.fingerprint)
-    groups, llm = llm_prompts(cache, collection)
+    groups, llm = llm_prompts(cache, collection) if "llm" in args.parts else ([], {})
     full = {**{f"encode {k}": len(v) for k, v in texts.items()}, "llm prompts": sum(len(g[1]) for g in groups)}
     if args.limit is not None:
         texts = {k: v[:args.limit] for k, v in texts.items()}
@@ -274,7 +277,7 @@ def main() -> None:
     load = os.getloadavg()
 
     start = time.perf_counter()
-    parts = floor(texts, enc.location, groups, llm, gguf)
+    parts = floor(texts, enc.location, groups, llm, gguf, tuple(args.parts.split(",")))
     total = time.perf_counter() - start
 
     sampled = args.every > 1
