@@ -61,18 +61,19 @@ TAG = "offline-pool"  # the build tag of a default `make all`, whose work this m
 
 
 def candidate_texts(collection) -> dict[str, set[str]]:
-    """Texts the study can encode, by kind (abstracts, sentences, queries): a superset of what it does."""
+    """Texts the study can encode, by kind (abstracts, sentences, facet texts, queries): a superset of
+    what it does."""
     from evalkit.datasets.csfcube_variants import VARIANTS
     from evalkit.pipeline.runner import with_prompt
     from evalkit.promptriever.prompts import PROMPT_SETS, load_prompts
 
-    docs, sentences, queries = set(), set(), set()
+    docs, sentences, facets, queries = set(), set(), set(), set()
     for d in collection.documents.values():
         docs.add(d.full_text)
         sentences.add(d.title)
         sentences.update(s.text for s in d.sentences)
         for label in {s.label for s in d.sentences}:
-            docs.add(" ".join(d.labelled(label)))
+            facets.add(" ".join(d.labelled(label)))  # the hybrid's candidate facet text
     prompts = [None, *(p for which in PROMPT_SETS for p in load_prompts(which=which))]
     for qid in collection.queries:
         for variant in (v for v in VARIANTS if v in collection.variants):
@@ -86,7 +87,8 @@ def candidate_texts(collection) -> dict[str, set[str]]:
                     queries.add(text)
                     if q.instruction.strip():
                         queries.add(f"{q.instruction} {text}")
-    return {"abstracts": docs, "sentences": sentences, "queries": queries}
+    # in this order a text found in two kinds counts in the first (a one-sentence facet is a sentence)
+    return {"abstracts": docs, "sentences": sentences, "facet texts": facets, "queries": queries}
 
 
 def encoded_texts(cache: Path, candidates: dict[str, set[str]], fingerprint: str) -> tuple[dict[str, list[str]], int]:
