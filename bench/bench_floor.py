@@ -48,6 +48,7 @@ import resource
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -124,7 +125,8 @@ def llm_prompts(cache: Path, collection) -> tuple[list[tuple[str, list[str]]], d
     settings.pop("family", None)
     for key in ("label", "role", "first_stage"):
         settings.pop(key, None)
-    rr = LLMReranker({**settings, "cache": str(Path(os.environ.get("TMPDIR", "/tmp")) / "floor-unused.sqlite")})
+    unused = Path(tempfile.mkdtemp(prefix="bench-floor-")) / "judgments.sqlite"  # the kit's reranker asks nothing
+    rr = LLMReranker({**settings, "cache": str(unused)})
     judge, backend = rr.judge, rr.judge.backend
     with sqlite3.connect(path) as db:
         rows = db.execute("SELECT seed, instruction, first, second, p FROM judgments WHERE template = ?",
