@@ -191,8 +191,17 @@ explore: $(BUILD)/data.ok ## one seed's page: top k per model, annotators' grade
 
 pooled: $(NB)/hybrid-$(POOLED_TAG).ipynb ## the facet hybrid on the pooled protocol (first stage and depth of the profile)
 
-all: $(BUILD)/tables/specter-sample.json $(BUILD)/tables/human.json $(BUILD)/report-$(TAG).html ## regenerate the whole study
+# make all prints at its start the stages, their work and an estimate of the time here (this machine's
+# floor from bench/bench_floor.py --record, else evalkit plan's cost table), and at its end each stage's
+# wall time (OUTPUT_DIR/timings, written by the launcher, never into a table): evalkit/study/budget.py.
+override STAGE_STEMS := $(foreach f,$(REPORTED),$(call shell_word,$(basename $(notdir $(f)))))
+all: budget-start $(BUILD)/tables/specter-sample.json $(BUILD)/tables/human.json $(BUILD)/report-$(TAG).html ## regenerate the whole study
 	@echo "tables: $$EVALKIT_PARAM_OUTPUT_DIR/tables/  figures: $$EVALKIT_PARAM_FIGURES_DIR/  report: $$EVALKIT_PARAM_OUTPUT_DIR/report-$(TAG).html"
+	@$(RUN_PY) -m evalkit.study.budget end $(call shell_word,$(TAG)) $(STAGE_STEMS)
+
+.PHONY: budget-start
+budget-start: $(STAMP)
+	@$(RUN_PY) -m evalkit.study.budget start $(call shell_word,$(TAG)) $(STAGE_STEMS)
 
 test: $(STAMP) ## lint (ruff, the import layers) and run the test suite
 	$(VENV)/bin/ruff check .

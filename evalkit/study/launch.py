@@ -6,7 +6,9 @@ spaces included), and ``python -m evalkit.study.launch NOTEBOOK`` hands every pa
 notebook declares to papermill as that one string (or, for a notebook default that is a
 number, that number). The executed notebook is written to a temporary file and renamed to
 ``OUTPUT_DIR/notebooks/NOTEBOOK-TAG.ipynb`` only after the notebook ran and wrote its table,
-so a failed run leaves nothing that looks complete; an error inside the notebook reaches the
+so a failed run leaves nothing that looks complete; its wall time then goes to
+``OUTPUT_DIR/timings/NOTEBOOK-TAG.json`` (`evalkit.study.budget`), never into a table or the
+notebook, so the outputs stay byte-identical. An error inside the notebook reaches the
 terminal as the kit's one line (a `KitError`'s message), with exit status 2, as does a full
 disk while the notebook is written (the line names the file). A SIGTERM or
 SIGHUP (make stopped) removes the temporary notebook and ends in one line, status 128 + signal.
@@ -29,12 +31,14 @@ import re
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 
 from evalkit.core.errors import KitError, kit_error_names, report
 from evalkit.core.progress import announce_notebook
 from evalkit.core.workspace import resolve
 from evalkit.models import registry
+from evalkit.study.budget import write_stage_time
 from evalkit.study.tag import CONTENT, build_tag, path_part
 
 PREFIX = "EVALKIT_PARAM_"
@@ -208,6 +212,7 @@ def run(name: str, given: dict[str, str], root: Path = Path(".")) -> Path:
     parameters = notebook_parameters(source, given)
     announce_notebook(name, given.get("PROFILE", ""), given.get("PROTOCOL", ""), given.get("MODELS", ""))
     folder.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
     try:
         with quiet_kernel():
             papermill.execute_notebook(str(source), str(tmp), parameters=parameters, progress_bar=False,
@@ -217,6 +222,7 @@ def run(name: str, given: dict[str, str], root: Path = Path(".")) -> Path:
         if table is not None and not table.is_file():
             raise KitError(f"notebooks/{name}.ipynb ran but did not write {table}; see its last cells")
         os.replace(tmp, out)
+        write_stage_time(str(output_dir), stem, time.perf_counter() - started)  # beside the tables, never in one
     except papermill.PapermillExecutionError as exc:
         kept = None
         if exc.ename not in kit_error_names() and tmp.exists():

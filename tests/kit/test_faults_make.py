@@ -90,6 +90,23 @@ def test_explore_and_report_take_hostile_values_as_data(recorder, tmp_path):
     assert explore["env"]["EVALKIT_PARAM_SEED"] == value and explore["env"]["EVALKIT_PARAM_MODELS"] == value
 
 
+def test_make_all_prints_its_budget_first_and_its_stage_times_last(recorder, tmp_path):
+    """`make all` starts with evalkit.study.budget's start lines and ends with its stage times,
+    both given the build tag and every executed notebook's stem (the pooled hybrid too), hostile
+    MODELS as data (issue 38 item 10)."""
+    value = HOSTILE[0]
+    done = _make(recorder, tmp_path, "all", MODELS=value)
+    assert done.returncode == 0, done.stderr
+    _no_pwned(ROOT, tmp_path)
+    calls = [json.loads(line)["argv"] for line in recorder[2].read_text().splitlines()]
+    built, pooled = tag.build_tag("offline", "pool", MODELS=value), tag.build_tag("offline", "pooled", MODELS=value)
+    stems = [f"{n}-{built}" for n in ("relevance", "instruction_following", "sensitivity", "hybrid", "summary",
+                                       "promptriever")] + [f"hybrid-{pooled}"]
+    assert calls[0] == ["-m", "evalkit.study.budget", "start", built, *stems]
+    assert calls[-1] == ["-m", "evalkit.study.budget", "end", built, *stems]
+    assert sum("evalkit.study.budget" in c for c in calls) == 2
+
+
 # --- the launcher: parameters to papermill, errors in one line -----------------------------------------
 
 
