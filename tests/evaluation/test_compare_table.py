@@ -15,7 +15,7 @@ import pytest
 
 from evalkit import api, cli
 from evalkit.data.protocols import protocol_collection
-from evalkit.data.runs import write_trec
+from evalkit.data.runs import run_label, write_trec
 from evalkit.evaluation.compare import compare
 from evalkit.evaluation.compare_table import SUPERSCRIPT, compare_table
 from evalkit.evaluation.evaluate import per_query
@@ -249,7 +249,7 @@ def test_the_cli_table_marks_are_its_json_rows(cached_data, capsys, three):
     assert len(pairs) == 3 * 2 * 4
     plain = {v: k for k, v in SUPERSCRIPT.items()}
     lines = [line for line in markdown.splitlines() if line.startswith("| ") and "stratum" not in line]
-    letters = dict(zip("abc", map(str, paths.values())))  # TREC files are named by their paths
+    letters = dict(zip("abc", map(run_label, paths.values())))  # TREC files are named without their extension
     marked = blank = 0
     for line in lines:
         stratum, letter, run, *cells = [c.strip() for c in line.strip("|").split("|")]

@@ -59,7 +59,9 @@ def test_a_poisoned_answer_is_never_cached_and_fails_in_one_line(server, tmp_pat
     assert "3 attempts" in str(failure.value) and "unparsed answer" in str(failure.value)
     assert "\n" not in str(failure.value)
     rows = sqlite3.connect(tmp_path / "judgments.sqlite").execute("SELECT p FROM judgments").fetchall()
-    assert rows == []  # nothing stored
+    # nothing poisoned is stored; the first comparison's other order, asked after the three poisoned
+    # attempts, may have got a healthy answer (stored as it should be) before the failure ended the run
+    assert len(rows) <= 1 and all(isinstance(p, float) and 0.0 <= p <= 1.0 for (p,) in rows)
     healthy = LLMReranker(settings(server, tmp_path))  # the next run, against a healthy server, works
     assert ranked(healthy.rerank("find the method", "seed", CANDIDATES, FIRST))[:2] == ["01", "04"]
 
