@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import signal
 import sys
 
 INTERRUPTED = 130  # the shell's status for a process ended by SIGINT
@@ -29,10 +30,23 @@ def main(argv: list[str] | None = None) -> int:
     if sys.stderr is None:  # started with stderr closed (2>&-): notes and errors go nowhere, never onto stdout
         sys.stderr = open(os.devnull, "w")  # noqa: SIM115 (the process's stderr, open until exit)
     try:
-        return _app().main(argv)
+        status = _app().main(argv)
     except KeyboardInterrupt:
+        status = None
+    if argv is None:  # the console script: the command is done, so a Ctrl-C during the interpreter's exit
+        _stop_listening()  # (joining threads) has nothing left to interrupt
+    if status is None:
         print("evalkit: interrupted", file=sys.stderr)
         return INTERRUPTED
+    return status
+
+
+def _stop_listening() -> None:
+    """Ignore SIGINT from here on; an interrupt arriving while the handler is swapped is ignored too."""
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def __getattr__(name: str):

@@ -36,8 +36,9 @@ def test_ctrl_c_during_start_up_is_one_line_and_status_130(tmp_path):
     for delay in (0.05, 0.1, 0.2, 0.3, 0.4, 0.6):  # while the commands' modules (pandas, ...) load
         done = _console(delay, "evaluate", "--dataset", "csfcube", "--runs", str(run))
         assert "Traceback" not in done.stderr, (delay, done.stderr)
-        if done.returncode == 130:
-            assert done.stderr == "evalkit: interrupted\n", (delay, done.stderr)
+        if done.returncode == 130:  # (an interrupt just as the command printed its own line: both lines)
+            assert done.stderr.endswith("evalkit: interrupted\n") and len(done.stderr.splitlines()) <= 2, \
+                (delay, done.stderr)
             interrupted += 1
         else:  # finished before the interrupt came: its own one line
             assert done.returncode == 2 and done.stderr.startswith("evalkit: error: "), (delay, done.stderr)
