@@ -40,3 +40,17 @@ def execute(name: str, workspace: Path, out: str | None = None, **overrides) -> 
     papermill.execute_notebook(str(ROOT / "notebooks" / f"{name}.ipynb"), str(path), progress_bar=False,
                                parameters={k: v for k, v in given.items() if k in declared}, cwd=str(ROOT))
     return path
+
+
+def write_notebook(root: Path, name: str, body: str, parameters: str = 'OUTPUT_DIR = "build"') -> Path:
+    """A two-cell notebook ``root/notebooks/NAME.ipynb`` for the launcher tests: a parameters cell
+    holding `parameters`, then `body`; its path."""
+    notebook = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell(parameters)
+    cell.metadata["tags"] = ["parameters"]
+    notebook.cells = [cell, nbformat.v4.new_code_cell(body)]
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    path = root / "notebooks" / f"{name}.ipynb"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(notebook, path)
+    return path

@@ -20,8 +20,8 @@ import sys
 import time
 from pathlib import Path
 
-import nbformat
 import pytest
+from notebook_run import write_notebook
 
 from evalkit.core.errors import KitError
 from evalkit.study import launch, tag
@@ -110,22 +110,12 @@ def test_make_all_prints_its_budget_first_and_its_stage_times_last(recorder, tmp
 # --- the launcher: parameters to papermill, errors in one line -----------------------------------------
 
 
-def _notebook(root: Path, name: str, body: str, parameters: str) -> Path:
-    notebook = nbformat.v4.new_notebook()
-    cell = nbformat.v4.new_code_cell(parameters)
-    cell.metadata["tags"] = ["parameters"]
-    notebook.cells = [cell, nbformat.v4.new_code_cell(body)]
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    path = root / "notebooks" / f"{name}.ipynb"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    nbformat.write(notebook, path)
-    return path
 
 
 def test_the_launcher_passes_declared_parameters_literally_and_typed(tmp_path, monkeypatch):
     import papermill
 
-    _notebook(tmp_path, "echo", "", 'MODELS = ""\nK = 10\nOUTPUT_DIR = "build"\nTAG = ""')
+    write_notebook(tmp_path, "echo", "", 'MODELS = ""\nK = 10\nOUTPUT_DIR = "build"\nTAG = ""')
     seen = {}
 
     def fake_execute(source, out, parameters, **kwargs):
@@ -148,7 +138,7 @@ def test_the_launcher_passes_declared_parameters_literally_and_typed(tmp_path, m
     ("1 / 0", "evalkit: error: notebooks/broken.ipynb failed: ZeroDivisionError: division by zero", True),
 ])
 def test_an_error_inside_a_notebook_is_one_line_and_leaves_nothing_complete(tmp_path, body, line, kept):
-    _notebook(tmp_path, "broken", body, 'OUTPUT_DIR = "build"')
+    write_notebook(tmp_path, "broken", body, 'OUTPUT_DIR = "build"')
     env = {**os.environ, "EVALKIT_PARAM_OUTPUT_DIR": str(tmp_path / "build"), "PYTHONPATH": str(ROOT)}
     done = subprocess.run([sys.executable, "-c", "import sys; from evalkit.study import launch; "
                            "sys.exit(launch.main(['broken']))"], cwd=tmp_path, env=env, capture_output=True,
@@ -260,8 +250,8 @@ def test_parameters_from_the_environment_run_no_code(recorder, tmp_path):
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM])  # SIGHUP takes the same handler
-def test_a_stopped_launch_leaves_no_temporary_notebook(tmp_path, sig):
-    _notebook(tmp_path, "slow", "import time\ntime.sleep(60)", 'OUTPUT_DIR = "build"')
+def test_a_stopped_launch_leaves_no_temporarywrite_notebook(tmp_path, sig):
+    write_notebook(tmp_path, "slow", "import time\ntime.sleep(60)", 'OUTPUT_DIR = "build"')
     env = {**os.environ, "EVALKIT_PARAM_OUTPUT_DIR": str(tmp_path / "build"), "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-m", "evalkit.study.launch", "slow"], cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

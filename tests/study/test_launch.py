@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import nbformat
+from notebook_run import write_notebook
 
 from evalkit.study import launch
 
@@ -38,15 +38,6 @@ def test_the_filter_drops_the_kernels_chatter_and_passes_every_other_line(capfd)
     assert out == "" and err == REAL + "no newline at the end"
 
 
-def _notebook(root: Path, name: str, body: str) -> None:
-    notebook = nbformat.v4.new_notebook()
-    cell = nbformat.v4.new_code_cell('OUTPUT_DIR = "build"')
-    cell.metadata["tags"] = ["parameters"]
-    notebook.cells = [cell, nbformat.v4.new_code_cell(body)]
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    path = root / "notebooks" / f"{name}.ipynb"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    nbformat.write(notebook, path)
 
 
 def test_a_notebook_run_shows_no_kernel_chatter_and_keeps_real_errors(tmp_path):
@@ -54,7 +45,7 @@ def test_a_notebook_run_shows_no_kernel_chatter_and_keeps_real_errors(tmp_path):
     notebook's kernel wrote to its standard error that are not chatter are there, and standard
     output is the executed notebook's path alone (make reads it)."""
     body = f"import os\nos.write(2, {CHATTER.encode()!r})\nos.write(2, {REAL.encode()!r})"
-    _notebook(tmp_path, "chatty", body)
+    write_notebook(tmp_path, "chatty", body)
     env = {**os.environ, "EVALKIT_PARAM_OUTPUT_DIR": str(tmp_path / "build"), "PYTHONPATH": str(ROOT)}
     done = subprocess.run([sys.executable, "-c", "import sys; from evalkit.study import launch; "
                            "sys.exit(launch.main(['chatty']))"], cwd=tmp_path, env=env, capture_output=True,
@@ -70,7 +61,7 @@ def test_a_full_disk_while_the_notebook_is_written_is_one_line_naming_the_file(t
 
     import papermill
 
-    _notebook(tmp_path, "full", "")
+    write_notebook(tmp_path, "full", "")
     written = tmp_path / "build" / "notebooks" / "full-offline-pool.tmp.ipynb"
 
     def full(source, out, **kwargs):
