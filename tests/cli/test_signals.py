@@ -5,28 +5,35 @@ whose stderr is closed (``2>&-``) finishes."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# What the console script `evalkit` runs (``from evalkit.cli import main; sys.exit(main())``), with a
-# Ctrl-C (SIGINT) delivered `delay` seconds after the interpreter reaches it.
+# What the console script `evalkit` runs (``from evalkit.cli import main; sys.exit(main())``). The
+# Ctrl-C (SIGINT) comes from outside, `delay` seconds after the process starts, as a terminal sends it.
+# (A timer inside the process would not do: its SIGALRM handler is reset to the default at the
+# interpreter's finalization, so a late alarm kills the process with -14, which no user sees.)
 CONSOLE = """
-import os, signal, sys
-signal.signal(signal.SIGALRM, lambda *_: os.kill(os.getpid(), signal.SIGINT))
-signal.setitimer(signal.ITIMER_REAL, float(sys.argv[1]))
+import sys
 from evalkit.cli import main
-sys.argv = ["evalkit", *sys.argv[2:]]
+sys.argv = ["evalkit", *sys.argv[1:]]
 sys.exit(main())
 """
 
 
-def _console(delay: float, *argv: str, **kwargs) -> subprocess.CompletedProcess:
+def _console(delay: float, *argv: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "EVALKIT_PROGRESS": "off"}
-    return subprocess.run([sys.executable, "-c", CONSOLE, str(delay), *argv], capture_output=True, text=True,
-                          env=env, timeout=300, **kwargs)
+    args = [sys.executable, "-c", CONSOLE, *argv]
+    with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) as proc:
+        try:
+            proc.wait(timeout=delay)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGINT)  # (does nothing when the process has already ended)
+        out, err = proc.communicate(timeout=300)
+    return subprocess.CompletedProcess(args, proc.returncode, out, err)
 
 
 def test_ctrl_c_during_start_up_is_one_line_and_status_130(tmp_path):
