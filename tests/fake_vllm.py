@@ -10,6 +10,12 @@ pointwise labels). ``FAKE_VLLM_MODE`` picks a behaviour:
 - ``exit``: prints an error and exits with status 3 before listening;
 - ``die-after:N``: exits (status 1) when the N+1th completion arrives, without answering it.
 
+``FAKE_VLLM_ANSWER_S``: seconds each completion takes (default 0).
+
+It listens on ``--host`` (a Ray replica: its node's address). With ``--distributed-executor-backend
+ray`` it prints the ``RAY_ADDRESS`` it would join and exits (status 3) without one, so a test sees
+the kit hand its cluster to the server (vLLM itself would start a Ray instance of its own).
+
 ``FAKE_VLLM_ARGV`` names a file that gets its argv as JSON; ``FAKE_VLLM_PIDFILE`` its pid.
 ``FAKE_VLLM_CHILD_PIDFILE``: it first starts a worker of its own (as vLLM's engine processes), a
 sleeping process that ignores nothing and outlives it unless its process group is ended, and
@@ -42,9 +48,9 @@ def answer(message: str) -> dict:
 
 
 class Server(Loopback):
-    def __init__(self, model: str, port: int, die_after: int | None):
+    def __init__(self, model: str, host: str, port: int, die_after: int | None):
         self.model, self.die_after, self.served = model, die_after, 0
-        super().__init__(port)
+        super().__init__(port, host)
 
     def respond_get(self, path, headers):
         if path == "/v1/models":
@@ -57,6 +63,7 @@ class Server(Loopback):
                 print(f"fake vllm: dying after {self.served} completions", flush=True)
                 os._exit(1)
             self.served += 1
+        time.sleep(float(os.environ.get("FAKE_VLLM_ANSWER_S", "0")))
         return 200, answer(json.dumps(payload["messages"]))
 
 
@@ -69,6 +76,8 @@ def main() -> None:
     parser.add_argument("--host", required=True)
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--revision")
+    parser.add_argument("--pipeline-parallel-size", type=int, default=1)
+    parser.add_argument("--distributed-executor-backend", choices=["mp", "ray"])
     args, _ = parser.parse_known_args()
     if os.environ.get("FAKE_VLLM_ARGV"):
         Path(os.environ["FAKE_VLLM_ARGV"]).write_text(json.dumps(sys.argv[1:]))
@@ -78,6 +87,11 @@ def main() -> None:
         worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], stdin=subprocess.DEVNULL)
         Path(os.environ["FAKE_VLLM_CHILD_PIDFILE"]).write_text(str(worker.pid))
     mode = os.environ.get("FAKE_VLLM_MODE", "ok")
+    if args.distributed_executor_backend == "ray" and not os.environ.get("RAY_ADDRESS"):
+        print("fake vllm: --distributed-executor-backend ray found no Ray cluster (RAY_ADDRESS)", flush=True)
+        sys.exit(3)
+    if args.distributed_executor_backend == "ray":
+        print(f"fake vllm: workers placed on the Ray cluster at {os.environ['RAY_ADDRESS']}", flush=True)
     print(f"fake vllm: serving {args.model} on port {args.port} ({mode})", flush=True)
     if mode == "exit":
         print("fake vllm: CUDA out of memory", flush=True)
@@ -86,7 +100,7 @@ def main() -> None:
         time.sleep(3600)
     time.sleep(float(os.environ.get("FAKE_VLLM_DELAY_S", "0.3")))
     die_after = int(mode.split(":")[1]) if mode.startswith("die-after:") else None
-    Server(args.model, args.port, die_after).serve_forever(0.05)
+    Server(args.model, args.host, args.port, die_after).serve_forever(0.05)
 
 
 if __name__ == "__main__":

@@ -20,8 +20,8 @@ class Loopback(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 1024  # many connections at once
 
-    def __init__(self, port: int = 0):
-        super().__init__(("127.0.0.1", port), _Handler)
+    def __init__(self, port: int = 0, host: str = "127.0.0.1"):
+        super().__init__((host, port), _Handler)
         self.lock = threading.Lock()  # guards the state a subclass keeps across requests
 
     @property

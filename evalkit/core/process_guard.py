@@ -12,6 +12,11 @@ and its workers: vLLM's engine processes are the server's children) is ended whe
 - the command exits by itself: what it left running is ended, and the guard exits with the
   command's status, so the kit reports the command's own exit.
 
+Should the guard itself be killed outright before it could end the group (SIGKILL to the guard:
+Ray, for one, kills a killed actor's child processes), the command gets SIGKILL from the
+kernel (Linux: ``PR_SET_PDEATHSIG``), so the server never outlives both; processes the command
+started then end by their own parent checks (vLLM's engine processes watch their server).
+
 Ending the group: SIGTERM to every member, `GRACE_S` seconds for the command to exit, then
 SIGKILL to the whole group. The members are found as the processes of the guard's process
 group (Linux: /proc); elsewhere the group is signalled as a whole.
@@ -22,6 +27,7 @@ package), so the guard starts in milliseconds and does not depend on the kit imp
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
@@ -77,6 +83,21 @@ def end_group(child: subprocess.Popen | None, group: int) -> None:
     _signal_others(group, signal.SIGKILL)
 
 
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_guard(guard: int):
+    """A preexec function: the command gets SIGKILL when the guard dies (Linux; elsewhere nothing)."""
+    def arm() -> None:
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        except (OSError, AttributeError):  # no prctl: not Linux
+            return
+        if os.getppid() != guard:  # the guard died before the signal was armed
+            os._exit(1)
+    return arm
+
+
 class _Stop(Exception):
     pass
 
@@ -96,7 +117,8 @@ def main(argv: list[str]) -> int:
         if os.getppid() != parent:  # the kit ended before the guard started
             return 1
         try:
-            child = subprocess.Popen(command, stdin=subprocess.DEVNULL)
+            child = subprocess.Popen(command, stdin=subprocess.DEVNULL,
+                                     preexec_fn=_die_with_guard(os.getpid()) if sys.platform == "linux" else None)
         except OSError as exc:
             print(f"cannot start {command[0]}: {exc.strerror or exc}", flush=True)
             return CANNOT_START

@@ -31,6 +31,7 @@ Token budgets cut text into whitespace-separated words (an approximation: about
 
 from __future__ import annotations
 
+import copy
 import http.client
 import json
 import math
@@ -154,12 +155,7 @@ class OpenAIBackend:
     def __init__(self, base_url: str, model: str, api_key_env: str | None = None, revision: str | None = None,
                  timeout_s: float = 60.0, max_retries: int = 5, backoff_s: float = 1.0, backoff_max_s: float = 30.0,
                  max_in_flight: int = 16, top_logprobs: int = 5, max_tokens: int = 5, logprobs: bool = True):
-        self.url = base_url.rstrip("/") + "/chat/completions"
-        parts = urllib.parse.urlsplit(self.url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise KitError(f"base_url {base_url!r} is not an http(s) URL; e.g. http://localhost:8000/v1")
-        path = parts.path + (f"?{parts.query}" if parts.query else "")
-        self._target = (parts.scheme, parts.hostname, parts.port, path)
+        self._point(base_url)
         self.model = model
         self.revision = revision or model
         self.options = {"temperature": 0, "max_tokens": max_tokens}
@@ -182,6 +178,23 @@ class OpenAIBackend:
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self.server = None  # a server the kit started (`evalkit.llm.vllm_server`): started on the first request
+
+    def _point(self, base_url: str) -> None:
+        self.url = base_url.rstrip("/") + "/chat/completions"
+        parts = urllib.parse.urlsplit(self.url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise KitError(f"base_url {base_url!r} is not an http(s) URL; e.g. http://localhost:8000/v1")
+        path = parts.path + (f"?{parts.query}" if parts.query else "")
+        self._target = (parts.scheme, parts.hostname, parts.port, path)
+
+    def at(self, base_url: str, server=None) -> OpenAIBackend:
+        """This backend (model, decoding options, key, timeouts, retries, `max_in_flight`) talking to
+        another server of the same model, with usage and a thread pool of its own: one replica's
+        (`evalkit.llm.replicas`). `numerics` stays this backend's."""
+        other = copy.copy(self)
+        other._point(base_url)
+        other.usage, other._lock, other._pool, other.server = Usage(), threading.Lock(), None, server
+        return other
 
     def truncate(self, text: str, tokens: int) -> str:
         words = text.split()

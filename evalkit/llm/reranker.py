@@ -17,7 +17,9 @@ Settings (a dict, e.g. one model entry of the registry):
   ``chunk`` (default 64): prompts per backend call (and cache commit) of a local model.
 - ``serve: vllm`` (backend openai, no base_url): the kit starts ``vllm serve`` for the model and
   stops it when the reranking ends (`evalkit.llm.vllm_server`; ``tensor_parallel_size``,
-  ``vllm_executable``, ``vllm_args``, ``ready_timeout_s``).
+  ``pipeline_parallel_size``, ``distributed_executor_backend``, ``vllm_executable``,
+  ``vllm_args``, ``ready_timeout_s``). `LLMReranker.use_workers` serves it by several replicas
+  instead, on this machine or on Ray (`evalkit.llm.replicas`): the same judgments and run.
 - ``parallel_queries`` (default 64): queries reranked at once by `rerank_many` (the API
   backend's ``max_in_flight`` bounds the requests in flight, the transformers backend's
   ``batch_size`` the prompts per forward pass); results do not depend on it. The
@@ -45,9 +47,9 @@ from evalkit.llm.cache import JudgmentCache
 from evalkit.llm.judge import Judge
 from evalkit.llm.openai_api import OpenAIBackend, api_numerics
 from evalkit.llm.prp import STEPS, all_pairs, heapsort_top, llm_rankers_sliding_steps, replay, sliding_window
+from evalkit.llm.replicas import PLACEMENTS, ReplicaSet, ReplicatedBackend, ServeCommand, local_replicas, ray_replicas
 from evalkit.llm.schedule import run_tasks
 from evalkit.llm.templates import load_template
-from evalkit.llm.vllm_server import VLLMServer
 
 
 def _transformers():
@@ -107,7 +109,8 @@ def build_backend(kind: str, settings: dict) -> Backend:
     return cls(**settings)
 
 
-SERVE = ("serve", "tensor_parallel_size", "vllm_executable", "vllm_args", "ready_timeout_s")
+SERVE = ("serve", "tensor_parallel_size", "pipeline_parallel_size", "distributed_executor_backend", "vllm_executable",
+         "vllm_args", "ready_timeout_s")
 # What `LLMReranker` itself reads of an entry; the rest goes to its backend (`build_backend`).
 RERANKER_SETTINGS = ("backend", "method", "variant", "k", "depth", "template", "budgets", "cache", "disagreement",
                      "chunk", "parallel_queries")
@@ -121,9 +124,9 @@ def entry_settings(entry: dict) -> tuple[str, ...]:
     return (*RERANKER_SETTINGS, *SERVE, *backend)
 
 
-def _server(kind: str, settings: dict):
-    """The vLLM server an entry asks the kit to start (``serve: vllm``; its settings popped from
-    `settings`, base_url pointed at it), else None."""
+def _server(kind: str, settings: dict) -> ServeCommand | None:
+    """The vLLM server command an entry asks the kit to run (``serve: vllm``; its settings popped
+    from `settings`), else None."""
     options = {key: settings.pop(key) for key in SERVE if key in settings}
     serve = options.pop("serve", None)
     if serve is None:
@@ -137,11 +140,11 @@ def _server(kind: str, settings: dict):
         raise KitError(f"serve: vllm starts a local server, so base_url {settings['base_url']} is not used; "
                        "drop one of them")
 
-    server = VLLMServer(settings["model"], settings.get("revision"), options.get("tensor_parallel_size"),
-                        options.get("vllm_executable", "vllm"), options.get("vllm_args", ()),
-                        options.get("ready_timeout_s", 1800.0))
-    settings["base_url"] = server.base_url
-    return server
+    args = options.get("vllm_args", ())
+    return ServeCommand(settings["model"], settings.get("revision"), options.get("tensor_parallel_size"),
+                        options.get("vllm_executable", "vllm"), tuple(args) if isinstance(args, list) else args,
+                        options.get("ready_timeout_s", 1800.0), options.get("pipeline_parallel_size"),
+                        options.get("distributed_executor_backend"))
 
 
 class LLMReranker:
@@ -170,13 +173,39 @@ class LLMReranker:
             raise KitError(f"parallel_queries={self.parallel_queries} must be positive; fix the model settings")
         if kind == "transformers":
             s.setdefault("prefix_cache", self.parallel_queries)
-        self.server = _server(kind, s) if backend is None else None
+        self.command = _server(kind, s) if backend is None else None
+        self.server = None if self.command is None else self.command.server()
+        if self.server is not None:
+            s["base_url"] = self.server.base_url
         backend = backend or build_backend(kind, s)
         if self.server is not None:
             backend.server = self.server
             backend.numerics = api_numerics(self.server.identity, backend.options)  # not its port
         self.judge = Judge(backend, template, cache, disagreement, chunk)
         self._uncounted = False  # llm-rankers' sliding count could not be replayed (`_count_as_llm_rankers`)
+
+    def use_workers(self, workers: int, placement: str = "local") -> None:
+        """Serve a kit-started model (``serve: vllm``) by `workers` replicas, on this machine
+        (`placement` ``local``) or on a Ray cluster (``ray``), before reranking: the same
+        judgments, cache rows and scores as one server (`evalkit.llm.replicas`). Entries without
+        a kit-started server (an API, a server the user runs, a model in this process) are left
+        as they are. The replicas are recorded in `describe`, not in any key."""
+        if placement not in PLACEMENTS:
+            raise KitError(f"placement {placement!r} is not one of {PLACEMENTS}")
+        if self.command is None or (workers == 1 and placement == "local"):
+            return
+        self.replicate((ray_replicas if placement == "ray" else local_replicas)(self.command, workers))
+
+    def replicate(self, replicas: ReplicaSet) -> None:
+        """Send this reranker's prompts to `replicas` (servers of its own command) instead of its one server."""
+        if self.command is None:
+            raise KitError("replicas serve a model the kit starts (serve: vllm); this entry has no such server")
+        if replicas.identity != self.server.identity:
+            raise KitError(f"the replicas run another command than {self.command.model}'s server; build them from "
+                           "its command")
+        self.server = replicas
+        self.judge.backend = ReplicatedBackend(self.judge.backend.template if isinstance(
+            self.judge.backend, ReplicatedBackend) else self.judge.backend, replicas)
 
     def rerank(self, instruction: str, seed_text: str, candidates: Sequence[tuple[str, str]],
                first_stage: dict[str, float]) -> dict[str, float]:
@@ -251,8 +280,12 @@ class LLMReranker:
     def describe(self) -> dict:
         """Settings that identify the output (for sidecars)."""
         j = self.judge
-        return {"family": "llm", "model": j.backend.model, "revision": j.backend.revision,
-                "numerics": j.backend.numerics,
-                "method": self.method, "variant": self.variant if self.method == "prp" else None,
-                "k": self.k, "depth": self.depth, "template": j.template.name, "template_digest": j.template.digest,
-                "budgets": j.template.budgets, "disagreement": j.disagreement}
+        described = {"family": "llm", "model": j.backend.model, "revision": j.backend.revision,
+                     "numerics": j.backend.numerics,
+                     "method": self.method, "variant": self.variant if self.method == "prp" else None,
+                     "k": self.k, "depth": self.depth, "template": j.template.name,
+                     "template_digest": j.template.digest, "budgets": j.template.budgets,
+                     "disagreement": j.disagreement}
+        if isinstance(self.server, ReplicaSet):  # where it ran, not what it computes: no key holds it
+            described["serving"] = self.server.describe()
+        return described

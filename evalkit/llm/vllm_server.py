@@ -3,7 +3,11 @@
 The kit runs ``vllm serve MODEL --tensor-parallel-size N --enable-prefix-caching --host
 127.0.0.1 --port P`` (N: the visible GPUs unless ``tensor_parallel_size`` is set; P: a free
 local port; ``--revision`` when the entry pins one; ``vllm_args`` appended) as an argument
-list, never through a shell. It starts on the first request (a rerun whose judgments are
+list, never through a shell. A model too large for one node adds ``--pipeline-parallel-size
+M`` (``pipeline_parallel_size`` above 1) and ``--distributed-executor-backend ray``
+(``distributed_executor_backend``): vLLM then places its N x M workers on the GPUs of the
+Ray cluster it joins (``RAY_ADDRESS`` in the server's environment). Several servers of one
+model (data-parallel replicas) are `evalkit.llm.replicas`. It starts on the first request (a rerun whose judgments are
 all cached starts nothing), is ready when ``GET /v1/models`` lists the model, and is stopped
 when the reranking ends: on success, on failure and on an interrupt. A server that exits
 before it is ready, never becomes ready within ``ready_timeout_s``, or dies mid-run is one
@@ -47,9 +51,9 @@ POLL_S = 0.5
 STOP_S = 30.0
 
 
-def free_port() -> int:
+def free_port(host: str = HOST) -> int:
     with socket.socket() as sock:
-        sock.bind((HOST, 0))
+        sock.bind((host, 0))
         return sock.getsockname()[1]
 
 
@@ -79,35 +83,60 @@ def executable_identity(executable: str) -> dict:
             "installed": {str(r): file_sha256(r) for r in records}}
 
 
+DISTRIBUTED_BACKENDS = ("mp", "ray")  # vLLM's --distributed-executor-backend: one node's processes, or Ray's
+
+
 class VLLMServer:
-    """One `vllm serve` process on a free local port, started on demand and stopped by `stop`."""
+    """One `vllm serve` process on a free port of `host`, started on demand and stopped by `stop`.
+
+    `env` is added to the server's environment (a replica's ``CUDA_VISIBLE_DEVICES``, the
+    ``RAY_ADDRESS`` of the cluster a distributed model joins); `label` names its log apart from
+    the other replicas' (``server-HASH-LABEL.log``)."""
 
     def __init__(self, model: str, revision: str | None = None, tensor_parallel_size: int | None = None,
                  executable: str = "vllm", args: list[str] | tuple[str, ...] = (), ready_timeout_s: float = 1800.0,
-                 log_dir: Path | None = None):
-        if tensor_parallel_size is not None and int(tensor_parallel_size) < 1:
-            raise KitError(f"tensor_parallel_size={tensor_parallel_size} must be positive; fix the model settings")
+                 log_dir: Path | None = None, pipeline_parallel_size: int | None = None,
+                 distributed_executor_backend: str | None = None, host: str = HOST, env: dict | None = None,
+                 label: str = ""):
+        for name, size in (("tensor_parallel_size", tensor_parallel_size),
+                           ("pipeline_parallel_size", pipeline_parallel_size)):
+            if size is not None and int(size) < 1:
+                raise KitError(f"{name}={size} must be positive; fix the model settings")
+        if distributed_executor_backend not in (None, *DISTRIBUTED_BACKENDS):
+            raise KitError(f"distributed_executor_backend {distributed_executor_backend!r} is not one of "
+                           f"{DISTRIBUTED_BACKENDS}; fix the model settings")
         if not isinstance(args, (list, tuple)) or not all(isinstance(a, str) for a in args):
             raise KitError(f"vllm_args {args!r} must be a list of strings (one per argument)")
         self.model, self.revision = model, revision
         self.tensor_parallel_size = int(tensor_parallel_size or max(visible_gpus(), 1))
+        self.pipeline_parallel_size = int(pipeline_parallel_size or 1)
+        self.distributed_executor_backend = distributed_executor_backend
         self.executable, self.args, self.ready_timeout_s = executable, list(args), float(ready_timeout_s)
-        self.port = free_port()
+        self.host, self.env = host, dict(env or {})
+        self.port = free_port(host)
         if log_dir is None:
             log_dir = cache_root() / "vllm"
         digest = hashlib.sha256(f"{model}\0{revision}".encode()).hexdigest()[:12]
-        self.log_path = Path(log_dir) / f"server-{digest}.log"
+        self.log_path = Path(log_dir) / f"server-{digest}{'-' + label if label else ''}.log"
         self.process: subprocess.Popen | None = None
         self._lock = threading.Lock()
 
     @property
+    def gpus(self) -> int:
+        """The GPUs one server of this command uses (tensor x pipeline parallel size)."""
+        return self.tensor_parallel_size * self.pipeline_parallel_size
+
+    @property
     def identity(self) -> str:
         """What makes this server's answers, for the judgment cache's key: the command without its
-        port (a free one each start, so a restarted server reuses its judgments), the vLLM
+        port (a free one each start, so a restarted server reuses its judgments) and with the
+        host it listens on written as 127.0.0.1 (a replica on another node answers as one here
+        does: `evalkit.llm.replicas`), the vLLM
         build the executable runs (`executable_identity`), so judgments of one build are never
         served for another, and the ``VLLM_*`` environment variables the server inherits (they
         choose kernels and backends)."""
         argv = self.argv()
+        argv[argv.index("--host") + 1] = HOST
         at = argv.index("--port")
         return json.dumps({"command": ["vllm"] + argv[1:at] + argv[at + 2:],
                            "executable": executable_identity(self.executable),
@@ -116,11 +145,15 @@ class VLLMServer:
 
     @property
     def base_url(self) -> str:
-        return f"http://{HOST}:{self.port}/v1"
+        return f"http://{self.host}:{self.port}/v1"
 
     def argv(self) -> list[str]:
-        argv = [self.executable, "serve", self.model, "--tensor-parallel-size", str(self.tensor_parallel_size),
-                "--enable-prefix-caching", "--host", HOST, "--port", str(self.port)]
+        argv = [self.executable, "serve", self.model, "--tensor-parallel-size", str(self.tensor_parallel_size)]
+        if self.pipeline_parallel_size > 1:
+            argv += ["--pipeline-parallel-size", str(self.pipeline_parallel_size)]
+        if self.distributed_executor_backend:
+            argv += ["--distributed-executor-backend", self.distributed_executor_backend]
+        argv += ["--enable-prefix-caching", "--host", self.host, "--port", str(self.port)]
         if self.revision:
             argv += ["--revision", self.revision]
         return argv + self.args
@@ -139,7 +172,8 @@ class VLLMServer:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "wb") as log:  # the guard leads a new process group: the server and its workers
             self.process = subprocess.Popen(guarded(self.argv()), stdout=log, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL, start_new_session=True)
+                                            stdin=subprocess.DEVNULL, start_new_session=True,
+                                            env={**os.environ, **self.env} if self.env else None)
         atexit.register(self.stop)
         deadline = time.monotonic() + self.ready_timeout_s
         while not self._ready():
@@ -166,6 +200,18 @@ class VLLMServer:
             raise KitError(f"the vLLM server of {self.model} exited mid-run (status {self.process.returncode}: "
                            f"{self._last_line()}); the judgments so far are cached, rerun to resume; see "
                            f"{self.log_path}")
+
+    def healthy(self, tries: int = 3) -> bool:
+        """Whether the started server still runs and lists its model (`tries` times, `POLL_S` apart):
+        a replica that is not is taken out (`evalkit.llm.replicas`)."""
+        for attempt in range(tries):
+            if self.process is None or self.process.poll() is not None:
+                return False
+            if self._ready():
+                return True
+            if attempt < tries - 1:
+                time.sleep(POLL_S)
+        return False
 
     def _last_line(self) -> str:
         try:

@@ -45,6 +45,10 @@ class LLMScorer:
     def accounting(self) -> dict:
         return self.reranker.accounting()
 
+    def use_workers(self, workers: int, placement: str = "local") -> None:
+        """The LLM's kit-started vLLM server as `workers` replicas (`LLMReranker.use_workers`)."""
+        self.reranker.use_workers(workers, placement)
+
     def describe(self) -> dict:
         return {**self.reranker.describe(), "first_stage": self.first_stage.describe()}
 

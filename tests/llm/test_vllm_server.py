@@ -17,27 +17,8 @@ from evalkit.core.errors import KitError
 from evalkit.llm import reranker as reranker_module
 from evalkit.llm.reranker import LLMReranker
 
-FAKE = Path(__file__).resolve().parents[1] / "fake_vllm.py"
 DOCS = [(f"doc{i}", f"Candidate paper {i} about topic {i % 3}.") for i in range(5)]
 FIRST = {doc: float(5 - i) for i, (doc, _) in enumerate(DOCS)}
-
-
-@pytest.fixture
-def vllm(tmp_path, monkeypatch):
-    """A `vllm` executable on PATH that runs the stand-in; returns where it writes its argv and pid."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    exe = bin_dir / "vllm"
-    exe.write_text(f"#!{sys.executable}\nimport runpy, sys\nsys.argv[0] = {str(FAKE)!r}\n"
-                   f"runpy.run_path({str(FAKE)!r}, run_name='__main__')\n")
-    exe.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("EVALKIT_PROGRESS", "off")
-    monkeypatch.setenv("FAKE_VLLM_ARGV", str(tmp_path / "argv.json"))
-    monkeypatch.setenv("FAKE_VLLM_PIDFILE", str(tmp_path / "pid"))
-    monkeypatch.setattr("evalkit.llm.vllm_server.visible_gpus", lambda: 2)
-    return tmp_path
 
 
 def settings(tmp_path, **extra) -> dict:
@@ -246,3 +227,26 @@ def test_a_missing_executable_is_one_line(vllm):
     server = VLLMServer("fake/llm-7b", tensor_parallel_size=1, executable="no-such-vllm")
     with pytest.raises(KitError, match=r"cannot start no-such-vllm serve .*; install vllm"):
         server.ensure_started()
+
+
+def test_a_server_whose_guard_is_killed_outright_ends_too(vllm):
+    """Ray kills a killed actor's child processes (the guard) with SIGKILL: the server, the guard's
+    child, must not outlive it (it would hold its GPUs and answer on its port)."""
+    import signal
+    import time
+
+    from evalkit.llm.vllm_server import VLLMServer
+
+    server = VLLMServer("fake/llm-7b", tensor_parallel_size=1, ready_timeout_s=60)
+    server.ensure_started()
+    pid = int((vllm / "pid").read_text())
+    try:
+        os.kill(server.process.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while running(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not running(pid)
+    finally:
+        if running(pid):
+            os.kill(pid, signal.SIGKILL)
+        server.stop()
