@@ -30,7 +30,12 @@ def cmd_plan(args: argparse.Namespace) -> None:
     collection = csfcube.load_collection()
     seeds = split_ids(args.seeds or None, "--seeds")
     queries = select_queries(collection, seeds)
-    result = plan(args.profile, args.protocol, collection, models, queries, args.corpus)
+    workers = None
+    if args.workers:  # empty (make plan without WORKERS): in one process
+        if not args.workers.strip().isdigit() or int(args.workers) < 1:
+            raise KitError(f"--workers {args.workers!r} is not a positive whole number; e.g. --workers 8")
+        workers = int(args.workers)
+    result = plan(args.profile, args.protocol, collection, models, queries, args.corpus, workers, args.device)
     print(json.dumps(result, indent=1) if args.json else render(result))
 
 
@@ -44,5 +49,8 @@ def add_parser(command) -> None:
     plan.add_argument("--models", metavar="M1,M2", help="the rows (default: every model of the profile's study lists)")
     plan.add_argument("--seeds", metavar="S1,S2", help="only these seed papers' queries (a smoke run)")
     plan.add_argument("--corpus", metavar="PATH", help="full protocol: abstracts-preds.zip (default: the download)")
+    plan.add_argument("--workers", metavar="N", help="as runs on the Ray executor with N workers: the corpus encoding "
+                                                     "and a kit-started vLLM model's judgments spread over them")
+    plan.add_argument("--device", choices=("gpu", "cpu"), help="whose per-device rates (default: this machine's)")
     plan.add_argument("--json", action="store_true", help="print the plan as one JSON object")
     plan.set_defaults(func=cmd_plan)

@@ -15,6 +15,18 @@ else ``tokens_per_word`` of costs.yaml times whitespace-separated words (stated 
 row). On the pool protocol the candidates are each query's judged pool; on pooled and full
 the reranked candidates are not known before the first stage runs, so each query's
 judged pool stands in for their lengths (stated).
+
+Workers (`plan(..., workers=N)`: a run on the Ray executor with N workers). What the executor
+spreads divides across them, plus Ray's fixed start per run (``cluster.ray_start_s`` of
+costs.yaml): the first stage's encoding of the corpus, ``texts / (rate x N)``, and the
+judgments of a model the kit serves (``serve: vllm``), ``prompts / (server rate x N)`` over N
+replicas. Everything else runs on the driver as in one process (an encoder's reranked
+candidates, a model in the driver's process, an API: its rate limits, not the workers, bound
+it), stated in the row. The rates are per device and the work is assumed to split evenly
+(no straggler, no shard left over); model loading is not counted, for one process or N.
+GPU-hours: every GPU a row holds for its whole time (N x the GPUs of a worker or replica x
+the row's time, Ray's start included); 0 on CPU and for APIs. `device` plans for GPU or CPU
+workers from any machine (default: this machine's, from the visible GPUs).
 """
 
 from __future__ import annotations
@@ -23,6 +35,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
+from evalkit.core.errors import KitError
 from evalkit.data.collection import Collection, Query
 from evalkit.data.protocols import POOL_PROTOCOLS
 from evalkit.datasets import csfcube_download
@@ -55,6 +68,8 @@ class RowPlan:
     tokens_by: str = ""
     cost_usd: float = 0.0
     hours: float = 0.0
+    gpu_hours: float = 0.0  # every GPU the row holds, for its whole time
+    workers: int = 1  # over which its work is spread (1: it runs in the driver's process)
     notes: list[str] = field(default_factory=list)
     missing: list[Missing] = field(default_factory=list)
 
@@ -67,6 +82,47 @@ def study_models(profile: str) -> list[str]:
         value = study.get(key) or []
         names += [value] if isinstance(value, str) else list(value)
     return list(dict.fromkeys(names))
+
+
+DEVICES = ("gpu", "cpu")
+
+
+def device_of(device: str | None) -> str:
+    """The device kind whose rates a plan uses: `device`, else this machine's (a GPU visible or not)."""
+    if device is None:
+        return "gpu" if prerequisites.gpu_count() else "cpu"
+    if device not in DEVICES:
+        raise KitError(f"device {device!r} is not one of {DEVICES}")
+    return device
+
+
+def check_workers(workers) -> int | None:
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise KitError(f"workers={workers!r} must be a positive whole number")
+    return workers
+
+
+def spread(row: RowPlan, work_s: float, workers: int | None, gpus_each: int, device: str, what: str) -> None:
+    """`work_s` of one worker's time divided across `workers` (plus Ray's start), or as one process
+    (`workers` None); GPU-hours for `gpus_each` GPUs a worker."""
+    start_s = 0.0
+    if workers is not None:
+        start_s = costs()["cluster"]["ray_start_s"]
+        row.workers = workers
+        row.notes.append(f"{what} spread over {workers} worker(s): {work_s:,.0f} s / {workers} + Ray's start "
+                         f"({start_s:g} s; cluster.ray_start_s in costs.yaml)")
+    row.hours += (start_s + work_s / (workers or 1)) / 3600
+    if device == "gpu":
+        row.gpu_hours += (workers or 1) * gpus_each * (start_s + work_s / (workers or 1)) / 3600
+
+
+def in_driver(row: RowPlan, hours: float, workers: int | None, device: str, on_gpu: bool) -> None:
+    """Work that runs in the driver's process whatever the workers (one GPU where it runs on one)."""
+    row.hours += hours
+    if device == "gpu" and on_gpu:
+        row.gpu_hours += hours
+    if workers is not None and hours:
+        row.notes.append("runs on the driver: the workers do not shorten it")
 
 
 def _size_class(spec: ModelSpec) -> str:
@@ -105,7 +161,7 @@ def _candidates(collection: Collection, query: Query) -> list[str]:
 
 
 def _llm_work(row: RowPlan, spec: ModelSpec, queries: Sequence[Query], collection: Collection,
-              protocol: str) -> None:
+              protocol: str, workers: int | None = None, device: str | None = None) -> None:
     s = spec.settings
     method, variant = s.get("method", "prp"), s.get("variant", "heapsort")
     k, depth = int(s.get("k", 20)), int(s.get("depth", 100))
@@ -143,28 +199,43 @@ def _llm_work(row: RowPlan, spec: ModelSpec, queries: Sequence[Query], collectio
         rate = costs()["rates"]["prompts_per_s"]["api"]
         if local:
             rate = costs()["rates"]["prompts_per_s"]["gpu"]["server"]
+        if s.get("serve"):  # a server the kit starts: replicas over the workers
+            spread(row, row.prompts / rate, workers, _server_gpus(s, workers), device_of(device), "judgments")
+            if workers and not s.get("tensor_parallel_size"):
+                row.notes.append("no tensor_parallel_size in the entry: 1 GPU a replica counted; set it to the GPUs "
+                                 "one server of the model needs")
+        else:  # an API, or a server the user runs: its own rate, on no GPU of the run
+            in_driver(row, row.prompts / rate / 3600, workers, device_of(device), on_gpu=False)
     else:
-        device = "gpu" if prerequisites.gpu_count() else "cpu"
-        rate = costs()["rates"]["prompts_per_s"][device][_size_class(spec)]
-    row.hours += row.prompts / rate / 3600
+        rate = costs()["rates"]["prompts_per_s"][device_of(device)][_size_class(spec)]
+        in_driver(row, row.prompts / rate / 3600, workers, device_of(device), on_gpu=True)
+
+
+def _server_gpus(settings: dict, workers: int | None) -> int:
+    """GPUs of one vLLM server of an entry: tensor x pipeline parallel size; tensor, where unset, the
+    visible GPUs for one server here (`evalkit.llm.vllm_server`), 1 for a replica."""
+    tensor = settings.get("tensor_parallel_size") or (1 if workers else max(prerequisites.gpu_count(), 1))
+    return int(tensor) * int(settings.get("pipeline_parallel_size") or 1)
 
 
 def _encoding_work(row: RowPlan, spec: ModelSpec, queries: Sequence[Query], collection: Collection,
-                   protocol: str, depth: int) -> None:
+                   protocol: str, depth: int, workers: int | None = None, device: str | None = None) -> None:
     if protocol in POOL_PROTOCOLS:
         row.texts = len({d.doc_id for q in queries for d in collection.candidates_of(q.qid)}) + len(queries)
     else:
         row.texts = min(len(queries) * depth, collection_size(collection, protocol)) + len(queries)
         row.notes.append(f"at most {depth} reranked candidates a query")
-    device = "gpu" if prerequisites.gpu_count() else "cpu"
-    row.hours += row.texts / costs()["rates"]["encode_per_s"][device][_size_class(spec)] / 3600
+    kind = device_of(device)
+    in_driver(row, row.texts / costs()["rates"]["encode_per_s"][kind][_size_class(spec)] / 3600, workers, kind,
+              on_gpu=True)
 
 
 def collection_size(collection: Collection, protocol: str) -> int:
     return costs()["corpus_papers"] if protocol == "full" else len(collection.documents)
 
 
-def row_plan(spec: ModelSpec, queries: Sequence[Query], collection: Collection, protocol: str) -> RowPlan:
+def row_plan(spec: ModelSpec, queries: Sequence[Query], collection: Collection, protocol: str,
+             workers: int | None = None, device: str | None = None) -> RowPlan:
     s = spec.settings
     row = RowPlan(spec.name, spec.label, spec.family,
                   hub=[f"{hub_id}@{revision}" for hub_id, revision in prerequisites.hub_ids(spec)],
@@ -176,37 +247,50 @@ def row_plan(spec: ModelSpec, queries: Sequence[Query], collection: Collection, 
         row.gpu_memory_gb = prerequisites.gpu_memory_gb(spec)
     work = registry.family_of(spec).work  # what the family declares a row costs (`Family.work`)
     if work == PROMPTS:
-        _llm_work(row, spec, queries, collection, protocol)
+        _llm_work(row, spec, queries, collection, protocol, workers, device)
     elif work == ENCODING:
         depth = int(s.get("depth") or registry.profile_settings(spec.profile)["depth"])
-        _encoding_work(row, spec, queries, collection, protocol, depth)
+        _encoding_work(row, spec, queries, collection, protocol, depth, workers, device)
     row.missing = prerequisites.missing(spec)
     return row
 
 
-def first_stage_plan(profile: str, protocol: str, queries: Sequence[Query], collection: Collection) -> RowPlan:
-    """The profile's first stage encoding the whole corpus (pooled: CSFCube's papers; full: the ~800k)."""
+def first_stage_plan(profile: str, protocol: str, queries: Sequence[Query], collection: Collection,
+                     workers: int | None = None, device: str | None = None) -> RowPlan:
+    """The profile's first stage encoding the whole corpus (pooled: CSFCube's papers; full: the ~800k),
+    spread over `workers` (one GPU each on GPU workers)."""
     name = registry.profile_settings(profile)["first_stage"]
     spec = registry.spec(name, profile)
     row = row_plan(spec, [], collection, "pool")
     row.model, row.label = f"first stage: {name}", f"{spec.label} encoding the {protocol} corpus"
     row.texts = collection_size(collection, protocol) + len(queries)
-    device = "gpu" if prerequisites.gpu_count() else "cpu"
-    row.hours = row.texts / costs()["rates"]["encode_per_s"][device][_size_class(spec)] / 3600
+    row.hours = row.gpu_hours = 0.0
+    row.notes = []
+    kind = device_of(device)
+    work_s = row.texts / costs()["rates"]["encode_per_s"][kind][_size_class(spec)]
+    if registry.family_of(spec).work == ENCODING:  # the executor's corpus encoding: one GPU a worker
+        spread(row, work_s, workers, 1, kind, "encoding")
+    else:  # a lexical first stage indexes in the driver
+        in_driver(row, work_s / 3600, workers, kind, on_gpu=False)
     if protocol == "full":
         row.notes.append(f"about {costs()['corpus_papers']:,} papers (iesl/CSFCube README: roughly 800k)")
     return row
 
 
 def plan(profile: str, protocol: str, collection: Collection, models: Sequence[str] | None = None,
-         queries: Sequence[str] | None = None, corpus: str | None = None) -> dict:
-    """The plan of a study: rows, totals and every missing prerequisite."""
+         queries: Sequence[str] | None = None, corpus: str | None = None, workers: int | None = None,
+         device: str | None = None) -> dict:
+    """The plan of a study: rows, totals and every missing prerequisite; with `workers`, as runs on
+    the Ray executor with that many workers; `device` (``gpu``/``cpu``): whose rates (default: this
+    machine's)."""
+    check_workers(workers)
+    kind = device_of(device)
     names = list(models) if models else study_models(profile)
     chosen = [collection.query(q) for q in (queries if queries is not None else collection.queries)]
     rows = []
     if protocol not in POOL_PROTOCOLS:  # the pooled and full protocols: a first stage over the corpus
-        rows.append(first_stage_plan(profile, protocol, chosen, collection))
-    rows += [row_plan(registry.spec(name, profile), chosen, collection, protocol) for name in names]
+        rows.append(first_stage_plan(profile, protocol, chosen, collection, workers, kind))
+    rows += [row_plan(registry.spec(name, profile), chosen, collection, protocol, workers, kind) for name in names]
     missing = [m for row in rows for m in row.missing]
     if protocol == "full" and not csfcube_download.resolve(corpus):
         missing.insert(0, Missing("(corpus)", "the full corpus abstracts-preds.zip is not downloaded",
@@ -218,9 +302,11 @@ def plan(profile: str, protocol: str, collection: Collection, models: Sequence[s
             unique.append(item)
     prices = costs()["prices"]
     return {"profile": profile, "protocol": protocol, "queries": len(chosen), "gpus": prerequisites.gpu_count(),
+            "workers": workers, "device": kind,
             "rows": [asdict(r) for r in rows], "missing": [asdict(m) for m in unique],
             "total": {"prompts": sum(r.prompts for r in rows), "prompt_tokens": sum(r.prompt_tokens for r in rows),
-                      "cost_usd": round(sum(r.cost_usd for r in rows), 2), "hours": sum(r.hours for r in rows)},
+                      "cost_usd": round(sum(r.cost_usd for r in rows), 2), "hours": sum(r.hours for r in rows),
+                      "gpu_hours": sum(r.gpu_hours for r in rows)},
             "prices": {"as_of": prices["as_of"], "source": prices["source"]},
             "rates": costs()["rates"]["source"]}
 
@@ -228,7 +314,8 @@ def plan(profile: str, protocol: str, collection: Collection, models: Sequence[s
 def render(result: dict) -> str:
     """The plan as text: one block per row, the totals, then the missing prerequisites with fixes."""
     lines = [f"plan: profile {result['profile']}, protocol {result['protocol']}, {result['queries']} queries, "
-             f"{result['gpus']} GPU(s) visible"]
+             f"{result['gpus']} GPU(s) visible"
+             + (f"; {result['workers']} Ray worker(s), {result['device']} rates" if result.get("workers") else "")]
     for row in result["rows"]:
         lines.append(f"\n{row['model']}  ({row['label']}; {row['family']})")
         needs = []
@@ -246,13 +333,14 @@ def render(result: dict) -> str:
             work.append(f"{row['comparisons']:,} comparisons, {row['prompts']:,} prompts, "
                         f"{row['prompt_tokens']:,} prompt tokens ({row['tokens_by']})")
         lines.append("  work:  " + ("; ".join(work) or "scoring only"))
-        lines.append(f"  cost:  ${row['cost_usd']:,.2f}; time ~{_duration(row['hours'])}")
+        lines.append(f"  cost:  ${row['cost_usd']:,.2f}; time ~{_duration(row['hours'])}"
+                     + (f"; {row['gpu_hours']:,.2f} GPU-hours" if row["gpu_hours"] else ""))
         lines += [f"  note:  {note}" for note in row["notes"]]
         status = "ready" if not row["missing"] else prerequisites_text(row["missing"])
         lines.append(f"  status: {status}")
     total = result["total"]
     lines.append(f"\ntotal: {total['prompts']:,} prompts, {total['prompt_tokens']:,} prompt tokens, "
-                 f"${total['cost_usd']:,.2f}, ~{_duration(total['hours'])} "
+                 f"${total['cost_usd']:,.2f}, ~{_duration(total['hours'])}, {total['gpu_hours']:,.2f} GPU-hours "
                  f"(prices of {result['prices']['as_of']}, {result['prices']['source']}; rates: {result['rates']})")
     if result["missing"]:
         lines.append(f"\nmissing prerequisites ({len(result['missing'])}):")

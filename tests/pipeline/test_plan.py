@@ -29,6 +29,9 @@ PROFILE = {
         "local-server": {"family": "llm", "backend": "openai", "base_url": "http://127.0.0.1:9/v1",
                          "model": "meta-llama/Meta-Llama-3-70B-Instruct", "method": "pw", "depth": 3,
                          "first_stage": "bm25"},
+        "served": {"family": "llm", "backend": "openai", "serve": "vllm",
+                   "model": "meta-llama/Meta-Llama-3-70B-Instruct", "tensor_parallel_size": 4, "method": "pw",
+                   "depth": 3, "first_stage": "bm25"},
         "big-llm": {"family": "llm", "model": "mistralai/Mistral-7B-Instruct-v0.2",
                     "dtype": {"cuda": "float16", "cpu": "float32"}, "method": "pw", "depth": 3,
                     "first_stage": "bm25"},
@@ -165,3 +168,51 @@ def test_make_plan_hands_parameters_over_as_data(tmp_path):
                           cwd=root, capture_output=True, text=True, timeout=120)
     assert done.returncode != 0 and "unknown model 'bm25;touch" in done.stderr
     assert not (tmp_path / "pwned").exists()
+
+
+def test_workers_divide_the_corpus_encoding_and_add_rays_start(collection, monkeypatch):
+    """--workers N: the first stage's corpus encoding is texts / (rate x N) plus Ray's fixed start;
+    GPU-hours are N GPUs for that whole time; without workers the time is one process's."""
+    monkeypatch.setattr(prerequisites, "gpu_count", lambda: 0)
+    queries = list(collection.queries.values())
+    rate = prerequisites.costs()["rates"]["encode_per_s"]["gpu"]["small"]  # SciNCL: 0.11B
+    start = prerequisites.costs()["cluster"]["ray_start_s"]
+    one = plan.first_stage_plan("paper", "full", queries, collection, device="gpu")
+    assert one.hours == pytest.approx(one.texts / rate / 3600) and one.gpu_hours == pytest.approx(one.hours)
+    assert one.workers == 1
+    for workers in (1, 8, 32):
+        row = plan.first_stage_plan("paper", "full", queries, collection, workers, "gpu")
+        assert row.hours == pytest.approx((start + row.texts / rate / workers) / 3600)
+        assert row.gpu_hours == pytest.approx(workers * row.hours) and row.workers == workers
+        assert any("spread over" in note and "Ray's start" in note for note in row.notes)
+    cpu = plan.first_stage_plan("paper", "full", queries, collection, 8, "cpu")
+    assert cpu.gpu_hours == 0 and cpu.hours > row.hours
+
+
+def test_a_served_models_judgments_split_over_replicas_and_the_rest_stays_on_the_driver(tiny_registry, monkeypatch):
+    monkeypatch.setattr(prerequisites, "gpu_count", lambda: 0)
+    collection, rate = tiny_collection(), prerequisites.costs()["rates"]["prompts_per_s"]["gpu"]["server"]
+    start = prerequisites.costs()["cluster"]["ray_start_s"]
+    queries = list(collection.queries.values())
+    one = plan.row_plan(registry.spec("served", "t"), queries, collection, "pool", device="gpu")
+    two = plan.row_plan(registry.spec("served", "t"), queries, collection, "pool", 2, "gpu")
+    assert one.hours == pytest.approx(one.prompts / rate / 3600) and one.gpu_hours == pytest.approx(4 * one.hours)
+    assert two.hours == pytest.approx((start + two.prompts / rate / 2) / 3600)
+    assert two.gpu_hours == pytest.approx(2 * 4 * two.hours)  # tensor_parallel_size 4 a replica
+    api = [plan.row_plan(registry.spec("api-prp", "t"), queries, collection, "pool", w, "gpu") for w in (None, 4)]
+    assert api[0].hours == api[1].hours and api[1].gpu_hours == 0
+    assert "runs on the driver: the workers do not shorten it" in api[1].notes
+    with pytest.raises(Exception, match="workers=0 must be a positive whole number"):
+        plan.plan("t", "pool", collection, ["bm25"], workers=0)
+
+
+def test_cli_plan_workers(monkeypatch, capsys):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert cli.main(["plan", "--profile", "paper", "--protocol", "pooled", "--models", "bm25", "--seeds", "929877",
+                     "--workers", "3", "--device", "gpu", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["workers"] == 3 and result["device"] == "gpu" and result["rows"][0]["workers"] == 3
+    assert result["total"]["gpu_hours"] == pytest.approx(sum(r["gpu_hours"] for r in result["rows"]))
+    assert result["total"]["gpu_hours"] > 0
+    assert cli.main(["plan", "--profile", "paper", "--workers", "0"]) == 2
+    assert "--workers '0' is not a positive whole number" in capsys.readouterr().err
