@@ -308,7 +308,7 @@ class RayServer:
         self.tensor_parallel_size = local.tensor_parallel_size
         self.pipeline_parallel_size = local.pipeline_parallel_size
         self.distributed_executor_backend, self.env = local.distributed_executor_backend, {}
-        self.command, self.label, self.environment = command, _label(index, count), environment
+        self.command, self.label, self.environment = command, _label(index, count), dict(environment)
         self.options: dict = {"num_cpus": 1}
         self.actor = None
         self.base_url = self.node = self.devices = None

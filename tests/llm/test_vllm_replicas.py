@@ -87,7 +87,8 @@ def test_a_replica_that_dies_mid_job_hands_its_prompts_to_the_others(vllm, one_s
     scores = model.rerank_many(jobs())
     assert (scores, rows(vllm / "died.sqlite")) == one_server
     spread = answered(model)
-    assert spread[1] == 3 and sum(spread) == len(one_server[1])
+    # it served 3; the third answer may die with it, in flight beside the fourth request
+    assert spread[1] in (2, 3) and sum(spread) == len(one_server[1])
     assert model.judge.backend._dead == {1}
 
 
@@ -176,13 +177,12 @@ def test_use_workers_leaves_entries_without_a_kit_started_server_alone(vllm):
         LLMReranker(settings(vllm, "c.sqlite")).replicate(local_replicas(ServeCommand("other/model"), 2))
 
 
-def test_replicas_on_a_local_ray_cluster(vllm, one_server, monkeypatch):
+def test_replicas_on_a_local_ray_cluster(vllm, monkeypatch):
     """Two Ray actors, each running a stand-in server on its node's address: one server's judgments
     and scores, also when one actor is killed mid-job (its node lost); then a model vLLM spreads
-    over the cluster gets the cluster's address."""
+    over the cluster gets the cluster's address. The actors get what the stand-in needs through
+    their environment, so a cluster started elsewhere (another test's) serves as well."""
     ray = pytest.importorskip("ray")
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    monkeypatch.setenv("FAKE_VLLM_ANSWER_S", "0.1")
     monkeypatch.setenv("VLLM_TEST_SETTING", "kept")  # a VLLM_* variable: in the key, handed to the actors
     started = not ray.is_initialized()
     if started:
@@ -191,7 +191,13 @@ def test_replicas_on_a_local_ray_cluster(vllm, one_server, monkeypatch):
         reference = LLMReranker(settings(vllm, "ray-one.sqlite"))
         expected = reference.rerank_many(jobs()), rows(vllm / "ray-one.sqlite")
         model = LLMReranker(settings(vllm, "ray.sqlite"))
-        model.use_workers(2, "ray")
+        replicas = ray_replicas(model.command, 2)
+        for server in replicas.servers:
+            assert server.environment == {"VLLM_TEST_SETTING": "kept"}
+            server.environment.update(PATH=os.environ["PATH"], EVALKIT_CACHE=os.environ["EVALKIT_CACHE"],
+                                      FAKE_VLLM_ANSWER_S="0.1", PYTHONPATH=os.pathsep.join(
+                                          filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+        model.replicate(replicas)
         killed = []
 
         def kill_replica_two():  # once replica 2 has answered 3 prompts, its actor goes
