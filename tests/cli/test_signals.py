@@ -13,11 +13,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 # What the console script `evalkit` runs (``from evalkit.cli import main; sys.exit(main())``). The
-# Ctrl-C (SIGINT) comes from outside, `delay` seconds after the process starts, as a terminal sends it.
+# Ctrl-C (SIGINT) comes from outside, as a terminal sends it, `delay` seconds after the interpreter
+# reaches the script (it says so on stdout; earlier, Python's own start-up is interrupted, not the kit's).
 # (A timer inside the process would not do: its SIGALRM handler is reset to the default at the
 # interpreter's finalization, so a late alarm kills the process with -14, which no user sees.)
 CONSOLE = """
 import sys
+print("started", flush=True)
 from evalkit.cli import main
 sys.argv = ["evalkit", *sys.argv[1:]]
 sys.exit(main())
@@ -28,6 +30,7 @@ def _console(delay: float, *argv: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "EVALKIT_PROGRESS": "off"}
     args = [sys.executable, "-c", CONSOLE, *argv]
     with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) as proc:
+        assert proc.stdout.readline() == "started\n"
         try:
             proc.wait(timeout=delay)
         except subprocess.TimeoutExpired:
