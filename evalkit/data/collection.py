@@ -307,6 +307,11 @@ class Collection:
                     if any(q in chosen for q in qs)},
         )
 
+    def checked(self) -> Collection:
+        """The collection itself once `check` passes (an adapter's ``return Collection(...).checked()``)."""
+        self.check()
+        return self
+
     def check(self) -> None:
         """Reject qrels or candidate lists that name documents the corpus lacks, and pairs or
         folds that name unknown queries, and empty collections: a silent nDCG of 0, or a
