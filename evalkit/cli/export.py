@@ -1,4 +1,5 @@
-"""`evalkit export`: CSFCube as BEIR, FollowIR or TREC files."""
+"""`evalkit export`: a collection whose scheme declares export formats (`Scheme.exports`: CSFCube's)
+as BEIR, FollowIR or TREC files."""
 
 from __future__ import annotations
 
@@ -7,21 +8,28 @@ from pathlib import Path
 
 from evalkit.cli.options import is_within
 from evalkit.core.errors import KitError
-from evalkit.datasets import input_folder, load_dataset, schemes
+from evalkit.datasets import input_folder, load_dataset, scheme_of, schemes
 from evalkit.datasets.export import FORMATS, export
-from evalkit.evaluation.evaluate import CSFCUBE
+from evalkit.evaluation.request import EvaluationRequest
 
-EXPORTED = (CSFCUBE,)  # the datasets export writes: the others are already in these formats
+
+def exported() -> tuple[str, ...]:
+    """The specs of the registered schemes export writes (`Scheme.exports`): the others are
+    already in these formats."""
+    return tuple(s.spec for s in schemes() if s.exports)
 
 
 def cmd_export(args: argparse.Namespace) -> None:
-    if args.dataset.strip() not in EXPORTED:
-        raise KitError(f"export writes {' or '.join(EXPORTED)} only, not {args.dataset!r}; the other datasets "
+    scheme = scheme_of(args.dataset)
+    if scheme is None or not scheme.exports:
+        raise KitError(f"export writes {' or '.join(exported())} only, not {args.dataset!r}; the other datasets "
                        "are already in these formats")
+    if args.format not in scheme.exports:
+        raise KitError(f"export writes {scheme.name} as {', '.join(scheme.exports)}, not {args.format}; choose one")
     out = Path(args.out)
     folder = input_folder(args.dataset)
     if folder is not None and is_within(out, folder):
-        raise KitError(f"{out}: inside the CSFCube data folder {folder}; export elsewhere")
+        raise KitError(f"{out}: inside the {scheme.name} data folder {folder}; export elsewhere")
     if out.exists() and not out.is_dir():
         raise KitError(f"{out}: is a file; give a new or empty folder to export into")
     if out.is_dir() and any(out.iterdir()):
@@ -30,10 +38,10 @@ def cmd_export(args: argparse.Namespace) -> None:
 
 
 def datasets_help() -> str:
-    """The help's datasets section: the registered schemes export writes (`EXPORTED`), not every
+    """The help's datasets section: the registered schemes export writes (`exported`), not every
     scheme the other commands read."""
     return "\n".join(["datasets (--dataset SPEC):",
-                      *(line for s in schemes() if s.spec in EXPORTED for line in s.help_lines())])
+                      *(line for s in schemes() if s.exports for line in s.help_lines())])
 
 
 def add_parser(command) -> None:
@@ -42,7 +50,7 @@ def add_parser(command) -> None:
     parser = command("export", "write CSFCube as BEIR folders (one per facet), FollowIR instruction pairs "
                                "or TREC files (qrels, pools, query and paper texts), for other tools")
     parser.epilog = datasets_help()
-    parser.add_argument("--dataset", default=CSFCUBE, metavar="SPEC", help=" or ".join(EXPORTED))
+    parser.add_argument("--dataset", default=EvaluationRequest.dataset, metavar="SPEC", help=" or ".join(exported()))
     parser.add_argument("--format", required=True, choices=tuple(FORMATS),
                         help="; ".join(f"{name}: {files}" for name, files in FORMATS.items()))
     parser.add_argument("out", metavar="OUT", help="a new or empty folder")

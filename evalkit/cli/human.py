@@ -1,4 +1,5 @@
-"""`evalkit human`: CSFCube's Human reference row."""
+"""`evalkit human`: the Human reference row of a collection whose scheme declares its annotators'
+grades (`Scheme.human`: CSFCube's)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,9 @@ from evalkit.cli.options import (
 from evalkit.cli.printing import print_summary, summary_settings, summary_title, write_per_query
 from evalkit.core.errors import KitError
 from evalkit.data.protocols import DEFAULT_PROTOCOL, PROTOCOLS
-from evalkit.datasets import csfcube
-from evalkit.evaluation.evaluate import CSFCUBE, computed_measures, summary_of
-from evalkit.evaluation.request import check_options, check_request
+from evalkit.datasets import human_schemes, load_annotated
+from evalkit.evaluation.evaluate import computed_measures, summary_of
+from evalkit.evaluation.request import EvaluationRequest, check_options, check_request
 
 
 def cmd_human(args: argparse.Namespace) -> None:
@@ -26,8 +27,6 @@ def cmd_human(args: argparse.Namespace) -> None:
 
     request = evaluation_request(args, protocol=None)  # --protocol here is the recipe's, not the judged runs'
     check_options(request)
-    if args.dataset.strip() != CSFCUBE:
-        raise KitError(f"the Human reference exists only for csfcube (its annotators' grades), not {args.dataset!r}")
     if args.per_query:
         args.per_query = str(check_output_file(Path(args.per_query), "--per-query"))
         check_not_input(Path(args.per_query), None, args.dataset, "--per-query")
@@ -37,11 +36,10 @@ def cmd_human(args: argparse.Namespace) -> None:
     full_corpus(args)
     if args.corpus and not Path(args.corpus).is_file():
         raise KitError(f"--corpus {args.corpus} is not a file; give the path of abstracts-preds.zip")
-    data = csfcube.load()
-    collection = csfcube.to_collection(data)
+    collection, annotators = load_annotated(args.dataset)
     names = list(check_request(request, collection).names)
-    table = human_per_query(data, computed_measures(names), collection, recipe=args.recipe, protocol=args.protocol,
-                            profile=args.profile, corpus=args.corpus)
+    table = human_per_query(annotators, computed_measures(names), collection, recipe=args.recipe,
+                            protocol=args.protocol, profile=args.profile, corpus=args.corpus)
     summary = summary_of(collection, table, names, args.aggregate, summary_settings(args, collection, names))
     summary["settings"] = {**summary["settings"], "recipe": args.recipe, "protocol": args.protocol}
     write_per_query(table, args.per_query)
@@ -51,8 +49,10 @@ def cmd_human(args: argparse.Namespace) -> None:
 
 def add_parser(command) -> None:
     """Add `evalkit human`, its options and its handler (`command` makes the subparser)."""
-    human = command("human", "CSFCube's Human reference row (annotators ranked against adjudication)")
-    human.add_argument("--dataset", default=CSFCUBE, metavar="SPEC", help="csfcube (the only dataset with it)")
+    having = " or ".join(s.spec for s in human_schemes())
+    human = command("human", "the Human reference row: annotators ranked against adjudication (CSFCube's)")
+    human.add_argument("--dataset", default=EvaluationRequest.dataset, metavar="SPEC",
+                       help=f"{having} (the datasets with annotators' grades)")
     human.add_argument("--recipe", choices=("pool", "protocol"), default="pool",
                        help="pool: each annotator ranks the judged pool (default); protocol: each annotator ranks "
                             "the first-stage list the models rerank under --protocol")

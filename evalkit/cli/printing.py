@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from evalkit.core.errors import KitError
-from evalkit.evaluation.evaluate import CSFCUBE, DEFAULT_DISCOUNT, DEFAULT_K, PMRR, SCALE
+from evalkit.evaluation.evaluate import PMRR, SCALE, default_shape
 
 
 def null_nan(value):
@@ -47,8 +47,9 @@ def summary_title(what: str, collection, aggregate_by: str) -> str:
 def summary_settings(args: argparse.Namespace, collection, names: Sequence[str]) -> dict:
     aggregate_by = args.aggregate if collection.folds else "mean"  # summarize's plain mean without folds
     settings = {"dataset": args.dataset, "measures": list(names), "aggregate": aggregate_by}
-    if args.measures is None and collection.name == CSFCUBE:
-        settings |= {"discount": args.discount or DEFAULT_DISCOUNT, "k": DEFAULT_K if args.k is None else args.k}
+    shape = default_shape(collection, args.discount, args.k) if args.measures is None else None
+    if shape is not None:  # the default table the collection declares, as the discount and k shape it
+        settings |= shape
     if getattr(args, "pmrr_ties", None) and PMRR in names:
         settings["pmrr_ties"] = args.pmrr_ties
     return settings

@@ -7,8 +7,7 @@ import os
 from pathlib import Path
 
 from evalkit.cli.options import check_runs_dir, split_ids
-from evalkit.datasets import load_dataset
-from evalkit.evaluation.evaluate import CSFCUBE
+from evalkit.datasets import csfcube, load_dataset
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -22,7 +21,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     wanted = split_ids(args.models, "--models")
     published = record.load_record()
     record.check_models(published, wanted)
-    table, notes = record.verify(published, load_dataset(CSFCUBE), runs_dir, wanted)
+    table, notes = record.verify(published, load_dataset(csfcube.SCHEME.name), runs_dir, wanted)
     print("The published CSFCube record (x100; the release's MAP and NDCG%20, mean of the two test folds)")
     print(table.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     for note in notes:

@@ -22,7 +22,13 @@ optional parts some collections have:
 - ``variants``: the instruction variants a collection defines (CSFCube's Base, Generic,
   Definition, Paraphrases, Aspect subset) and the function that makes a variant's query;
   ``instructions_from`` reads a user's instruction file into other variants (CSFCube's
-  facet instructions), see `with_instructions`.
+  facet instructions), see `with_instructions`;
+- ``table``: the default table, shaped by a discount and a cut-off (`DefaultTable`: CSFCube's
+  paper table, nDCG@k with its discount, AP, RR, P@k, R@k, p-MRR); without one the default
+  measures are the headline ``measures``;
+- ``read_runs``: a reader of a folder of the collection's own ranked files, a run picked by name
+  (CSFCube's official ``test-pid2pool-csfcube-NAME-FACET-ranked.json``), so a run given as such a
+  folder is read without the run input knowing the format.
 
 A collection's `identity` keys its runs in the run store (``data_sha256``): the adapter's
 ``checksum`` when it gives one (CSFCube's manifest sha256, a BEIR folder's file sha256), else a
@@ -41,7 +47,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 
-from evalkit.core.errors import KitError, RequestError
+from evalkit.core.errors import DeclarationError, KitError, RequestError
 
 Qrels = dict[str, dict[str, int]]
 BASE = "base"
@@ -109,6 +115,37 @@ class Fold:
     test: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class DefaultTable:
+    """A collection's default table (what is evaluated when no measures are named), shaped by a
+    discount and a cut-off: each of `measures` is a measure name in which ``{k}`` stands for the
+    cut-off and ``{ndcg}`` for the nDCG family the discount names (the evaluation layer's
+    ``DISCOUNTS``: ``csfcube`` the release's ``nDCG_csfcube``, ``trec`` trec_eval's ``nDCG``);
+    `k` and `discount` are the defaults."""
+
+    measures: tuple[str, ...]
+    k: int
+    discount: str
+
+    def __post_init__(self) -> None:
+        declared = "default table"
+        if not self.measures or not all(isinstance(m, str) and m for m in self.measures):
+            raise DeclarationError(declared, "give its measures as a tuple of names")
+        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
+            raise DeclarationError(declared, f"k {self.k!r} must be a positive whole number")
+        if not isinstance(self.discount, str) or not self.discount:
+            raise DeclarationError(declared, "give its default discount (e.g. trec)")
+        for name in self.measures:
+            try:
+                name.format(k=1, ndcg="nDCG")
+            except (KeyError, IndexError, ValueError):
+                raise DeclarationError(declared, f"measure {name!r} may hold only {{k}} and {{ndcg}}") from None
+
+    def names(self, ndcg: str, k: int | None = None) -> list[str]:
+        """The table's measure names with `ndcg` (an nDCG family) and the cut-off `k` (default `k`)."""
+        return [name.format(k=self.k if k is None else k, ndcg=ndcg) for name in self.measures]
+
+
 def _document_record(document: Document) -> list:
     """A document as `Collection.content_sha256` feeds it: id, title, body and labelled sentences."""
     return [document.doc_id, document.title, document.text, [[s.text, s.label] for s in document.sentences]]
@@ -137,6 +174,8 @@ class Collection:
     variants: tuple[str, ...] = (BASE,)
     make_variant: Callable[[Query, str], Query] = _base_only
     measures: tuple[str, ...] = ("nDCG@10",)  # the collection's headline measures (ir_measures names)
+    table: DefaultTable | None = None  # the default table shaped by a discount and k; None: `measures`
+    read_runs: Callable[[Path, str], Mapping[str, Mapping[str, float]]] | None = None  # (folder, name) -> a run
     read_corpus: Callable[[Path], Iterator[Document]] | None = None  # the full protocol's corpus file reader
     # a user's instruction file -> (variants, make_variant); None: the collection takes no such file
     instructions_from: Callable[[Path], tuple[tuple[str, ...], Callable[[Query, str], Query]]] | None = None
@@ -267,6 +306,11 @@ class Collection:
             groups={g: tuple(q for q in qs if q in chosen) for g, qs in self.groups.items()
                     if any(q in chosen for q in qs)},
         )
+
+    def checked(self) -> Collection:
+        """The collection itself once `check` passes (an adapter's ``return Collection(...).checked()``)."""
+        self.check()
+        return self
 
     def check(self) -> None:
         """Reject qrels or candidate lists that name documents the corpus lacks, and pairs or

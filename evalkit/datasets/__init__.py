@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evalkit.core.errors import DeclarationError, KitError
+from evalkit.core.errors import DeclarationError, KitError, RequestError
 from evalkit.data.collection import Collection
 from evalkit.datasets import beir, csfcube, followir, instructir, irds
-from evalkit.datasets.scheme import FOLDER, NOTHING, Scheme
+from evalkit.datasets.scheme import FOLDER, NOTHING, Annotators, Scheme
 
 _REGISTRY: dict[str, Scheme] = {}
 
@@ -81,20 +81,25 @@ def _folder(spec: str, path: str, scheme: Scheme) -> Path:
     return folder
 
 
+def scheme_of(spec: str) -> Scheme | None:
+    """The registered scheme a dataset spec names (the word before ':'), or None."""
+    return _REGISTRY.get(spec.strip().partition(":")[0])
+
+
 def input_folder(spec: str) -> Path | None:
     """The folder whose files a dataset spec reads, where its scheme can say (`Scheme.input_folder`);
     None for an unknown scheme or one whose data lies elsewhere (an outputs check reads this)."""
-    name, _, rest = spec.strip().partition(":")
-    scheme = _REGISTRY.get(name)
-    return None if scheme is None else scheme.input_folder(rest)
+    scheme = scheme_of(spec)
+    return None if scheme is None else scheme.input_folder(spec.strip().partition(":")[2])
 
 
-def load_dataset(spec: str) -> Collection:
-    """The collection a spec names (``DATASET_HELP``), checked (`Collection.check`)."""
+def _resolve(spec: str) -> tuple[Scheme, tuple, bool]:
+    """(the scheme a spec names, what its loader takes: nothing, the text or the checked folder,
+    whether it is one of the scheme's `names` for `load_name`), or the spec's one-line error."""
     name, colon, rest = spec.strip().partition(":")
     scheme = _REGISTRY.get(name)
     if not colon and scheme is not None and scheme.takes == NOTHING:
-        return scheme.load()
+        return scheme, (), False
     if not colon:
         raise KitError(f"`{spec}`: no dataset scheme; {usage()} (e.g. beir:{spec})")
     if scheme is not None and scheme.takes == NOTHING:
@@ -104,11 +109,36 @@ def load_dataset(spec: str) -> Collection:
     if not rest:
         raise KitError(f"`{spec}`: nothing after '{name}:'; {usage()}")
     if scheme.takes != FOLDER:
-        return scheme.load(rest)
+        return scheme, (rest,), False
     if rest.lower() in scheme.names and not Path(rest).expanduser().is_dir():
-        return scheme.load_name(rest.lower())
-    return scheme.load(_folder(spec, rest, scheme))
+        return scheme, (rest.lower(),), True
+    return scheme, (_folder(spec, rest, scheme),), False
 
 
-__all__ = ["DATASET_HELP", "KIT_SCHEMES", "SCHEMES", "Scheme", "dataset_help", "input_folder", "load_dataset",
-           "register", "schemes", "usage"]
+def load_dataset(spec: str) -> Collection:
+    """The collection a spec names (``DATASET_HELP``), checked (`Collection.check`)."""
+    scheme, arguments, by_name = _resolve(spec)
+    return scheme.load_name(*arguments) if by_name else scheme.load(*arguments)
+
+
+def human_schemes() -> tuple[Scheme, ...]:
+    """The registered schemes whose collections carry annotators' grades (`Scheme.human`)."""
+    return tuple(s for s in schemes() if s.human is not None)
+
+
+def load_annotated(spec: str) -> tuple[Collection, Annotators]:
+    """The collection a spec names and each query's annotators' grades (`Scheme.human`), for the
+    Human reference; a scheme without them is a one-line error naming those that have them."""
+    scheme = scheme_of(spec)
+    if scheme is None or scheme.human is None:
+        having = " or ".join(s.name for s in human_schemes()) or "no registered dataset"
+        raise RequestError("dataset", f"the Human reference exists only for {having} (its annotators' grades)",
+                           value=spec)
+    scheme, arguments, by_name = _resolve(spec)
+    if by_name:
+        raise RequestError("dataset", f"the Human reference reads {scheme.name}'s folder, not a name", value=spec)
+    return scheme.human(*arguments)
+
+
+__all__ = ["DATASET_HELP", "KIT_SCHEMES", "SCHEMES", "Annotators", "Scheme", "dataset_help", "human_schemes",
+           "input_folder", "load_annotated", "load_dataset", "register", "scheme_of", "schemes", "usage"]

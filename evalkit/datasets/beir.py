@@ -77,7 +77,7 @@ def load_beir(folder: Path) -> Collection:
             dev = {qid: judged[qid] for qid in keep}
             break
     qrels = {**test, **dev}
-    collection = Collection(
+    return Collection(
         name=folder.resolve().name,
         documents=documents,
         queries={qid: Query(qid, text_of(folder / "queries.jsonl", records[qid], "text", qid)) for qid in qrels},
@@ -86,9 +86,7 @@ def load_beir(folder: Path) -> Collection:
         checksum=files_sha256([folder / rel for rel in read], read),
         folds={FOLD: Fold(dev=tuple(dev), test=tuple(test))} if dev else {},
         measures=("nDCG@10",),
-    )
-    collection.check()
-    return collection
+    ).checked()
 
 
 SCHEME = Scheme(

@@ -9,7 +9,10 @@ Source of the files, first match wins:
 
 Every file the kit reads is checked against ``manifests/csfcube.tsv``, whatever the source.
 
-The scheme ``csfcube`` (`SCHEME`: ``--dataset csfcube``) loads it as a `Collection`. The release's
+The scheme ``csfcube`` (`SCHEME`: ``--dataset csfcube``) loads it as a `Collection` (with the
+paper's default table, `TABLE`, and the reader of the release's ranked files), exports it in
+every format of `evalkit.datasets.export`, and loads its annotators' grades for the Human
+reference (`load_annotated`). The release's
 official ranking-file format (`read_official`, `load_official_run`, `write_official`,
 `official_path`) is `evalkit.datasets.csfcube_official`.
 """
@@ -30,11 +33,13 @@ from pathlib import Path
 from evalkit.core.errors import KitError
 from evalkit.core.hashing import file_sha256
 from evalkit.core.workspace import cache_env
-from evalkit.data.collection import Collection, Document, Fold, Sentence
+from evalkit.data.collection import Collection, DefaultTable, Document, Fold, Sentence
 from evalkit.data.collection import Query as CollectionQuery
 from evalkit.datasets.csfcube_corpus import iter_corpus
 from evalkit.datasets.csfcube_facets import FACETS, LABEL_TO_FACET
+from evalkit.datasets.csfcube_official import load_official_run
 from evalkit.datasets.csfcube_variants import VARIANTS, from_file, make_variant
+from evalkit.datasets.export import FORMATS
 from evalkit.datasets.scheme import NOTHING, Scheme
 
 COMMIT = "7ffe012c1d92c470f185fc086086caf5b8e05ef3"
@@ -43,6 +48,9 @@ MAX_FILE = 64 << 20  # bytes read at most for one file of the release (the large
 MANIFEST = Path(__file__).resolve().parents[1] / "manifests" / "csfcube.tsv"
 NEARBY_COPY = Path("shared") / "data" / "csfcube"  # looked for beside the checkout and its parents
 RELEVANT_GRADE = 2  # binary relevance threshold of the official script
+# The table `evalkit evaluate` prints without --measures (the paper's): nDCG@k with the release's
+# discount by default, AP, RR, P@k, R@k and p-MRR; the headline measures follow it.
+TABLE = DefaultTable(("{ndcg}@{k}", "AP", "RR", "P@{k}", "R@{k}", "p-MRR"), k=20, discount="csfcube")
 
 
 @dataclass(frozen=True)
@@ -241,7 +249,9 @@ def to_collection(data: CSFCube) -> Collection:
     """CSFCube as a `Collection`: each query reranks its judged pool (seed excluded, and so not
     judged: `Collection.judged`), reports the study's and the release's official measures, is paired
     with its seed's other annotated facet for p-MRR (both ways), belongs to its facet's
-    stratum, and the official two folds split the queries into dev and test halves."""
+    stratum, and the official two folds split the queries into dev and test halves; its default
+    table is the paper's (`TABLE`) and a folder of the release's ranked files is read as a run
+    (`csfcube_official.load_official_run`)."""
 
     queries = {qid: make_variant(CollectionQuery(qid, data.papers[q.seed].full_text, "", data.papers[q.seed], q.facet),
                                  "base")
@@ -267,6 +277,8 @@ def to_collection(data: CSFCube) -> Collection:
         variants=VARIANTS,
         make_variant=make_variant,
         measures=("nDCG_csfcube@20", "p-MRR", "MAP_csfcube", "nDCG_csfcube%20"),
+        table=TABLE,
+        read_runs=load_official_run,
         instructions_from=from_file,
         read_corpus=iter_corpus,
     )
@@ -274,11 +286,23 @@ def to_collection(data: CSFCube) -> Collection:
 
 def load_collection(root: Path | None = None) -> Collection:
     """Load, verify and adapt CSFCube (`locate()` finds the folder unless `root` is given)."""
-    collection = to_collection(load(root))
+    return load_annotated(root)[0]
+
+
+def annotators(data: CSFCube) -> dict[str, tuple[dict[str, int], ...]]:
+    """Each query's annotators' grades over its pool, in annotator order (ann1, ann2): what the
+    Human reference ranks by (`evalkit.study.human`)."""
+    return {qid: tuple(q.annotators.values()) for qid, q in data.queries.items()}
+
+
+def load_annotated(root: Path | None = None) -> tuple[Collection, dict[str, tuple[dict[str, int], ...]]]:
+    """`load_collection` and the queries' `annotators` from one load (the scheme's `human`)."""
+    data = load(root)
+    collection = to_collection(data)
     collection.check()
-    return collection
+    return collection, annotators(data)
 
 
 SCHEME = Scheme("csfcube", NOTHING, load_collection,
                 help="CSFCube (Mysore et al., 2021), fetched and verified by the kit",
-                hint="the kit fetches and verifies it", locate=locate)
+                hint="the kit fetches and verifies it", locate=locate, exports=tuple(FORMATS), human=load_annotated)

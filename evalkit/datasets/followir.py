@@ -98,7 +98,7 @@ def load_followir(folder: Path, name: str | None = None) -> Collection:
             qrels[qid] = judged[suffix].get(topic, {})
             candidates[qid] = tuple(pool)
             strata[qid] = stratum
-    collection = Collection(
+    return Collection(
         name=name,
         documents=documents,
         queries=queries,
@@ -109,9 +109,7 @@ def load_followir(folder: Path, name: str | None = None) -> Collection:
         pairs=pairs,
         strata=strata,
         measures=MEASURES.get(name, MEASURES["robust04"]),
-    )
-    collection.check()
-    return collection
+    ).checked()
 
 
 def fetch_followir(name: str) -> Path:

@@ -51,7 +51,7 @@ def load_instructir(folder: Path, split: str = "test") -> Collection:
         queries[qid] = Query(qid, with_instruction(query, instruction))
         groups.setdefault(query, []).append(qid)
     files = ["corpus.jsonl", "queries.jsonl", f"qrels/{split}.tsv"]
-    collection = Collection(
+    return Collection(
         name="instructir",
         documents=documents,
         queries=queries,
@@ -60,9 +60,7 @@ def load_instructir(folder: Path, split: str = "test") -> Collection:
         checksum=files_sha256([folder / rel for rel in files], files),
         groups={q: tuple(ids) for q, ids in groups.items()},
         measures=("nDCG@10", "robustness@10"),
-    )
-    collection.check()
-    return collection
+    ).checked()
 
 
 SCHEME = Scheme(

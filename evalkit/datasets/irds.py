@@ -77,7 +77,7 @@ def load_irds(dataset_id: str) -> Collection:
         doc = Document(str(record.doc_id), str(getattr(record, "title", "") or ""), _text(record, "document", name))
         documents[doc.doc_id] = doc
         digest.update(f"{doc.doc_id}\t{doc.title}\t{doc.text}\n".encode())
-    collection = Collection(
+    return Collection(
         name=dataset_id,
         documents=documents,
         queries={qid: queries[qid] for qid in qrels},
@@ -85,9 +85,7 @@ def load_irds(dataset_id: str) -> Collection:
         relevance_level=1,
         checksum=digest.hexdigest(),
         measures=MEASURES.get(name, ("nDCG@10",)),
-    )
-    collection.check()
-    return collection
+    ).checked()
 
 
 SCHEME = Scheme(

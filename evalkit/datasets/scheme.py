@@ -14,6 +14,14 @@ A scheme takes one of three things after its name:
   `load_name` when no folder by that name exists;
 - `NAME`: ``name:TEXT``; the loader gets the text (``irds:dl19``).
 
+A scheme also declares what the commands beyond evaluation may do with its collections, so no
+command asks for a collection by name: `exports`, the ``evalkit export`` formats it is written
+in (`evalkit.datasets.export.FORMATS`; none: it is already in such a format), and `human`, the
+loader of its collection with each query's annotators' grades (`Annotators`), which the Human
+reference ranks by (``evalkit human``; None: it has no annotators' grades). A collection's own
+evaluation traits (its default table, a reader of its own ranked files) are parts of the
+`Collection` its loader returns (`evalkit.data.collection`).
+
 Declaring a scheme imports nothing heavy: an adapter imports an optional library (``ir_datasets``,
 ``huggingface_hub``) inside its loader, so a CSFCube run never loads them and a missing optional
 package is reported only by the scheme that needs it.
@@ -21,16 +29,18 @@ package is reported only by the scheme that needs it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from evalkit.core.errors import DeclarationError, KitError
 from evalkit.data.collection import Collection
+from evalkit.datasets.export import FORMATS
 
 NOTHING, FOLDER, NAME = "nothing", "folder", "name"
 TAKES = (NOTHING, FOLDER, NAME)
 HELP_COLUMN = 25  # the width of the spec column in the help
+Annotators = Mapping[str, Sequence[Mapping[str, int]]]  # qid -> each annotator's grades, in annotator order
 
 
 @dataclass(frozen=True)
@@ -41,7 +51,8 @@ class Scheme:
     `argument` the word after the colon in the help and the usage line (``FOLDER``, ``ID``; ""
     for `NOTHING`). `hint` completes the one-line errors: for `FOLDER`, what the folder must hold
     (``give a BEIR folder holding ...``), said when it is missing or not a folder; for `NOTHING`,
-    why the scheme takes no folder (``the kit fetches and verifies it``)."""
+    why the scheme takes no folder (``the kit fetches and verifies it``). `exports` and `human`:
+    the module docstring (`human` takes what `load` takes)."""
 
     name: str
     takes: str
@@ -52,6 +63,8 @@ class Scheme:
     names: tuple[str, ...] = ()  # FOLDER: names read by `load_name` instead of a folder (lower case)
     load_name: Callable[[str], Collection] | None = None
     locate: Callable[[], Path] | None = None  # NOTHING: the folder its files are in (outputs may not overwrite them)
+    exports: tuple[str, ...] = ()  # the `evalkit export` formats (of FORMATS) its collections are written in
+    human: Callable[..., tuple[Collection, Annotators]] | None = None  # (collection, annotators' grades)
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name.isidentifier() or self.name != self.name.lower():
@@ -69,6 +82,13 @@ class Scheme:
         if self.locate is not None and self.takes != NOTHING:
             raise DeclarationError(declared, "locate is for a scheme that takes nothing (a FOLDER scheme's folder "
                                              "is its spec's)")
+        unknown = [f for f in self.exports if f not in FORMATS]
+        if isinstance(self.exports, str) or unknown:
+            raise DeclarationError(declared, f"exports {unknown or self.exports!r}: give a tuple of formats of "
+                                             f"{', '.join(FORMATS)}")
+        if self.human is not None and not callable(self.human):
+            raise DeclarationError(declared, f"human {self.human!r} is not callable; give the loader of the "
+                                             "collection and its annotators' grades")
         if not isinstance(self.help, str) or not self.help.strip():
             raise DeclarationError(declared, "give a help line")
 

@@ -12,7 +12,8 @@ of the stratum means (how the paper's Agg column adds up); ``ONE_VALUE`` measure
 are one value `summary_of` reads from their inputs.
 
 Which measures a table shows is chosen here too, for the CLI, the API and the study notebooks
-alike: `default_measures` (the table ``evalkit evaluate`` prints), `check_measures` (each name
+alike: `default_measures` (the table ``evalkit evaluate`` prints: the collection's declared
+`Collection.table`, shaped by `DISCOUNTS` and k, else its headline measures), `check_measures` (each name
 parsed against the collection before anything is scored), `computed_measures` (what the per-query
 table must hold for them), `compared_measures` (those paired tests compare) and `summary_of` (the
 summary in the requested order).
@@ -33,10 +34,9 @@ from evalkit.evaluation import aggregate, measures
 PMRR = measures.PMRR  # "p-MRR", declared in `evalkit.evaluation.measures.pmrr`
 SCALE = 100  # every printed table shows measures x100 (the README's metric conventions); data stays fractions
 AGGREGATIONS = ("folds", "mean")
-CSFCUBE = "csfcube"  # the collection whose default table is the paper's (nDCG@k with a discount, ... p-MRR)
-DISCOUNTS = ("csfcube", "trec")  # nDCG's discount in that table: the release's (nDCG_csfcube@k) or trec_eval's
-DEFAULT_K = 20
-DEFAULT_DISCOUNT = "csfcube"
+# The discounts a collection's default table (`Collection.table`) may give its nDCG: the nDCG
+# family each names, the CSFCube release's (``nDCG_csfcube@k``) or trec_eval's (``nDCG@k``).
+DISCOUNTS = {"csfcube": measures.CSFCUBE_NDCG, "trec": "nDCG"}
 
 
 def _spec(name: str) -> measures.MeasureSpec | None:
@@ -83,25 +83,35 @@ def check_aggregate(value: object) -> str:
     return value
 
 
-def default_ndcg(discount: str | None = None, k: int | None = None) -> str:
-    """The nDCG@k of CSFCube's default table under `discount`: the release's (nDCG_csfcube@k,
-    the default) or trec_eval's (nDCG@k); k defaults to `DEFAULT_K`."""
-    k = DEFAULT_K if k is None else k
-    return f"nDCG_csfcube@{k}" if (discount or DEFAULT_DISCOUNT) == "csfcube" else f"nDCG@{k}"
+def ndcg_family(discount: str) -> str:
+    """The nDCG family a default table shows under `discount` (`DISCOUNTS`): ``nDCG_csfcube`` or ``nDCG``."""
+    if discount not in DISCOUNTS:
+        raise RequestError("discount", f"choose {' or '.join(DISCOUNTS)}", value=discount)
+    return DISCOUNTS[discount]
+
+
+def default_shape(collection: Collection, discount: str | None = None, k: int | None = None) -> dict | None:
+    """The discount and k that shape the collection's default table (`Collection.table`), the
+    table's own where not given, as the settings line says them; None when it declares none."""
+    table = collection.table
+    if table is None:
+        return None
+    return {"discount": discount or table.discount, "k": table.k if k is None else k}
 
 
 def default_measures(collection: Collection, discount: str | None = None, k: int | None = None) -> list[str]:
-    """The collection's own measures; for CSFCube, first the table the CLI always printed:
-    nDCG@k with the chosen discount, AP, RR, P@k, R@k, p-MRR."""
+    """The collection's default table (`Collection.table`, shaped by `discount` and `k`), then its
+    own headline measures not in it; without a declared table, its own measures (then `discount`
+    and `k` shape nothing, and are refused)."""
     own = list(collection.measures)
-    if collection.name != CSFCUBE:
+    shape = default_shape(collection, discount, k)
+    if shape is None:
         if discount is not None or k is not None:
             raise RequestError("discount" if discount is not None else "k",
-                               f"is a CSFCube convenience; on {collection.name} name the measures with {{measures}} "
-                               f"(its own: {', '.join(own)})")
+                               f"shapes a default table; {collection.name} declares none: name the measures with "
+                               f"{{measures}} (its own: {', '.join(own)})")
         return own
-    k = DEFAULT_K if k is None else k
-    table = [default_ndcg(discount, k), "AP", "RR", f"P@{k}", f"R@{k}", PMRR]
+    table = collection.table.names(ndcg_family(shape["discount"]), shape["k"])
     return table + [m for m in own if m not in table]
 
 

@@ -265,7 +265,23 @@ def _instruction_of(row: Mapping, columns) -> object:
     return math.nan if row["instruction"] is None else row["instruction"]
 
 
-class KitCandidates(pt.Transformer):
+class _FromTopics(pt.Transformer):
+    """Topics in (a query frame holding `needs` besides ``qid``), a result frame out: the topics'
+    columns then `RESULT_COLUMNS`."""
+
+    needs: tuple[str, ...] = ()
+
+    def transform_outputs(self, input_columns: list[str]) -> list[str]:
+        pt.validate.query_frame(input_columns, list(self.needs))
+        return [*input_columns, *RESULT_COLUMNS]
+
+    def topics(self, inp: pd.DataFrame) -> list[str]:
+        """The columns of `inp`, once it is checked as this transformer's topics."""
+        pt.validate.query_frame(inp, list(self.needs))
+        return list(inp.columns)
+
+
+class KitCandidates(_FromTopics):
     """Topics in, each topic's candidate list as the dataset's protocol gives it out (`KitDataset.candidates`)."""
 
     def __init__(self, kit: KitDataset) -> None:
@@ -274,13 +290,8 @@ class KitCandidates(pt.Transformer):
     def __repr__(self) -> str:
         return f"KitCandidates({self.kit.collection.name}, {self.kit.protocol})"
 
-    def transform_outputs(self, input_columns: list[str]) -> list[str]:
-        pt.validate.query_frame(input_columns)
-        return [*input_columns, *RESULT_COLUMNS]
-
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
-        pt.validate.query_frame(inp)
-        columns, known = list(inp.columns), set(self.kit.qids)
+        columns, known = self.topics(inp), set(self.kit.qids)
         out = []
         for row in inp.to_dict("records"):
             qid = str(row["qid"])
@@ -293,8 +304,10 @@ class KitCandidates(pt.Transformer):
         return pd.DataFrame(out, columns=[*columns, *RESULT_COLUMNS])
 
 
-class KitRetriever(pt.Transformer):
+class KitRetriever(_FromTopics):
     """Topics in, each topic's candidates ranked by a kit model out (`KitModel`)."""
+
+    needs = ("query",)
 
     def __init__(self, model: KitModel) -> None:
         self.model = model
@@ -302,13 +315,8 @@ class KitRetriever(pt.Transformer):
     def __repr__(self) -> str:
         return f"KitRetriever({self.model.name})"
 
-    def transform_outputs(self, input_columns: list[str]) -> list[str]:
-        pt.validate.query_frame(input_columns, ["query"])
-        return [*input_columns, *RESULT_COLUMNS]
-
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
-        pt.validate.query_frame(inp, ["query"])
-        columns = list(inp.columns)
+        columns = self.topics(inp)
         if not len(inp):
             return pd.DataFrame(columns=[*columns, *RESULT_COLUMNS])
         rows = inp.to_dict("records")

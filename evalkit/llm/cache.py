@@ -6,14 +6,14 @@ options, `evalkit.llm.openai_api.api_numerics`), template digest, seed text hash
 instruction text hash, the document ids in prompt order (second empty for pointwise)
 and a hash of the candidate texts as prompted; it stores P(first label). For a server the
 kit starts, the server's identity includes the vllm executable's (`evalkit.llm.vllm_server`),
-so judgments of one vLLM build are never served for another. Every `put` commits. A cache
-written before numerics were keyed gains the column; its old rows are never matched again
-(their keys lack it), so they are asked anew.
+so judgments of one vLLM build are never served for another. Every `put` commits. A
+``judgments`` table lacking one of these columns was not written by this kit (no release wrote
+one) and is refused with one line.
 
 Each row carries a checksum (`row_checksum`: BLAKE2b over the row's key digest, which hashes
 every key field, and the exact float64 bytes of p), checked on read, failing closed: a changed
 p (one flipped bit), a p moved to another key (rows swapped with their checksums), a row
-without a checksum (NULL, or a file from before the column was added) or a p that is not a
+without a checksum (NULL) or a p that is not a
 finite probability in [0, 1] counts as missing, so it is asked again (one note per cache).
 The checksum is not a signature: a deliberate edit that recomputes it is not detected
 (docs/reference/runs-and-caches.md). Only a finite probability in [0, 1] is stored.
@@ -91,11 +91,12 @@ class JudgmentCache:
         columns = ", ".join(f"{name} TEXT" for name in Key._fields)
         self.db.execute(f"CREATE TABLE IF NOT EXISTS judgments (key TEXT PRIMARY KEY, {columns}, p REAL, "
                         "checksum TEXT)")
-        present = {row[1] for row in self.db.execute("PRAGMA table_info(judgments)")}
-        for name in (*Key._fields, "checksum"):
-            if name not in present:  # rows without it are asked again (their key or checksum fails)
-                self.db.execute(f"ALTER TABLE judgments ADD COLUMN {name} TEXT")
         self.db.commit()
+        present = {row[1] for row in self.db.execute("PRAGMA table_info(judgments)")}
+        missing = next((name for name in ("key", *Key._fields, "p", "checksum") if name not in present), None)
+        if missing is not None:  # no release wrote such a table
+            raise KitError(f"{self.path}: not a judgment cache of this kit (its judgments table has no {missing} "
+                           f"column); delete {self.path.name} to rebuild it (the judgments are then asked again)")
         check = self.db.execute("PRAGMA quick_check").fetchone()[0]
         if check != "ok":
             raise sqlite3.DatabaseError(check)

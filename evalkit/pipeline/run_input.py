@@ -1,5 +1,6 @@
 """Reading a run a user gives: a TREC run file, a verified run-store folder or a folder of the
-CSFCube release's official ranked files (``evalkit evaluate --runs``, the API's ``reference=``)."""
+collection's own ranked files, read by its `Collection.read_runs` (CSFCube's official files)
+(``evalkit evaluate --runs``, the API's ``reference=``)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,6 @@ from evalkit.data.collection import Collection
 from evalkit.data.protocols import DEFAULT_PROTOCOL, check_protocol_run
 from evalkit.data.runs import read_trec, run_label
 from evalkit.data.runstore import RANKING, SIDECAR, load_verified, read_sidecar, unverified
-from evalkit.datasets.csfcube_official import load_official_run
-from evalkit.evaluation.evaluate import CSFCUBE
 
 
 def load_any_run(runs: Path, name: str | None, collection: Collection) -> tuple[dict, str | None]:
@@ -19,10 +18,11 @@ def load_any_run(runs: Path, name: str | None, collection: Collection) -> tuple[
     sidecar records (None otherwise).
 
     A file is a TREC run; a folder holding run.trec is a run-store folder (verified against its
-    sidecar when it has one); another folder holds official CSFCube files picked by `name`."""
+    sidecar when it has one); another folder holds the collection's own ranked files, the run
+    picked by `name` (`Collection.read_runs`: CSFCube's official files)."""
     if runs.is_file():
         if name:
-            raise RequestError("name", f"picks official CSFCube files in a folder; {runs} is a TREC run file "
+            raise RequestError("name", f"picks a run in a folder of ranked files; {runs} is a TREC run file "
                                        "(drop {name})")
         return read_trec(runs), None
     if not runs.is_dir():
@@ -31,7 +31,8 @@ def load_any_run(runs: Path, name: str | None, collection: Collection) -> tuple[
         if not (runs / RANKING).is_file():
             raise KitError(f"{runs}: a run-store folder without {RANKING}; the run is incomplete: run it again")
         if name:
-            raise RequestError("name", f"picks official CSFCube files; {runs} is a run-store folder (drop {{name}})")
+            raise RequestError("name", f"picks a run in a folder of ranked files; {runs} is a run-store folder "
+                                       "(drop {name})")
         sidecar = read_sidecar(runs)
         if sidecar is None:  # a run-store folder is never written without one: damaged or edited by hand
             raise KitError(f"{runs}: sidecar.json is missing or damaged, so {RANKING} cannot be verified; run it "
@@ -48,11 +49,11 @@ def load_any_run(runs: Path, name: str | None, collection: Collection) -> tuple[
             raise KitError(f"{runs}: the run fails its check against sidecar.json: "
                            f"{unverified(runs, expected) or 'it changed while read'}; run it again")
         return run, sidecar.get("protocol")
-    if collection.name != CSFCUBE:
+    if collection.read_runs is None:
         raise KitError(f"{runs}: a folder without {RANKING}; give a TREC run file or a run-store folder")
     if not name:
-        raise DataError(runs, "is a directory: give {name} to pick test-pid2pool-csfcube-NAME-FACET-ranked.json")
-    return load_official_run(runs, name), None
+        raise DataError(runs, "is a folder of ranked files: give {name} to pick a run of them")
+    return collection.read_runs(runs, name), None
 
 
 def read_run(runs: Path, name: str | None, collection: Collection, protocol: str | None = None,

@@ -1,4 +1,5 @@
-"""The Human reference row on CSFCube: each annotator's grades used as a ranking.
+"""The Human reference row: each annotator's grades used as a ranking, on a collection whose
+scheme gives its annotators' grades (`evalkit.datasets.scheme.Scheme.human`: CSFCube's).
 
 Two recipes (`RECIPES`); the paper does not publish its own:
 
@@ -6,14 +7,16 @@ Two recipes (`RECIPES`); the paper does not publish its own:
   one annotator's grades;
 - ``protocol``: rank, by one annotator's grades, the same first-stage list the models rerank
   under a protocol (`evalkit.pipeline.runner.candidates_for`: pool = the judged pool, pooled = the
-  profile's first stage over CSFCube's papers, full = over the ~800k-abstract corpus);
+  profile's first stage over the collection's documents, full = over the corpus file, CSFCube's
+  ~800k abstracts);
   a listed document the annotator did not grade gets `UNJUDGED` (0, as unjudged documents
   count as non-relevant); judged documents the list misses are not in the run, so they rank
   after it, as for models. On the pool protocol this is the pool recipe.
 
 Either way: ties by the kit's rule (document id), the ranking scored against the adjudicated
 grades, and per-query values averaged over the query's two annotators ("first" and "second"
-by annotator number). p-MRR pairs the same annotator slot across a seed's two facets.
+in annotator order). p-MRR pairs the same annotator slot across a query pair (CSFCube: a seed's
+two facets).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from evalkit.core.errors import KitError, RequestError
 from evalkit.data.collection import Collection
 from evalkit.data.protocols import check_protocol, protocol_collection
 from evalkit.data.runs import Run
-from evalkit.datasets.csfcube import CSFCube, to_collection
+from evalkit.datasets.scheme import Annotators
 from evalkit.evaluation.evaluate import per_query
 from evalkit.models import registry
 from evalkit.pipeline.runner import RunSettings, candidates_for, first_stage_of, queries_of
@@ -63,12 +66,13 @@ def protocol_lists(collection: Collection, protocol: str, profile: str = "offlin
     return {qid: [d.doc_id for d in docs] for qid, docs in chosen.items()}, described
 
 
-def annotator_run(data: CSFCube, slot: int, lists: Lists | None = None) -> Run:
+def annotator_run(annotators: Annotators, slot: int, lists: Lists | None = None) -> Run:
     """A run whose scores are the grades of each query's `slot`-th annotator (0 or 1) over the
-    query's list (default: its whole judged pool); ungraded listed documents score `UNJUDGED`."""
+    query's list (default: every document the annotator graded); ungraded listed documents score
+    `UNJUDGED`."""
     run = {}
-    for qid, q in data.queries.items():
-        grades = list(q.annotators.values())[slot]
+    for qid, graded in annotators.items():
+        grades = graded[slot]
         if lists is None:
             run[qid] = {doc: float(g) for doc, g in grades.items()}
         elif qid in lists:
@@ -76,22 +80,23 @@ def annotator_run(data: CSFCube, slot: int, lists: Lists | None = None) -> Run:
     return run
 
 
-def human_per_query(data: CSFCube, measures: Sequence[str], collection: Collection | None = None,
+def human_per_query(annotators: Annotators, measures: Sequence[str], collection: Collection,
                     recipe: str = "pool", protocol: str = "pool", profile: str = "offline",
                     corpus: str | None = None, queries: Sequence[str] | None = None,
                     lists: Lists | None = None) -> pd.DataFrame:
-    """Per-query values of the Human reference under `recipe` (module docstring): the mean over
-    the two annotator slots. `lists` (qid -> document ids) overrides the recipe's lists."""
+    """Per-query values of the Human reference on `collection` under `recipe` (module docstring),
+    by each query's `annotators` (`Scheme.human`): the mean over the two annotator slots.
+    `lists` (qid -> document ids) overrides the recipe's lists."""
     if recipe not in RECIPES:
         raise KitError(f"unknown Human recipe {recipe!r}; choose one of {', '.join(RECIPES)}")
     if recipe == "pool" and protocol != "pool":
         raise RequestError("recipe", f"ranks the judged pool whatever the protocol; use {{recipe:protocol}} for the "
                                      f"{protocol} list", value="pool")
-    collection = protocol_collection(collection or to_collection(data), protocol)
+    collection = protocol_collection(collection, protocol)
     if lists is None:
         lists = pool_lists(collection, queries) if recipe == "pool" else \
             protocol_lists(collection, protocol, profile, corpus, queries)[0]
-    first, second = (per_query(collection, annotator_run(data, slot, lists), measures) for slot in (0, 1))
+    first, second = (per_query(collection, annotator_run(annotators, slot, lists), measures) for slot in (0, 1))
     numeric = first.columns.difference(["stratum", "fold"])
     averaged = first.copy()
     averaged[numeric] = (first[numeric] + second[numeric]) / 2

@@ -44,9 +44,9 @@ from evalkit.core.workspace import resolve
 from evalkit.data.collection import Collection, select_queries
 from evalkit.data.protocols import POOL_PROTOCOLS, check_protocol
 from evalkit.datasets import csfcube_download
+from evalkit.datasets.csfcube import TABLE
 from evalkit.datasets.csfcube_variants import load_instructions
 from evalkit.evaluation import evaluate as evaluation
-from evalkit.evaluation.evaluate import default_ndcg
 from evalkit.evaluation.request import check_discount
 from evalkit.models import registry
 from evalkit.pipeline import prerequisites
@@ -54,7 +54,7 @@ from evalkit.pipeline.runner import RunSettings, instructions_identity
 from evalkit.study.tag import build_tag, path_part
 
 STRICT_ENV = "EVALKIT_STRICT"
-DISCOUNTS = {discount: default_ndcg(discount) for discount in evaluation.DISCOUNTS}  # DISCOUNT -> its nDCG@20
+DISCOUNTS = {discount: f"{family}@{TABLE.k}" for discount, family in evaluation.DISCOUNTS.items()}  # -> nDCG@20
 BOOTSTRAP_SEED = 0
 # Each notebook's default model list: the profile's `study` entry of this name.
 STUDY_LISTS = {"relevance": "relevance", "instruction_following": "relevance", "sensitivity": "sensitivity",

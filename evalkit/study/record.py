@@ -32,7 +32,7 @@ from evalkit.data.collection import Collection
 from evalkit.data.protocols import protocol_collection
 from evalkit.data.runs import ranked
 from evalkit.datasets import csfcube, csfcube_official
-from evalkit.evaluation.evaluate import CSFCUBE, per_query, summarize
+from evalkit.evaluation.evaluate import per_query, summarize
 from evalkit.pipeline.runner import RunSettings, bind, obtain
 
 RECORD = Path(__file__).resolve().parents[1] / "config" / "published_csfcube.csv"
@@ -120,7 +120,7 @@ def verify(record: pd.DataFrame, collection: Collection, runs_dir: Path,
     for _, entry in kit_rows(record).iterrows():
         if models is not None and entry["kit_model"] not in models:
             continue
-        settings = RunSettings(model=entry["kit_model"], dataset=CSFCUBE, profile=entry["profile"],
+        settings = RunSettings(model=entry["kit_model"], dataset=csfcube.SCHEME.name, profile=entry["profile"],
                                protocol=entry["protocol"])
         try:
             run = obtain(bind(settings, collection, runs_dir)).run

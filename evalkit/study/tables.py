@@ -26,7 +26,7 @@ from evalkit.core.errors import KitError
 from evalkit.data.collection import Collection
 from evalkit.data.protocols import POOL_PROTOCOLS, protocol_collection
 from evalkit.data.runs import Run, write_atomic
-from evalkit.datasets.csfcube import CSFCube
+from evalkit.datasets.csfcube import CSFCube, annotators
 from evalkit.datasets.csfcube_variants import variants_of
 from evalkit.evaluation.compare_table import compare_table
 from evalkit.evaluation.evaluate import PMRR, default_measures, per_query, shown_once, summarize
@@ -80,7 +80,8 @@ def human_table(study: Study, data: CSFCube, collection: Collection, measures: l
     study's protocol list), restricted to the study's queries."""
     chosen = study.queries(collection)
     aware = recipe == "protocol"
-    table = human_per_query(data, measures, collection, recipe=recipe, protocol=study.protocol if aware else "pool",
+    table = human_per_query(annotators(data), measures, collection, recipe=recipe,
+                            protocol=study.protocol if aware else "pool",
                             profile=study.profile, corpus=study.corpus, queries=chosen if aware else None)
     return table if chosen is None else table.loc[table.index.isin(chosen)]
 

@@ -17,6 +17,7 @@ from matplotlib.text import Text
 from notebook_run import CONTRACT, ROOT, SEEDS, STUDY, TAG, execute, parameters
 
 from evalkit.core.errors import KitError, kit_error_names
+from evalkit.datasets.csfcube import annotators
 from evalkit.evaluation.evaluate import summarize
 from evalkit.pages.explore import SCOPE
 from evalkit.promptriever.prompts import load_prompts
@@ -56,7 +57,7 @@ def test_relevance_table_has_models_human_significance_and_the_papers_rows(works
     kit = relevance[relevance.source == "kit"].set_index("model")
     assert list(kit.index) == ["bm25", "minilm", "minilm-probe", "human"]
     qids = params.Study("offline", "pool", TAG, seeds=tuple(SEEDS.split(","))).queries(collection)
-    human = human_per_query(data, ["nDCG_csfcube@20"], collection).loc[list(qids)]
+    human = human_per_query(annotators(data), ["nDCG_csfcube@20"], collection).loc[list(qids)]
     expected = 100 * summarize(collection, human)["nDCG_csfcube@20"]["all"]
     assert kit.loc["human", "all"] == pytest.approx(expected, abs=1e-6)
     assert kit.loc["minilm", "same_as_reference"] == "reference"

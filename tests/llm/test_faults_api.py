@@ -96,10 +96,10 @@ def _flip_exponent_bit(p: float) -> float:
     return struct.unpack("<d", struct.pack("<Q", bits ^ (1 << 52)))[0]
 
 
-@pytest.mark.parametrize("damage", ["exponent-bit", "swapped", "null-checksum", "no-checksum-column"])
+@pytest.mark.parametrize("damage", ["exponent-bit", "swapped", "null-checksum"])
 def test_a_changed_judgment_row_is_asked_again(server, tmp_path, damage, capsys):
     """Each row's checksum is bound to its key and p: one flipped exponent bit, two rows' (p,
-    checksum) exchanged, a NULL checksum or a file from before the column fail closed."""
+    checksum) exchanged or a NULL checksum fail closed."""
     clean = rerank(settings(server, tmp_path / "clean"))
     rerank(settings(server, tmp_path))
     db = sqlite3.connect(tmp_path / "judgments.sqlite")
@@ -113,12 +113,9 @@ def test_a_changed_judgment_row_is_asked_again(server, tmp_path, damage, capsys)
             (a, pa, ca), (b, pb, cb) = next((x, y) for x in rows for y in rows if x[1] != y[1])
             db.executemany("UPDATE judgments SET p = ?, checksum = ? WHERE key = ?", [(pb, cb, a), (pa, ca, b)])
             changed = [a, b]
-        elif damage == "null-checksum":
+        else:
             changed = [rows[0][0]]
             db.execute("UPDATE judgments SET checksum = NULL WHERE key = ?", changed)
-        else:  # the table of a kit before checksums: every row lacks one
-            db.execute("ALTER TABLE judgments DROP COLUMN checksum")
-            changed = rows
     db.close()
     assert changed
     capsys.readouterr()
@@ -130,6 +127,19 @@ def test_a_changed_judgment_row_is_asked_again(server, tmp_path, damage, capsys)
     again = LLMReranker(settings(server, tmp_path))
     assert again.rerank("find the method", "seed", CANDIDATES, FIRST) == clean  # rewritten with checksums
     assert again.accounting()["prompts_sent"] == 0
+
+
+def test_a_judgments_table_without_checksums_is_one_line(tmp_path):
+    """No release wrote a judgments table without the checksum column: refused, never migrated."""
+    path = tmp_path / "j.sqlite"
+    db = sqlite3.connect(path)
+    with db:
+        db.execute("CREATE TABLE judgments (key TEXT PRIMARY KEY, p REAL)")
+    db.close()
+    with pytest.raises(KitError) as info:
+        JudgmentCache(path)
+    assert str(info.value) == (f"{path}: not a judgment cache of this kit (its judgments table has no model "
+                               "column); delete j.sqlite to rebuild it (the judgments are then asked again)")
 
 
 def test_every_stored_probability_reads_back_under_its_checksum(tmp_path, capsys):

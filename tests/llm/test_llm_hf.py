@@ -167,23 +167,20 @@ def test_a_bad_dtype_is_one_line_before_loading(tmp_path, dtype, message):
         TransformersBackend(str(tmp_path / "absent"), device="cpu", dtype=dtype)
 
 
-def test_a_cache_written_before_numerics_were_keyed_is_upgraded(tmp_path):
+def test_a_judgments_table_without_numerics_is_refused_not_migrated(tmp_path):
+    """No release wrote a judgments table keyed without numerics: one line, the file left as it is."""
     import sqlite3
 
-    from evalkit.llm.cache import JudgmentCache, Key
+    from evalkit.llm.cache import JudgmentCache
 
     path = tmp_path / "old.sqlite"
     old = sqlite3.connect(path)
     old.execute("CREATE TABLE judgments (key TEXT PRIMARY KEY, model TEXT, revision TEXT, template TEXT, seed TEXT, "
                 "instruction TEXT, first TEXT, second TEXT, texts TEXT, p REAL)")
-    old.execute("INSERT INTO judgments VALUES ('d', 'm', 'r', 't', 's', 'i', 'a', 'b', 'x', 0.7)")
     old.commit()
     old.close()
-    cache = JudgmentCache(path)
-    key = Key("m", "r", "float32 cpu", "t", "s", "i", "a", "b", "x")
-    assert cache.get([key]) == {}
-    cache.put({key: 0.25})
-    assert cache.get([key]) == {key: 0.25}
+    with pytest.raises(KitError, match=r"its judgments table has no numerics column\); delete old.sqlite"):
+        JudgmentCache(path)
 
 
 def test_gguf_is_converted_once_and_matches_the_folder_model(tiny_lm, backend, tmp_path, monkeypatch):

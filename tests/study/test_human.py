@@ -1,14 +1,12 @@
 """The Human reference: the pool recipe and the protocol-aware recipe (each annotator ranks the
 first-stage list the models rerank), on a hand-built example and on CSFCube."""
 
-from types import SimpleNamespace
-
 import pandas as pd
 import pytest
 
 from evalkit.core.errors import KitError
 from evalkit.data.collection import Collection, Document, Query
-from evalkit.datasets.csfcube import Query as CubeQuery
+from evalkit.datasets.csfcube import annotators
 from evalkit.evaluation.evaluate import PMRR, summarize
 from evalkit.study import human
 
@@ -24,8 +22,7 @@ POOL = ("s", "d1", "d2", "d3", "d4")
 
 @pytest.fixture
 def tiny():
-    data = SimpleNamespace(queries={qid: CubeQuery("s", qid.split("_")[1], POOL, GRADES[qid], ANNOTATORS[qid])
-                                    for qid in GRADES})
+    data = {qid: tuple(ANNOTATORS[qid].values()) for qid in GRADES}  # each query's annotators' grades, in order
     collection = Collection(
         name="tiny", documents={d: Document(d, "", d) for d in (*POOL, "d5")},
         queries={qid: Query(qid, "seed text") for qid in GRADES}, qrels=GRADES, relevance_level=2,
@@ -70,6 +67,7 @@ def test_protocol_recipe_on_the_pool_protocol_is_the_pool_recipe(tiny):
 
 def test_on_csfcube_the_two_recipes_agree_on_the_pool_protocol(data, collection):
     names = ["nDCG_csfcube@20"]
+    data = annotators(data)
     pool = human.human_per_query(data, names, collection)
     aware = human.human_per_query(data, names, collection, recipe="protocol", protocol="pool")
     pd.testing.assert_frame_equal(pool, aware)

@@ -1,26 +1,10 @@
-"""The ``gritlm`` family: GritLM-7B (and E5-Mistral-style instructed embedders) as GritLM's code embeds
-(`evalkit.models.paper`, `evalkit.encoders`). With ``first_stage`` it reranks that model's top
-``depth``; with ``hybrid_alpha``, the registry puts the facet hybrid over it
-(`evalkit.models.hybrid`)."""
+"""The ``gritlm`` family: GritLM-7B (and E5-Mistral-style instructed embedders) as GritLM's code
+embeds (`evalkit.models.paper.build_gritlm`; the shared declaration: `evalkit.models.paper_families`)."""
 
 from __future__ import annotations
 
-from evalkit.data.collection import Collection
-from evalkit.models.base import Scorer
-from evalkit.models.family import ENCODING, OPTIONAL, Family
+from evalkit.models.paper_families import paper_encoder
 
-
-def build(settings: dict, profile: str, collection: Collection, first_stage: Scorer | None,
-          depth: int | None) -> Scorer:
-    # lazy (start-up cost): a model family's modules load only when it is built
-    from evalkit.models import paper
-
-    return paper.build_gritlm({**settings, "depth": depth}, first_stage)
-
-
-# What `evalkit.models.paper.build_gritlm` reads of an entry.
-SETTINGS = ("model", "revision", "device", "max_length", "batch_size", "dtype", "doc_template")
-
-# bfloat16: the checkpoint's own dtype ("auto")
-FAMILY = Family("gritlm", build, weighted=True, first_stage=OPTIONAL, work=ENCODING, hybrid=True,
-                gpu_dtype="bfloat16", settings=SETTINGS)
+# What `build_gritlm` reads of an entry; bfloat16: the checkpoint's own dtype ("auto").
+FAMILY = paper_encoder("gritlm", "build_gritlm", gpu_dtype="bfloat16",
+                       settings=("model", "revision", "device", "max_length", "batch_size", "dtype", "doc_template"))
