@@ -28,6 +28,8 @@ with the numbers of the in-process executor (`evalkit.retrieval.executors`).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
 import platform
@@ -52,6 +54,11 @@ SEARCH_ROWS = 1 << 18  # index rows a worker searches at once
 # how long a starting raylet waits for its agents (Ray's default is too short on a loaded machine)
 START_WAIT_ENV, START_WAIT_S = "RAY_raylet_start_wait_time_s", "60"
 VECTORS_ENV = "EVALKIT_RAY_VECTORS"  # "object-store": vectors through Ray's object store even on a shared path
+
+
+def text_key(document) -> str:
+    """A document's text (title and body: every document template reads only these), as a digest."""
+    return hashlib.blake2b(json.dumps([document.title, document.text]).encode(), digest_size=16).hexdigest()
 
 
 def one_line(exc: BaseException) -> str:
@@ -187,11 +194,12 @@ class RayExecutor:
             raise KitError(f"{count} Ray workers asked for, the cluster has {gpus} GPUs (one per worker); ask for "
                            f"at most {gpus} workers")
         share = cpus / count
-        self.threads = max(1, int(share))
+        self.threads = 1 if gpus else max(1, int(share))
         options = {"num_gpus": 1, "num_cpus": 1} if gpus else \
             {"num_cpus": int(share) if share >= 1 else max(0.0001, int(share * 10000) / 10000)}
-        if not gpus and share < 1:
-            self.notes.append(f"{count} workers share {cpus:g} CPUs (one thread each)")
+        cores = os.cpu_count() or 1
+        if not gpus and (share < 1 or self.owned and count > cores):
+            self.notes.append(f"{count} workers share {min(cpus, cores):g} cores (one thread each)")
         self.shape = (ray.get_runtime_context().gcs_address, tuple(sorted(options.items())), self.threads)
         for shape in [k for k in _IDLE if k != self.shape]:  # idle workers of another shape free their CPUs
             for actor in _IDLE.pop(shape):
@@ -222,10 +230,10 @@ class RayExecutor:
                 out.append(ray.get(ref))
             except RayTaskError as exc:
                 self.discard()
-                raise KitError(f"Ray worker {number + 1} of {len(self.actors)}: {one_line(exc)}") from None
+                raise KitError(f"Ray worker {number + 1} of {self.count}: {one_line(exc)}") from None
             except RayActorError as exc:
                 self.discard()
-                raise KitError(f"Ray worker {number + 1} of {len(self.actors)} died and was restarted {RESTARTS} "
+                raise KitError(f"Ray worker {number + 1} of {self.count} died and was restarted {RESTARTS} "
                                f"times ({one_line(exc)}); check the workers' memory and logs") from None
         return out
 
@@ -238,29 +246,48 @@ class RayExecutor:
         pending: deque = deque()
         batches = iter(batches)
         run = uuid.uuid4().hex[:12]  # this build's files: a killed build's late workers write others
-        sent = 0
+        sent, committed = 0, -1
+        in_flight: dict[str, int] = {}  # a document text of a batch not yet committed -> that batch
+        held = None  # the next batch, while it waits for an earlier one that shares a text with it
 
         def send() -> bool:
-            nonlocal sent
-            batch = next(batches, None)
-            if batch is None:
+            """Send the next batch unless it shares a document text with a batch not yet committed:
+            in-process, that text's vector is in the cache when the later batch is encoded, so the
+            later batch's model inputs (and every vector's bits) are the same only if it waits."""
+            nonlocal sent, held
+            if held is None:
+                batch = next(batches, None)
+                if batch is None:
+                    return False
+                held = (batch, [text_key(d) for d in batch])
+            batch, keys = held
+            if any(in_flight.get(key, committed) > committed for key in keys):
                 return False
+            held = None
+            for key in keys:
+                in_flight[key] = sent
             number = sent % len(actors)
             path = None if shards is None else str(shards / f"{run}-{sent:09d}.npy")
-            pending.append((batch, number, path, actors[number].encode.remote([self.payload], batch, path)))
+            pending.append((batch, keys, number, path, actors[number].encode.remote([self.payload], batch, path)))
             sent += 1
             return True
 
-        while len(pending) < IN_FLIGHT * len(actors) and send():
-            pass
+        def fill() -> None:
+            while len(pending) < IN_FLIGHT * len(actors) and send():
+                pass
+
+        fill()
         while pending:
-            batch, number, path, ref = pending.popleft()
+            batch, keys, number, path, ref = pending.popleft()
             found = self._get([ref], [number])[0]
-            vectors = np.load(found) if path is not None else found
-            send()
-            yield batch, vectors
+            yield batch, np.load(found) if path is not None else found
+            committed += 1
+            for key in keys:
+                if in_flight.get(key) == committed:
+                    del in_flight[key]
             if path is not None:
                 Path(path).unlink(missing_ok=True)
+            fill()
         if shards is not None:
             for left in shards.glob("*.npy"):  # a killed driver's batches, committed by now
                 left.unlink(missing_ok=True)
