@@ -53,6 +53,7 @@ IN_FLIGHT = 2  # batches per worker sent ahead of the commits
 SEARCH_ROWS = 1 << 18  # index rows a worker searches at once
 # how long a starting raylet waits for its agents (Ray's default is too short on a loaded machine)
 START_WAIT_ENV, START_WAIT_S = "RAY_raylet_start_wait_time_s", "60"
+START_ATTEMPTS = 3  # tries to start a local cluster
 VECTORS_ENV = "EVALKIT_RAY_VECTORS"  # "object-store": vectors through Ray's object store even on a shared path
 
 
@@ -165,12 +166,16 @@ class RayExecutor:
         else:
             cores = os.cpu_count() or 1
             os.environ.setdefault(START_WAIT_ENV, START_WAIT_S)
-            try:
-                ray.init(num_cpus=max(cores, self.wanted or cores), include_dashboard=False, **quiet)
-            except Exception as exc:  # a start that timed out: Ray raises a bare Exception
-                ray.shutdown()
-                raise KitError(f"the local Ray cluster did not start ({one_line(exc)}); run again when the machine "
-                               "is less loaded, or start Ray yourself (ray start --head) and set RAY_ADDRESS") from None
+            for attempt in range(START_ATTEMPTS):  # Ray gives a node 30 s to register: a loaded machine may miss it
+                try:
+                    ray.init(num_cpus=max(cores, self.wanted or cores), include_dashboard=False, **quiet)
+                    break
+                except Exception as exc:  # a start that timed out: Ray raises a bare Exception
+                    ray.shutdown()
+                    if attempt + 1 == START_ATTEMPTS:
+                        raise KitError(f"the local Ray cluster did not start ({one_line(exc)}); run again when the "
+                                       "machine is less loaded, or start Ray yourself (ray start --head) and set "
+                                       "RAY_ADDRESS") from None
             self.cluster, self.owned = "local", True
 
     def _workers(self, encode, stores) -> list:
