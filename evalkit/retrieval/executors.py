@@ -7,9 +7,9 @@ An executor does two things for `evalkit.retrieval.vector_index`, and neither ch
   them) encoded, and given back in corpus order, so the index commits them in order under its
   lock and its files are byte-identical whatever the executor and the worker count;
 - `search`: each query's top ``k`` of the index; a cluster searches it shard by shard (a range
-  of rows each) and merges each query's shard tops exactly (`merge_top`: the kit's tie rule over
-  their union; a document's score is a function of its own vector, so it is the same in a shard
-  as in the whole index).
+  of rows each) and merges each query's shard tops exactly
+  (`evalkit.retrieval.exact_search.merge_top`: the kit's tie rule over their union; a document's
+  score is a function of its own vector, so it is the same in a shard as in the whole index).
 
 `describe` is what the run's sidecar records (the executor, its workers, the nodes' devices,
 where the vectors went); it is no part of the run's key.
@@ -23,7 +23,6 @@ import numpy as np
 
 from evalkit.core.extras import missing
 from evalkit.data.collection import Document
-from evalkit.data.runs import ranked
 
 
 class InProcess:
@@ -33,7 +32,7 @@ class InProcess:
 
     def encode_batches(self, encode: Callable[[list[Document]], np.ndarray], stores: Sequence,
                        batches: Iterable[list[Document]], folder) -> Iterator[tuple[list[Document], np.ndarray]]:
-        for batch in batches:
+        for batch in batches:  # as `evalkit.retrieval.vector_index` does without an executor
             yield batch, encode(batch)
 
     def search(self, index, queries: np.ndarray, k: int, exclude: Sequence[str | None], metric: str,
@@ -54,22 +53,6 @@ class InProcess:
 
 
 IN_PROCESS = InProcess()
-
-
-def merge_top(parts: Sequence[Sequence[dict[str, float]]], k: int) -> list[dict[str, float]]:
-    """Per query, the top `k` of the union of its shards' tops (each shard's exact top `k` of its
-    rows), ranked by the kit's tie rule (`evalkit.data.runs.ranked`): the whole index's top `k`,
-    since every document of it is in its own shard's top `k` under the same total order."""
-    out = []
-    for tops in zip(*parts):
-        union = {doc: score for top in tops for doc, score in top.items()}
-        out.append({doc: union[doc] for doc in ranked(union)[:k]})
-    return out
-
-
-def spans(rows: int, size: int) -> list[tuple[int, int]]:
-    """The index's rows as fixed shards of `size` rows (the last shorter), in row order."""
-    return [(begin, min(begin + size, rows)) for begin in range(0, rows, size)] or [(0, 0)]
 
 
 def executor_for(name: str, workers: int | None = None):

@@ -23,7 +23,7 @@ with the numbers of the in-process executor (`evalkit.retrieval.executors`).
   resumes after them, and batches encoded but not committed come from the embedding cache.
 - The search: the finished index, in shards of `SEARCH_ROWS` rows, each searched exactly by a
   worker that sees the index folder (else on the driver), merged per query by
-  `evalkit.retrieval.executors.merge_top`.
+  `evalkit.retrieval.exact_search.merge_top`.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from ray.exceptions import RayActorError, RayTaskError
 
 from evalkit.core.errors import KitError
 from evalkit.core.workspace import cache_root
-from evalkit.retrieval.executors import merge_top, spans
+from evalkit.retrieval.exact_search import merge_top, spans
 from evalkit.retrieval.vector_index import VectorIndex
 
 RESTARTS = 3  # times Ray restarts a killed worker (and retries its batches) before the run stops

@@ -51,7 +51,6 @@ from evalkit.data.collection import Document
 from evalkit.data.runs import write_atomic
 from evalkit.retrieval.corpus import DTYPES, Corpus
 from evalkit.retrieval.exact_search import TieRule, block_hits, error_bound, search_device
-from evalkit.retrieval.executors import IN_PROCESS
 
 INDEX_VERSION = 3  # 2: per-block checksums in meta.json, verified at open; 3: meta.json's own checksum
 BATCH = 4096  # documents encoded and committed per step of a build
@@ -110,7 +109,7 @@ class VectorIndex:
                         for store in stores:
                             stack.enter_context(store.transient())
                         try:
-                            _build(folder, corpus, encode, dtype, meta, executor or IN_PROCESS, stores)
+                            _build(folder, corpus, encode, dtype, meta, executor, stores)
                         except OSError as exc:  # a full disk, a read-only cache: the folder and the fix
                             raise KitError(f"{folder}: cannot write the vector index ({exc.strerror or exc}); free "
                                            "space there or point EVALKIT_CACHE elsewhere, then run again (the "
@@ -124,7 +123,7 @@ class VectorIndex:
                similarity: Callable[[np.ndarray, np.ndarray], np.ndarray],
                span: tuple[int, int] | None = None) -> list[dict[str, float]]:
         """Per query, its top `k` rows ({doc id: the model's `similarity`}), `exclude[i]` left out;
-        `span` (begin, end): only those rows (a shard; `evalkit.retrieval.executors.merge_top`
+        `span` (begin, end): only those rows (a shard; `evalkit.retrieval.exact_search.merge_top`
         merges shards' tops into the whole index's, exactly)."""
         queries = np.ascontiguousarray(query_vectors, dtype=np.float32)
         if queries.shape[1] != self.dim:
@@ -295,7 +294,7 @@ def _open(folder: Path, path: Path):
         raise damaged(folder, f"{path.name} cannot be read ({exc.strerror})") from None
 
 
-def _build(folder: Path, corpus: Corpus, encode, dtype: str, meta: dict | None, executor=IN_PROCESS,
+def _build(folder: Path, corpus: Corpus, encode, dtype: str, meta: dict | None, executor=None,
            stores: Sequence = ()) -> None:
     """Stream `corpus` into `folder`, resuming after the `meta` rows committed by an earlier run
     (checked against their checksums first): batches of `BATCH` documents in corpus order, each
@@ -364,7 +363,9 @@ def _build(folder: Path, corpus: Corpus, encode, dtype: str, meta: dict | None, 
             yield batch
 
     with progress.bar(total=corpus.size, desc=f"index {corpus.name}", unit="doc", min_total=BATCH) as bar:
-        for batch, vectors in executor.encode_batches(encode, stores, batches(bar), folder):
+        encoded = (((batch, encode(batch)) for batch in batches(bar)) if executor is None  # in this process
+                   else executor.encode_batches(encode, stores, batches(bar), folder))
+        for batch, vectors in encoded:
             rows = commit(batch, vectors, rows)
             bar.update(len(batch))
     if rows < done:

@@ -30,7 +30,7 @@ from evalkit.data.runstore import SIDECAR
 from evalkit.models.dense import BiEncoder
 from evalkit.pipeline.runner import Reuse, RunSettings, bind, obtain
 from evalkit.pipeline.settings import check_execution
-from evalkit.retrieval import executors, vector_index
+from evalkit.retrieval import exact_search, executors, vector_index
 from evalkit.retrieval.corpus import Corpus, rank_corpus
 from evalkit.retrieval.embeddings import Encoder
 
@@ -221,8 +221,8 @@ def test_the_shard_by_shard_search_merges_to_the_whole_search_ties_at_the_cut_of
         whole = index.search(queries, k, exclude, "cosine", similarity)
         for size in (7, 64, 1000):
             parts = [index.search(queries, k, exclude, "cosine", similarity, span)
-                     for span in executors.spans(len(index.ids), size)]
-            merged = executors.merge_top(parts, k)
+                     for span in exact_search.spans(len(index.ids), size)]
+            merged = exact_search.merge_top(parts, k)
             assert [list(m.items()) for m in merged] == [list(w.items()) for w in whole], (k, size)
     tied = [list(w.values()) for w in index.search(queries, 5, exclude, "cosine", similarity)]
     assert any(len(set(scores)) < len(scores) for scores in tied)  # the cut-off falls inside ties
