@@ -70,9 +70,9 @@ def child(model: str, docs: int, executor: str, workers: int, out: str, encode: 
     corpus = Corpus.of_documents(documents(docs))
     queries = [Query(f"q{j}", d.text) for j, d in enumerate(documents(QUERIES, seed=1))]
     scorer = BiEncoder(Encoder(model))
-    if not encode:  # the driver's own work: vectors from a hash, no model
-        scorer.doc_vectors = lambda batch: np.stack([np.random.default_rng(abs(hash(d.doc_id)) % 2**32)
-                                                     .standard_normal(32) for d in batch]).astype(np.float32)
+    if not encode:  # the driver's own work (index commits, search): vectors from a table, no model
+        table = np.random.default_rng(0).standard_normal((docs, 32)).astype(np.float32)
+        scorer.doc_vectors = lambda batch: table[[int(d.doc_id[1:]) for d in batch]]
     start = time.perf_counter()
     startup = None
     if executor == "ray":
