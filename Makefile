@@ -9,7 +9,7 @@
 # syntax. tests/kit/test_faults_make.py sets every variable this file reads to hostile values.
 override ENVIRONMENT_PARAMETERS := PROFILE PROTOCOL MODELS REFERENCE_MODEL DISCOUNT SEEDS CORPUS INSTRUCTIONS OFFICIAL \
 	OUTPUT_DIR FIGURES_DIR RUNS_DIR BEIR FOLLOWIR INSTRUCTIR SEED K EXPLORE_MODELS FORCE STRICT PYTHON PY EVALKIT \
-	STAMP EVALKIT_PROGRESS HF_HUB_DISABLE_PROGRESS_BARS
+	STAMP EVALKIT_PROGRESS HF_HUB_DISABLE_PROGRESS_BARS EXECUTOR WORKERS
 $(foreach v,$(.VARIABLES),$(if $(or $(filter command line,$(origin $(v))),$(and $(filter environment,$(origin $(v))),$(filter $(v),$(ENVIRONMENT_PARAMETERS)))),$(eval override $(v) := $$(value $(v)))))
 $(if $(filter command line,$(origin v)),$(eval override v := $$(value v)))
 override SHELL := /bin/bash
@@ -70,8 +70,15 @@ $(foreach p,$(PARAMETERS),$(eval override EVALKIT_PARAM_$(p) := $$(value $(p))))
 export $(foreach p,$(PARAMETERS),EVALKIT_PARAM_$(p))
 override EVALKIT_STRICT := $(value STRICT)
 export EVALKIT_STRICT
+# EXECUTOR=ray [WORKERS=N]: whole corpora encoded and searched on a Ray cluster (RAY_ADDRESS, else a
+# local one per run); not in the build tag: the numbers do not depend on it (EVALKIT_EXECUTOR, EVALKIT_WORKERS).
+EXECUTOR ?=
+WORKERS ?=
+override EVALKIT_EXECUTOR := $(value EXECUTOR)
+override EVALKIT_WORKERS := $(value WORKERS)
+export EVALKIT_EXECUTOR EVALKIT_WORKERS
 # Not exported under their own names: make would expand a '$(...)' in a value to export it.
-unexport $(PARAMETERS) STRICT EXPLORE_MODELS FORCE PYTHON PY EVALKIT STAMP
+unexport $(PARAMETERS) STRICT EXECUTOR WORKERS EXPLORE_MODELS FORCE PYTHON PY EVALKIT STAMP
 # The build tag names every output (evalkit/study/tag.py): PROFILE-PROTOCOL, -smoke-HASH for SEEDS,
 # -custom-HASH when MODELS, REFERENCE_MODEL, DISCOUNT, INSTRUCTIONS, CORPUS or a recipe dataset is
 # given, so a partial study never overwrites the full one and make reruns when one changes.

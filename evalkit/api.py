@@ -56,6 +56,7 @@ from evalkit.models.identity import identity_and_reason
 from evalkit.models.objects import as_scorer, prepare_object
 from evalkit.pipeline.run_input import read_run, run_labels
 from evalkit.pipeline.runner import RunSettings, bind, instructions_identity, obtain
+from evalkit.pipeline.settings import check_execution
 
 ROLES_READING = "instructed"
 
@@ -264,7 +265,8 @@ def evaluate(model, dataset: str = "csfcube", *, name: str | None = None, revisi
              measures: Sequence[str] | None = None, discount: str | None = None, k: int | None = None,
              aggregate: str = "folds", runs_dir: str | Path = "runs", first_stage: str | None = None,
              depth: int | None = None, corpus: str | None = None, test: str = "t", alpha: float = 0.05,
-             permutations: int | None = None, seed: int | None = None) -> Evaluation:
+             permutations: int | None = None, seed: int | None = None, executor: str = "local",
+             workers: int | None = None) -> Evaluation:
     """Rank `dataset` with `model` under each variant, store the runs in the run store, and evaluate
     them as ``evalkit evaluate`` does: per-query values, the measures table and, with a
     `reference`, paired two-sided tests against it.
@@ -327,6 +329,10 @@ def evaluate(model, dataset: str = "csfcube", *, name: str | None = None, revisi
         depth: How many first-stage documents are reranked under ``pooled`` and ``full``
             (default the profile's).
         corpus: The ``full`` protocol's corpus file (``abstracts-preds.zip``).
+        executor: Where a whole corpus is encoded and searched: ``local`` (this process; default)
+            or ``ray`` (a Ray cluster: the one ``RAY_ADDRESS`` names, else a local one started and
+            stopped for the run; the ``cluster`` extra). The numbers do not depend on it.
+        workers: Ray workers (default one per GPU of the cluster, else one per CPU).
         test: The paired test against `reference`: ``t`` (two-sided paired t-test; default) or
             ``fisher`` (Fisher's randomization test by sign flips), as ``evalkit evaluate --test``.
         alpha: The significance level of the marks and of ``better`` in ``tests`` (default 0.05).
@@ -357,6 +363,7 @@ def evaluate(model, dataset: str = "csfcube", *, name: str | None = None, revisi
                                 permutations=permutations, seed=seed)
     check_options(request)  # the rules `evalkit evaluate` follows, worded as this function's arguments
     check_cutoff("depth", depth)
+    check_execution(executor, workers)
     if profile not in registry.profiles():
         raise RequestError("profile", f"choose one of {', '.join(registry.profiles())}", value=profile)
     if not isinstance(runs_dir, str | Path) or not str(runs_dir).strip():
@@ -384,7 +391,7 @@ def evaluate(model, dataset: str = "csfcube", *, name: str | None = None, revisi
     def settings_of(variant: str) -> RunSettings:
         return RunSettings(model=model_name, dataset=dataset, profile=profile, protocol=protocol, variant=variant,
                            first_stage=first_stage, depth=depth, queries=checked.queries, corpus=corpus,
-                           instructions=instructions)
+                           instructions=instructions, executor=executor, workers=workers)
 
     judged = protocol_collection(collection, protocol)  # released: the seed judged too, as `evalkit evaluate`
     tables, folders = {}, {}

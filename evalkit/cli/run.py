@@ -63,7 +63,7 @@ def cmd_run(args: argparse.Namespace) -> None:
     settings = RunSettings(model=model, dataset=args.dataset, profile=args.profile, protocol=args.protocol,
                            variant=args.variant, prompt=args.prompt, first_stage=args.first_stage, depth=args.depth,
                            queries=queries, corpus=args.corpus, instructions=args.instructions,
-                           index_dtype=args.index_dtype)
+                           index_dtype=args.index_dtype, executor=args.executor, workers=args.workers)
     bound = bind(settings, collection, runs_dir)  # checked once (an unknown --first-stage too), before any work
     print(obtain(bound, read=False).folder)  # a matching stored run is reused, not rewritten or parsed
 
@@ -103,6 +103,11 @@ def add_parser(command) -> None:
     run.add_argument("--index-dtype", choices=("float32", "float16"), default="float32",
                      help="whole-corpus search: the on-disk vector index's dtype (float16 halves it; the "
                           "ranking is then that of float16-rounded document vectors)")
+    run.add_argument("--executor", choices=("local", "ray"), default="local",
+                     help="where a whole corpus is encoded and searched: local (this process) or ray (the Ray "
+                          "cluster RAY_ADDRESS names, else a local one for this run); the numbers are the same")
+    run.add_argument("--workers", type=int, metavar="N",
+                     help="--executor ray: workers (default one per GPU of the cluster, else one per CPU)")
     run.add_argument("--runs-dir", required=True, metavar="DIR",
                      help="run store: DIR/PROFILE/DATASET/PROTOCOL/NAME/{run.trec,sidecar.json}")
     run.set_defaults(func=cmd_run)

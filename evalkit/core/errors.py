@@ -80,6 +80,7 @@ FIELDS = frozenset({
     "instructions", "seeds", "queries", "query_template", "doc_template", "empty_instruction_template", "label",
     "role", "measures", "discount", "k", "aggregate", "runs_dir", "first_stage", "depth", "corpus", "test",
     "alpha", "permutations", "seed", "pmrr_ties", "runs", "format", "per_query", "index_dtype", "prompt", "recipe",
+    "executor", "workers",
 })
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)(?::([^{}]*))?\}")
 

@@ -18,6 +18,7 @@ EXTRAS = {
     "full-corpus": ("faiss",),
     "paper": ("peft",),
     "onnx": ("onnxruntime", "onnx"),
+    "cluster": ("ray",),
 }
 _EXTRA_OF = {module: extra for extra, modules in EXTRAS.items() for module in modules}
 

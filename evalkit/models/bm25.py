@@ -174,9 +174,10 @@ class BM25:
         return ids, retriever
 
     def search(self, queries: Sequence[Query], corpus, k: int, exclude=None,
-               dtype: str | None = None) -> dict[str, dict[str, float]]:
+               dtype: str | None = None, executor=None) -> dict[str, dict[str, float]]:
         """Each query's top `k` of `corpus`, as `score` over the whole corpus ranks them (module
-        docstring); `dtype` is for vector indexes, BM25 has none."""
+        docstring); `dtype` and `executor` are for vector indexes: BM25 has none and indexes and
+        searches in this process."""
         tie_rule, retriever = self.corpus_index(corpus)
         tokens = self._tokens([q.text for q in queries], return_ids=False)
         out = {}

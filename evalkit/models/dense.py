@@ -11,6 +11,7 @@ from evalkit.data.collection import Document, Query
 from evalkit.data.runs import ranked
 from evalkit.retrieval.embeddings import Encoder
 from evalkit.retrieval.exact_search import search_device
+from evalkit.retrieval.executors import IN_PROCESS
 from evalkit.retrieval.vector_index import VectorIndex
 
 TEMPLATE_FIELDS = {"query_template": ("instruction", "query"), "empty_instruction_template": ("query",),
@@ -121,19 +122,23 @@ class BiEncoder:
         document is then scored per query, its vectors kept for this run only)."""
         return self.first_stage is None and self.document_side().get("fingerprint") is not None
 
-    def corpus_index(self, corpus, dtype: str = "float32"):
-        """The `evalkit.retrieval.vector_index.VectorIndex` of `corpus` under this model (built once, on disk)."""
-        return VectorIndex.open(corpus, self.doc_vectors, self.document_side(), dtype, self.vector_stores())
+    def corpus_index(self, corpus, dtype: str = "float32", executor=None):
+        """The `evalkit.retrieval.vector_index.VectorIndex` of `corpus` under this model (built once, on
+        disk; its batches encoded by `executor`, `evalkit.retrieval.executors`, here by default)."""
+        return VectorIndex.open(corpus, self.doc_vectors, self.document_side(), dtype, self.vector_stores(), executor)
 
     def search(self, queries: Sequence[Query], corpus, k: int, exclude=None,
-               dtype: str = "float32") -> dict[str, dict[str, float]]:
+               dtype: str = "float32", executor=None) -> dict[str, dict[str, float]]:
         """Each query's top `k` of `corpus` by `similarity`, as `score` over every document ranks
-        them (`evalkit.retrieval.vector_index`); queries are encoded in one batch."""
+        them (`evalkit.retrieval.vector_index`); queries are encoded in one batch, here; the
+        corpus's vectors and the search by `executor` (here by default, or on Ray workers)."""
         exclude = exclude or {}
+        executor = executor or IN_PROCESS
         search_device()  # a device that cannot search is refused before anything is encoded
-        index = self.corpus_index(corpus, dtype)
+        index = self.corpus_index(corpus, dtype, executor)
         vectors = self.query_vectors(list(queries)) if queries else np.zeros((0, index.dim), np.float32)
-        found = index.search(vectors, k, [exclude.get(q.qid) for q in queries], self.metric, self.similarity)
+        found = executor.search(index, vectors, k, [exclude.get(q.qid) for q in queries], self.metric,
+                                self.similarity)
         return {q.qid: hits for q, hits in zip(queries, found)}
 
     def query_vector(self, query: Query) -> np.ndarray:

@@ -61,8 +61,9 @@ from evalkit.pipeline import prerequisites
 from evalkit.pipeline import settings as pipeline_settings
 
 # a run's settings; the runner's callers import them from here too
-from evalkit.pipeline.settings import RunSettings, instructions_identity
+from evalkit.pipeline.settings import EXECUTION_FIELDS, RunSettings, check_execution, instructions_identity
 from evalkit.retrieval.corpus import DTYPES, Corpus, documents_of, rank_corpus
+from evalkit.retrieval.executors import executor_for
 
 KEEP = 1000  # documents kept per query when a whole corpus is ranked (as BEIR runs)
 
@@ -95,6 +96,7 @@ def check_settings(settings: RunSettings, model: ModelSpec, first: ModelSpec | N
                                        "{protocol:pool} or {protocol:pooled}", value="full")
     if settings.index_dtype not in DTYPES:
         raise KitError(f"index dtype {settings.index_dtype!r} is not one of {', '.join(DTYPES)}")
+    check_execution(settings.executor, settings.workers)
     missing = sorted(registry.needs(model) - capabilities(collection))
     if missing:
         raise KitError(f"model {settings.model} cannot rank {collection.name}: it needs {', '.join(missing)} "
@@ -132,11 +134,12 @@ def whole_corpus(collection: Collection) -> Corpus:
 
 
 def candidates_for(settings: RunSettings, collection: Collection, queries: Sequence[Query],
-                   first_spec: ModelSpec | None, depth: int | None) -> tuple[dict[str, list[Document]] | None, dict]:
+                   first_spec: ModelSpec | None, depth: int | None,
+                   executor=None) -> tuple[dict[str, list[Document]] | None, dict]:
     """Candidates per query under the protocol (None: a pool protocol over a whole corpus, which
     the model ranks itself, `KEEP` kept), and the protocol's description for the sidecar; on the
     pooled and full protocols `first_spec` ranks the corpus and keeps the top `depth`
-    (`first_stage_of`)."""
+    (`first_stage_of`), its corpus encoded and searched by `executor` (default in-process)."""
     if settings.protocol in POOL_PROTOCOLS:
         if collection.candidates is None:
             return None, {"protocol": settings.protocol, "corpus_size": len(collection.documents), "keep": KEEP}
@@ -148,13 +151,13 @@ def candidates_for(settings: RunSettings, collection: Collection, queries: Seque
                  "depth": depth}
     if settings.protocol == "pooled":
         corpus = whole_corpus(collection)
-        found = first_stage(first, queries, corpus, depth, collection.exclude, settings.index_dtype)
+        found = first_stage(first, queries, corpus, depth, collection.exclude, settings.index_dtype, executor)
         return ({qid: [collection.documents[d] for d in hits] for qid, hits in found.items()},
                 {**described, "corpus_size": len(collection.documents)})
     if not getattr(first, "can_search", lambda excluding: False)(True):  # a file corpus is never scored whole
         raise KitError(f"the full protocol's first stage must be an embedding model; {name} is not")
     corpus = Corpus.of_file(Path(settings.corpus), collection.read_corpus)
-    found = first_stage(first, queries, corpus, depth, collection.exclude, settings.index_dtype)
+    found = first_stage(first, queries, corpus, depth, collection.exclude, settings.index_dtype, executor)
     texts = documents_of(corpus, {d for hits in found.values() for d in hits})
     return ({qid: [texts[d] for d in hits] for qid, hits in found.items()},
             {**described, "corpus": corpus.name, "corpus_sha256": corpus.key,
@@ -162,21 +165,22 @@ def candidates_for(settings: RunSettings, collection: Collection, queries: Seque
 
 
 def first_stage(first: Scorer, queries: list[Query], corpus: Corpus, depth: int, exclude,
-                index_dtype: str = "float32") -> dict[str, list[str]]:
+                index_dtype: str = "float32", executor=None) -> dict[str, list[str]]:
     """The first stage of the pooled and full protocols: each query's top `depth` document ids of
     `corpus`, best first (`evalkit.retrieval.corpus.rank_corpus`; its excluded document left out)."""
-    found = rank_corpus(first, queries, corpus, depth, exclude, index_dtype)
+    found = rank_corpus(first, queries, corpus, depth, exclude, index_dtype, executor)
     return {qid: ranked(scores) for qid, scores in found.items()}
 
 
 Candidates = dict[str, list[Document]]
 
 
-def prepare(bound: BoundRun) -> tuple[Scorer, Candidates | None, dict]:
+def prepare(bound: BoundRun, executor=None) -> tuple[Scorer, Candidates | None, dict]:
     """The model, each query's candidates under the protocol (None when the model ranks the whole
-    corpus itself) and the protocol's description; every candidate prepared (e.g. encoded) once."""
+    corpus itself) and the protocol's description; every candidate prepared (e.g. encoded) once;
+    whole corpora encoded and searched by `executor` (default in-process)."""
     candidates, protocol = candidates_for(bound.settings, bound.collection, bound.queries, bound.first_stage,
-                                          bound.depth)
+                                          bound.depth, executor)
     scorer = registry.build(bound.model, bound.collection)
     if candidates is not None:
         scorer.prepare(list({d.doc_id: d for cands in candidates.values() for d in cands}.values()))
@@ -184,18 +188,15 @@ def prepare(bound: BoundRun) -> tuple[Scorer, Candidates | None, dict]:
 
 
 def compute(bound: BoundRun) -> Path:
-    """Run the bound model over its queries and store the run (`write_run`); returns its folder."""
-    settings, collection, queries = bound.settings, bound.collection, bound.queries
-    scorer, candidates, protocol = prepare(bound)
-    if candidates is None:  # the whole corpus, top KEEP: one batched search where the model has an index
-        run: Run = rank_corpus(scorer, queries, whole_corpus(collection), KEEP, collection.exclude,
-                               settings.index_dtype)
-    else:
-        run = {}
-        score_many = getattr(scorer, "score_many", None)  # scorers that rank many queries at once (LLM rerankers)
-        together = iter(score_many(queries, [candidates[q.qid] for q in queries])) if score_many else None
-        for query in progress.bar(queries, desc=f"scoring {settings.run_name} ({settings.protocol})", unit="query"):
-            run[query.qid] = next(together) if together else scorer.score(query, candidates[query.qid])
+    """Run the bound model over its queries and store the run (`write_run`); returns its folder.
+    Whole corpora are encoded and searched by the run's executor (`executor_for`: in this process,
+    or on a Ray cluster it starts or joins and leaves), recorded in the sidecar as ``execution``."""
+    settings, queries = bound.settings, bound.queries
+    with executor_for(settings.executor, settings.workers) as executor:
+        scorer, candidates, protocol, run = _scored(bound, executor)
+        execution = executor.describe()
+    for note in execution.get("notes", []):
+        print(f"evalkit: note: {settings.run_name}: {note}", file=sys.stderr)
     accounting = getattr(scorer, "accounting", None)
     model_spec = bound.model
     sidecar = {
@@ -206,15 +207,32 @@ def compute(bound: BoundRun) -> Path:
         "model_settings": scorer.describe(),
         "instructions": sorted({q.instruction for q in queries}),
         **protocol,
+        "execution": execution,  # where it ran: no part of the key, the numbers do not depend on it
     }
     return write_run(bound.folder, run, sidecar, accounting() if accounting else None)
+
+
+def _scored(bound: BoundRun, executor) -> tuple[Scorer, Candidates | None, dict, Run]:
+    """The model, its candidates, the protocol's description and the run of `compute`."""
+    settings, collection, queries = bound.settings, bound.collection, bound.queries
+    scorer, candidates, protocol = prepare(bound, executor)
+    if candidates is None:  # the whole corpus, top KEEP: one batched search where the model has an index
+        run: Run = rank_corpus(scorer, queries, whole_corpus(collection), KEEP, collection.exclude,
+                               settings.index_dtype, executor)
+    else:
+        run = {}
+        score_many = getattr(scorer, "score_many", None)  # scorers that rank many queries at once (LLM rerankers)
+        together = iter(score_many(queries, [candidates[q.qid] for q in queries])) if score_many else None
+        for query in progress.bar(queries, desc=f"scoring {settings.run_name} ({settings.protocol})", unit="query"):
+            run[query.qid] = next(together) if together else scorer.score(query, candidates[query.qid])
+    return scorer, candidates, protocol, run
 
 
 def sidecar_key(settings: RunSettings, model_spec: ModelSpec, collection: Collection) -> dict:
     """What a stored run must match to be reused: the settings (an instruction file by name and
     sha256), the model's whole registry entry, the identity of user code behind it
     (`registry.identity`) and the data. Known before any model is built (`bind`, once a run)."""
-    run_settings = asdict(settings)
+    run_settings = {k: v for k, v in asdict(settings).items() if k not in EXECUTION_FIELDS}  # time, not numbers
     if settings.instructions is not None:  # the file by name and content, not by its path on this machine
         run_settings["instructions"] = instructions_identity(settings.instructions)
     return {"run": settings.run_name, "dataset": collection.name, "data_sha256": collection.identity,

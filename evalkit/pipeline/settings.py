@@ -1,6 +1,9 @@
 """A run's settings (`RunSettings`, built by keyword): the fields are the run-store key's settings
-and name the run's folder (`run_name`). The registry entries a run reads are looked up once,
-when the runner binds the run (`evalkit.pipeline.runner.bind`)."""
+and name the run's folder (`run_name`), except where the run is executed (`EXECUTION_FIELDS`:
+in-process or on a Ray cluster, and with how many workers), which changes the time, never the
+numbers, so it is recorded in the sidecar but keys nothing (`check_execution`, the one rule of
+every front end). The registry entries a run reads are looked up once, when the runner binds the
+run (`evalkit.pipeline.runner.bind`)."""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import KitError, RequestError
 from evalkit.core.hashing import file_sha256
 from evalkit.data.collection import BASE
 from evalkit.models import adhoc
@@ -17,7 +20,7 @@ from evalkit.models import adhoc
 @dataclass(frozen=True, kw_only=True)
 class RunSettings:
     """What a run is made of, built by keyword (``RunSettings(model="bm25", protocol="pooled")``): every
-    field is in the run-store key (`sidecar_key`), the model, variant, index dtype, instruction
+    field but `EXECUTION_FIELDS` is in the run-store key (`sidecar_key`), the model, variant, index dtype, instruction
     file and prompt in the run's folder name (`run_name`). The registry entries a run reads are
     looked up once, when the run is bound (`evalkit.pipeline.runner.bind`)."""
 
@@ -33,6 +36,8 @@ class RunSettings:
     corpus: str | None = None  # full protocol: abstracts-preds.zip (or a .jsonl in its format)
     instructions: str | None = None  # a user's instruction file (its variants replace the collection's)
     index_dtype: str = "float32"  # whole-corpus vector index: float32, or float16 (half the disk)
+    executor: str = "local"  # where a whole corpus is encoded and searched: in-process, or "ray" (a cluster)
+    workers: int | None = None  # Ray workers; default one per GPU of the cluster, else one per core
 
     @property
     def run_name(self) -> str:
@@ -42,6 +47,23 @@ class RunSettings:
         if self.instructions is not None:
             name = f"{name}--instructions-{instructions_identity(self.instructions)['sha256'][:10]}"
         return name if self.prompt is None else f"{name}--prompt-{_digest(self.prompt)}"
+
+
+EXECUTORS = ("local", "ray")  # in-process; a Ray cluster (evalkit.retrieval.ray_executor)
+EXECUTION_FIELDS = ("executor", "workers")  # how a run is executed: in the sidecar, not in its key
+
+
+def check_execution(executor, workers) -> None:
+    """The one rule for where a run executes (every front end's): a known executor, and a worker
+    count (a positive integer) only for Ray."""
+    if executor not in EXECUTORS:
+        raise RequestError("executor", f"is not one of {', '.join(EXECUTORS)}", value=executor)
+    if workers is None:
+        return
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise RequestError("workers", "must be a positive integer (Ray workers)", value=workers)
+    if executor != "ray":
+        raise RequestError("workers", "applies to the Ray executor; add {executor:ray} or drop it", value=workers)
 
 
 def instructions_identity(path: str) -> dict:

@@ -58,14 +58,18 @@ class Corpus:
 
 
 def rank_corpus(scorer, queries: Sequence[Query], corpus: Corpus, k: int, exclude: Mapping[str, str] | None = None,
-                dtype: str = "float32") -> dict[str, dict[str, float]]:
+                dtype: str = "float32", executor=None) -> dict[str, dict[str, float]]:
     """Each query's top `k` documents of `corpus` with their scores, exactly as scoring every
     document (its `exclude`d one left out) and ranking by the tie rule: an index search where
-    the scorer has one (`dtype`: its vectors' on disk), else every document scored per query."""
+    the scorer has one (`dtype`: its vectors' on disk; `executor`: who encodes and searches it,
+    `evalkit.retrieval.executors`, this process by default), else every document scored per
+    query, here."""
     exclude = exclude or {}
     excluding = any(q.qid in exclude for q in queries)
     if getattr(scorer, "can_search", lambda excluding: False)(excluding):
-        return scorer.search(list(queries), corpus, k, exclude, dtype)
+        if executor is None:  # a scorer of a user's may know no executor
+            return scorer.search(list(queries), corpus, k, exclude, dtype)
+        return scorer.search(list(queries), corpus, k, exclude, dtype, executor=executor)
     documents = list(corpus.read())
     scorer.prepare(documents)
     lists = [[d for d in documents if d.doc_id != exclude[q.qid]] if q.qid in exclude else documents

@@ -67,6 +67,10 @@ class CachedVectors:
         self._retain = True
         self.encoded = 0  # inputs sent to the model in this process (for benchmarks and tests)
 
+    def __getstate__(self) -> dict:
+        """Pickled (sent to a Ray worker) without the vectors held in memory."""
+        return {**self.__dict__, "_memory": {}, "_retain": True}
+
     @contextmanager
     def transient(self):
         """Within it, `get` keeps no vectors in memory (they are stored on disk as always): a
@@ -190,6 +194,10 @@ class Encoder:
         self.fingerprint = self.vectors.fingerprint
         self.cache = self.vectors.cache
         self._model = None
+
+    def __getstate__(self) -> dict:
+        """Pickled (sent to a Ray worker) without the loaded model, which the copy loads on first use."""
+        return {**self.__dict__, "_model": None, "_pool": None, "_onnx": None}
 
     @property
     def texts_encoded(self) -> int:

@@ -7,6 +7,8 @@
   leaving the device;
 - `search_device`: where the products run (``EVALKIT_SEARCH_DEVICE``, else a visible GPU, else
   the CPU); the ranking does not depend on it;
+- `merge_top`, `spans`: an index searched shard by shard (a range of rows each), each query's
+  shard tops merged into the whole index's top ``k`` by the tie rule, exactly;
 - `TieRule`: the kit's tie rule (`evalkit.data.runs.ranked`) over rows of a corpus whose ids are
   known, shared with BM25's index.
 """
@@ -21,6 +23,7 @@ import numpy as np
 
 from evalkit.core.devices import device_kind, resolve_device
 from evalkit.core.errors import KitError
+from evalkit.data.runs import ranked
 
 UNIT = 2.0 ** -24  # float32 unit roundoff
 
@@ -130,3 +133,19 @@ def full_float32(torch):
         yield
     finally:
         matmul.allow_tf32 = saved
+
+
+def merge_top(parts: Sequence[Sequence[dict[str, float]]], k: int) -> list[dict[str, float]]:
+    """Per query, the top `k` of the union of its shards' tops (each shard's exact top `k` of its
+    rows), ranked by the kit's tie rule (`evalkit.data.runs.ranked`): the whole index's top `k`,
+    since every document of it is in its own shard's top `k` under the same total order."""
+    out = []
+    for tops in zip(*parts):
+        union = {doc: score for top in tops for doc, score in top.items()}
+        out.append({doc: union[doc] for doc in ranked(union)[:k]})
+    return out
+
+
+def spans(rows: int, size: int) -> list[tuple[int, int]]:
+    """The index's rows as fixed shards of `size` rows (the last shorter), in row order."""
+    return [(begin, min(begin + size, rows)) for begin in range(0, rows, size)] or [(0, 0)]

@@ -86,6 +86,13 @@ class EmbeddingCache:
         except sqlite3.Error as exc:
             raise cache_error(self.path, exc) from None
 
+    def __getstate__(self) -> dict:
+        """Pickled (sent to a Ray worker) as its path and fingerprint; the copy opens the file anew."""
+        return {"path": self.path, "fingerprint": self.fingerprint}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["path"], state["fingerprint"])
+
     def _prepare(self) -> None:
         with self.db:
             self.db.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vector BLOB, checksum TEXT)")

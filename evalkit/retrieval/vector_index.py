@@ -86,10 +86,12 @@ class VectorIndex:
 
     @classmethod
     def open(cls, corpus: Corpus, encode: Callable[[list[Document]], np.ndarray], parts: dict,
-             dtype: str = "float32", stores: Sequence = ()) -> VectorIndex:
+             dtype: str = "float32", stores: Sequence = (), executor=None) -> VectorIndex:
         """The index of `corpus` under `encode` (document vectors of a batch), built or resumed
         when incomplete. `parts` is what makes a document vector (keys the folder); `stores` are
-        the model's vector caches, kept from holding the whole corpus in memory while streaming.
+        the model's vector caches, kept from holding the whole corpus in memory while streaming;
+        `executor` encodes the batches (`evalkit.retrieval.executors`: in this process by
+        default, or on Ray workers), which are committed here in corpus order whoever encodes them.
 
         One process builds at a time (a lock beside the folder, `evalkit.core.locks`); another that
         wants the same index waits and then uses the finished one, so concurrent runs never
@@ -107,7 +109,7 @@ class VectorIndex:
                         for store in stores:
                             stack.enter_context(store.transient())
                         try:
-                            _build(folder, corpus, encode, dtype, meta)
+                            _build(folder, corpus, encode, dtype, meta, executor, stores)
                         except OSError as exc:  # a full disk, a read-only cache: the folder and the fix
                             raise KitError(f"{folder}: cannot write the vector index ({exc.strerror or exc}); free "
                                            "space there or point EVALKIT_CACHE elsewhere, then run again (the "
@@ -118,8 +120,11 @@ class VectorIndex:
         return index
 
     def search(self, query_vectors: np.ndarray, k: int, exclude: Sequence[str | None], metric: str,
-               similarity: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> list[dict[str, float]]:
-        """Per query, its top `k` rows ({doc id: the model's `similarity`}), `exclude[i]` left out."""
+               similarity: Callable[[np.ndarray, np.ndarray], np.ndarray],
+               span: tuple[int, int] | None = None) -> list[dict[str, float]]:
+        """Per query, its top `k` rows ({doc id: the model's `similarity`}), `exclude[i]` left out;
+        `span` (begin, end): only those rows (a shard; `evalkit.retrieval.exact_search.merge_top`
+        merges shards' tops into the whole index's, exactly)."""
         queries = np.ascontiguousarray(query_vectors, dtype=np.float32)
         if queries.shape[1] != self.dim:
             raise KitError(f"{self.folder}: the index holds {self.dim}-dimensional vectors, the queries have "
@@ -135,7 +140,7 @@ class VectorIndex:
         with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
             for start in range(0, len(queries), per_batch):
                 part = queries[start:start + per_batch]
-                shortlists = self._shortlists(part, k, skip[start:start + per_batch], metric)
+                shortlists = self._shortlists(part, k, skip[start:start + per_batch], metric, span)
                 # the gathers and products (no GIL) across threads, the tie rule here as they come
                 with threadpool_limits(1, "blas"):
                     for rows, exact in zip(shortlists, pool.map(rescored, part, shortlists)):
@@ -151,18 +156,20 @@ class VectorIndex:
     def tie_rule(self) -> TieRule:
         return TieRule(self.ids)
 
-    def _shortlists(self, queries: np.ndarray, k: int, skip: np.ndarray, metric: str) -> list[np.ndarray]:
-        """Per query, the rows whose blocked score is within twice `error_bound` of its k-th best
-        (each block's products and hits by `block_hits` for the search's device)."""
-        n = len(self.ids)
+    def _shortlists(self, queries: np.ndarray, k: int, skip: np.ndarray, metric: str,
+                    span: tuple[int, int] | None = None) -> list[np.ndarray]:
+        """Per query, the rows (of `span`, default all) whose blocked score is within twice
+        `error_bound` of its k-th best (each block's products and hits by `block_hits` for the
+        search's device)."""
+        first, n = span if span is not None else (0, len(self.ids))
         slack = 2 * error_bound(metric, self.dim, np.linalg.norm(queries.astype(np.float64), axis=1), self.max_norm)
         block = max(1024, SCORE_CELLS // len(queries))
         pool_rows = [np.zeros(0, dtype=np.int64) for _ in queries]
         pool_scores = [np.zeros(0, dtype=np.float32) for _ in queries]
         floor = np.full(len(queries), -np.inf)
         hits_of = block_hits(search_device(), queries, metric, k, slack)
-        for begin in range(0, n, block):
-            rows = np.asarray(self.rows[begin:begin + block], dtype=np.float32)
+        for begin in range(first, n, block):
+            rows = np.asarray(self.rows[begin:min(begin + block, n)], dtype=np.float32)
             inside = np.flatnonzero((skip >= begin) & (skip < begin + len(rows)))
             hit_q, hit_r, hit_scores = hits_of(rows, (inside, skip[inside] - begin), floor)
             bounds = np.searchsorted(hit_q, np.arange(len(queries) + 1))
@@ -287,9 +294,12 @@ def _open(folder: Path, path: Path):
         raise damaged(folder, f"{path.name} cannot be read ({exc.strerror})") from None
 
 
-def _build(folder: Path, corpus: Corpus, encode, dtype: str, meta: dict | None) -> None:
+def _build(folder: Path, corpus: Corpus, encode, dtype: str, meta: dict | None, executor=None,
+           stores: Sequence = ()) -> None:
     """Stream `corpus` into `folder`, resuming after the `meta` rows committed by an earlier run
-    (checked against their checksums first). The caller holds the folder's lock."""
+    (checked against their checksums first): batches of `BATCH` documents in corpus order, each
+    encoded by `executor` (here, or on workers, several at once) and committed in order. The
+    caller holds the folder's lock."""
     folder.mkdir(parents=True, exist_ok=True)
     done = meta["rows"] if meta else 0
     dim, max_norm = (meta["dim"], meta["max_norm"]) if meta else (None, 0.0)
@@ -303,9 +313,9 @@ def _build(folder: Path, corpus: Corpus, encode, dtype: str, meta: dict | None) 
         fh.truncate(done * (dim or 0) * itemsize)
     write_atomic(ids_path, "".join(f"{d}\n" for d in kept))
 
-    def commit(batch: list[Document], rows: int) -> int:
+    def commit(batch: list[Document], vectors: np.ndarray, rows: int) -> int:
         nonlocal dim, max_norm
-        vectors = np.asarray(encode(batch), dtype=np.float32)
+        vectors = np.asarray(vectors, dtype=np.float32)
         if dim is None:
             dim = vectors.shape[1]
         if vectors.shape != (len(batch), dim):
@@ -330,8 +340,12 @@ def _build(folder: Path, corpus: Corpus, encode, dtype: str, meta: dict | None) 
         _write_meta(folder, rows, dim, dtype, max_norm, corpus, blocks, complete=False)
         return rows
 
-    rows, batch = 0, []
-    with progress.bar(total=corpus.size, desc=f"index {corpus.name}", unit="doc", min_total=BATCH) as bar:
+    rows = 0
+    size = BATCH  # read once: every batch of this build has one size, whoever encodes it
+
+    def batches(bar):
+        nonlocal rows
+        batch = []
         for position, document in enumerate(corpus.read()):
             if any(c.isspace() for c in document.doc_id) or not document.doc_id:
                 raise KitError(f"{corpus.name}: document id {document.doc_id!r} is empty or holds whitespace")
@@ -342,12 +356,17 @@ def _build(folder: Path, corpus: Corpus, encode, dtype: str, meta: dict | None) 
                 bar.update(1)
                 continue
             batch.append(document)
-            if len(batch) == BATCH:
-                rows = commit(batch, rows)
-                bar.update(len(batch))
+            if len(batch) == size:
+                yield batch
                 batch = []
         if batch:
-            rows = commit(batch, rows)
+            yield batch
+
+    with progress.bar(total=corpus.size, desc=f"index {corpus.name}", unit="doc", min_total=BATCH) as bar:
+        encoded = (((batch, encode(batch)) for batch in batches(bar)) if executor is None  # in this process
+                   else executor.encode_batches(encode, stores, batches(bar), folder))
+        for batch, vectors in encoded:
+            rows = commit(batch, vectors, rows)
             bar.update(len(batch))
     if rows < done:
         raise KitError(f"{folder}: the corpus changed under a partial index (it has {rows} documents, the index "

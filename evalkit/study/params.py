@@ -51,9 +51,11 @@ from evalkit.evaluation.request import check_discount
 from evalkit.models import registry
 from evalkit.pipeline import prerequisites
 from evalkit.pipeline.runner import RunSettings, instructions_identity
+from evalkit.pipeline.settings import check_execution
 from evalkit.study.tag import build_tag, path_part
 
 STRICT_ENV = "EVALKIT_STRICT"
+EXECUTOR_ENV, WORKERS_ENV = "EVALKIT_EXECUTOR", "EVALKIT_WORKERS"  # make's EXECUTOR= and WORKERS=
 DISCOUNTS = {discount: f"{family}@{TABLE.k}" for discount, family in evaluation.DISCOUNTS.items()}  # -> nDCG@20
 BOOTSTRAP_SEED = 0
 # Each notebook's default model list: the profile's `study` entry of this name.
@@ -79,6 +81,8 @@ class Study:
     instructions: str | None = None  # a user's instruction file; None: the kit's
     official: bool = False  # the relevance notebook adds the release's official measures
     strict: bool = False  # stop at the first row that cannot run (else it becomes "not run: <reason>")
+    executor: str = "local"  # where whole corpora are encoded and searched (EXECUTOR: local or ray)
+    workers: int | None = None  # Ray workers (WORKERS)
 
     @property
     def tables_dir(self) -> Path:
@@ -100,7 +104,7 @@ class Study:
                  prompt: str | None = None) -> RunSettings:
         return RunSettings(model=model, dataset=collection.name, profile=self.profile, protocol=self.protocol,
                            variant=variant, prompt=prompt, queries=self.queries(collection), corpus=self.corpus,
-                           instructions=self.instructions)
+                           instructions=self.instructions, executor=self.executor, workers=self.workers)
 
     def with_models(self, models: list[str]) -> Study:
         return replace(self, models=tuple(models))
@@ -210,9 +214,23 @@ def _check(notebook: str, PROFILE: str, PROTOCOL: str, SEEDS: str, OUTPUT_DIR: s
     if strict():  # fail early: every row's missing prerequisites in one line, before any model loads
         prerequisites.check_all([registry.spec(name, PROFILE) for name in models])
     tag = _tag(TAG, PROFILE, PROTOCOL, SEEDS, **content)
+    executor, workers = execution()
     return Study(PROFILE, PROTOCOL, tag, models, reference, measure, seeds_of(SEEDS), resolve(OUTPUT_DIR),
                  resolve(FIGURES_DIR), resolve(RUNS_DIR), CORPUS or None, instructions,
-                 OFFICIAL == "yes", strict())
+                 OFFICIAL == "yes", strict(), executor, workers)
+
+
+def execution() -> tuple[str, int | None]:
+    """``EVALKIT_EXECUTOR`` and ``EVALKIT_WORKERS`` (``make ... EXECUTOR=ray WORKERS=2``): where the
+    runs' whole corpora are encoded and searched; not in the build tag, the numbers do not depend
+    on it (`evalkit.pipeline.settings.check_execution`)."""
+    executor = os.environ.get(EXECUTOR_ENV, "").strip() or "local"
+    text = os.environ.get(WORKERS_ENV, "").strip()
+    workers = int(text) if text.isdigit() else None
+    if text and workers is None:
+        raise RequestError("workers", "must be a positive integer (Ray workers)", value=text)
+    check_execution(executor, workers)
+    return executor, workers
 
 
 def strict() -> bool:

@@ -664,3 +664,15 @@ def test_evaluate_pmrr_ties_selects_mteb_order(cached_data, capsys, collection, 
         assert summary["p-MRR"] == pytest.approx(expected["p-MRR"], abs=1e-15)
         values[ties] = summary["p-MRR"]["all"]
     assert values["kit"] != pytest.approx(values["mteb"])  # the order matters on this run
+
+
+@pytest.mark.parametrize("extra, line", [
+    (["--workers", "2"], "evalkit: error: --workers 2: applies to the Ray executor; add --executor ray or drop it"),
+    (["--executor", "ray", "--workers", "0"], "evalkit: error: --workers 0: must be a positive integer (Ray workers)"),
+])
+def test_run_refuses_an_executor_request_in_one_line_naming_the_option(tmp_path, capsys, extra, line):
+    beir = write_beir(tmp_path / "beir")
+    assert cli.main(["run", "--dataset", f"beir:{beir}", "--model", "bm25", "--runs-dir", str(tmp_path / "runs"),
+                     *extra]) == 2
+    assert capsys.readouterr().err.strip() == line
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").rglob("run.trec"))

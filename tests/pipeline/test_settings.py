@@ -4,14 +4,15 @@ fields alone (the registry entries a run reads are looked up when it is bound, `
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import KitError, RequestError
 from evalkit.models import registry
 from evalkit.pipeline import prerequisites, runner
 from evalkit.pipeline.runner import RunSettings, bind, obtain, unavailable
+from evalkit.pipeline.settings import EXECUTION_FIELDS
 
 QUERIES = ("929877_background", "929877_method")
 
@@ -61,8 +62,19 @@ def test_the_key_is_the_settings_fields_alone(collection, tmp_path):
     settings = RunSettings(model="bm25", profile="test", protocol="pooled", queries=QUERIES)
     bound = bind(settings, collection, tmp_path)
     assert bound.first_stage.name == "bm25-first" and bound.depth == 5
-    assert set(bound.key["run_settings"]) == {f for f in RunSettings.__dataclass_fields__}
+    assert set(bound.key["run_settings"]) == {f for f in RunSettings.__dataclass_fields__} - set(EXECUTION_FIELDS)
     assert bound.folder == runner.run_folder(tmp_path, settings, collection.name)
+
+
+def test_where_a_run_executes_is_no_part_of_its_key_or_folder(collection, tmp_path):
+    """The executor and its workers change the time, not the numbers: a Ray run and an in-process
+    one of the same settings have one key and one folder (each reuses the other's run)."""
+    settings = RunSettings(model="bm25", profile="test", protocol="pooled", queries=QUERIES)
+    local = bind(settings, collection, tmp_path)
+    ray = bind(replace(settings, executor="ray", workers=3), collection, tmp_path)
+    assert ray.key == local.key and ray.folder == local.folder
+    with pytest.raises(RequestError, match="executor="):
+        bind(replace(settings, executor="spark"), collection, tmp_path)
 
 
 def test_the_pool_protocols_have_no_first_stage(collection, monkeypatch):

@@ -129,3 +129,27 @@ def test_a_notebooks_tag_parameter_must_be_a_plain_name_part(given_tag):
     with pytest.raises(KitError) as raised:
         params.check("hybrid", PROFILE="offline", PROTOCOL="pool", TAG=given_tag)
     assert str(raised.value).startswith(f"TAG {given_tag!r} is not a plain file-name part")
+
+
+def test_make_s_executor_and_workers_reach_every_run_of_a_notebook(monkeypatch):
+    """``make ... EXECUTOR=ray WORKERS=2`` (EVALKIT_EXECUTOR, EVALKIT_WORKERS): the runs' settings
+    carry them; not the build tag (the numbers do not depend on them); a wrong value is one line
+    naming the parameter as make spells it."""
+    from evalkit.data.collection import Collection
+    from evalkit.study import params
+
+    monkeypatch.setenv("EVALKIT_EXECUTOR", "ray")
+    monkeypatch.setenv("EVALKIT_WORKERS", "2")
+    study = params.check("hybrid", PROFILE="offline", PROTOCOL="pool")
+    settings = study.settings("bm25", Collection(name="c", documents={}, queries={}, qrels={}))
+    assert (settings.executor, settings.workers) == ("ray", 2)
+    monkeypatch.delenv("EVALKIT_EXECUTOR")
+    monkeypatch.delenv("EVALKIT_WORKERS")
+    assert study.tag == params.check("hybrid", PROFILE="offline", PROTOCOL="pool").tag
+    for name, value, spelled in (("EVALKIT_EXECUTOR", "spark", "EXECUTOR=spark"), ("EVALKIT_WORKERS", "two",
+                                                                                  "WORKERS=two")):
+        monkeypatch.setenv("EVALKIT_EXECUTOR", "ray")
+        monkeypatch.setenv(name, value)
+        with pytest.raises(KitError) as raised:
+            params.check("hybrid", PROFILE="offline", PROTOCOL="pool")
+        assert str(raised.value).startswith(spelled) and "\n" not in str(raised.value)

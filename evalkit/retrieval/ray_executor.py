@@ -1,0 +1,347 @@
+"""The Ray executor (``executor="ray"``): a whole corpus encoded and searched by Ray Core actors,
+with the numbers of the in-process executor (`evalkit.retrieval.executors`).
+
+- The cluster: with ``RAY_ADDRESS`` set the kit joins it (and leaves it running); without, it
+  starts a local cluster on this machine and stops it after the run; a Ray already started in
+  this process (``ray.init`` by the caller) is used as it is.
+- The workers: one actor each, holding the model (loaded once, on its first batch). A worker
+  takes one GPU where the cluster has GPUs, else a share of the CPUs, and sets torch's threads to
+  that share, so the threads of all workers stay within the cores (a local cluster of more
+  workers than cores runs one thread each, and the run's notes say the cores are shared).
+- What moves: the driver reads the corpus and cuts it into the index's fixed batches
+  (`evalkit.retrieval.vector_index.BATCH` documents, in corpus order, whatever the worker
+  count); the workers encode them (their embedding cache is the driver's cache path) and the
+  driver commits them in corpus order into the one index under its lock, as in-process. The
+  vectors come back through the cache folder when every worker sees it (a shared filesystem:
+  the driver writes a probe file there and each worker reads it), else through Ray's object
+  store (also when ``EVALKIT_RAY_VECTORS=object-store``); the run's notes say which. At most two
+  batches per worker are in flight, so the driver's memory is bounded by batches, not the corpus.
+- Failures: a worker killed mid-batch is restarted by Ray and its batches are retried
+  (`RESTARTS`); the result is the same, since a batch's vectors do not depend on who encodes
+  them. A worker that fails (a model it cannot load) ends the run with one line naming the
+  worker, its node and the cause. A killed driver leaves the committed batches: the next run
+  resumes after them, and batches encoded but not committed come from the embedding cache.
+- The search: the finished index, in shards of `SEARCH_ROWS` rows, each searched exactly by a
+  worker that sees the index folder (else on the driver), merged per query by
+  `evalkit.retrieval.exact_search.merge_top`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import platform
+import socket
+import uuid
+from collections import deque
+from contextlib import ExitStack
+from pathlib import Path
+
+import numpy as np
+import ray
+from ray.exceptions import RayActorError, RayTaskError
+
+from evalkit.core.errors import KitError
+from evalkit.core.workspace import cache_root
+from evalkit.retrieval.exact_search import merge_top, spans
+from evalkit.retrieval.vector_index import VectorIndex
+
+RESTARTS = 3  # times Ray restarts a killed worker (and retries its batches) before the run stops
+IN_FLIGHT = 2  # batches per worker sent ahead of the commits
+SEARCH_ROWS = 1 << 18  # index rows a worker searches at once
+# how long a starting raylet waits for its agents (Ray's default is too short on a loaded machine)
+START_WAIT_ENV, START_WAIT_S = "RAY_raylet_start_wait_time_s", "60"
+START_ATTEMPTS = 3  # tries to start a local cluster
+VECTORS_ENV = "EVALKIT_RAY_VECTORS"  # "object-store": vectors through Ray's object store even on a shared path
+
+
+def text_key(document) -> str:
+    """A document's text (title and body: every document template reads only these), as a digest."""
+    return hashlib.blake2b(json.dumps([document.title, document.text]).encode(), digest_size=16).hexdigest()
+
+
+def one_line(exc: BaseException) -> str:
+    """The cause of a worker's failure in one line (the kit's own line when it is a KitError)."""
+    cause = exc.cause if isinstance(exc, RayTaskError) and exc.cause is not None else exc
+    text = " ".join(str(cause).split()) or type(cause).__name__
+    return text if isinstance(cause, KitError) else f"{type(cause).__name__}: {text}"
+
+
+@ray.remote
+class Worker:
+    """One Ray worker: encodes batches and searches shards of an index with the model of the run's
+    payload (its encode function and vector caches, sent once through the object store and kept
+    with the model loaded; a worker Ray restarts fetches it again)."""
+
+    def __init__(self, threads: int):
+        os.environ["EVALKIT_PROGRESS"] = "off"  # the driver shows the one bar of the job
+        import torch  # the models extra: the worker encodes with torch
+
+        torch.set_num_threads(threads)
+        self.payload: tuple = (None, None)
+        self.indexes: dict = {}
+
+    def where(self, probe: str, token: str) -> tuple[str, bool]:
+        """(this worker's node and device, whether it reads the driver's probe file)."""
+        import torch
+
+        gpus = ray.get_gpu_ids()
+        device = torch.cuda.get_device_name(0) if gpus and torch.cuda.is_available() else \
+            f"cpu ({platform.machine()})"
+        try:
+            sees = Path(probe).read_text(encoding="utf-8") == token
+        except OSError:
+            sees = False
+        return f"{socket.gethostname()}: {device}", sees
+
+    def _model(self, box: list):
+        """The payload in `box` (a list, so Ray passes the reference, not the value), fetched once."""
+        if self.payload[0] != box[0].hex():
+            self.payload = (box[0].hex(), ray.get(box[0]))
+        return self.payload[1]
+
+    def encode(self, box: list, batch: list, path: str | None):
+        encode, stores = self._model(box)
+        with ExitStack() as stack:
+            for store in stores:
+                stack.enter_context(store.transient())
+            vectors = np.asarray(encode(batch), dtype=np.float32)
+        if path is None:
+            return vectors
+        temporary = f"{path}.{os.getpid()}.tmp.npy"
+        np.save(temporary, vectors)
+        os.replace(temporary, path)
+        return path
+
+    def search(self, folder: str, queries: np.ndarray, k: int, exclude: list, metric: str, similarity, span):
+        meta = (Path(folder) / "meta.json").stat()
+        token = (folder, meta.st_mtime_ns, meta.st_size)
+        if token not in self.indexes:
+            self.indexes = {token: VectorIndex(Path(folder))}
+        return self.indexes[token].search(queries, k, exclude, metric, similarity, span)
+
+
+# Idle workers of a cluster this process did not start (its own ``ray.init``, RAY_ADDRESS), kept for
+# the next run by (cluster, resources, threads): a worker's start (torch imported) costs seconds.
+_IDLE: dict[tuple, list] = {}
+
+
+class RayExecutor:
+    """Encoding and search on Ray workers (module docstring); the cluster is started or joined on
+    first use, and left (stopped when the kit started it) by `close`."""
+
+    name = "ray"
+
+    def __init__(self, workers: int | None = None):
+        self.wanted = workers
+        self.owned = False
+        self.cluster: str | None = None
+        self.actors: list = []
+        self.shape: tuple | None = None
+        self.nodes: list[str] = []
+        self.shared: bool | None = None
+        self.threads = 1
+        self.notes: list[str] = []
+        self.payload = None  # the model's payload in the object store, held while the workers may need it
+        self.payload_id: int | None = None
+        self.count: int | None = None
+
+    # -- the cluster and the workers ----------------------------------------------------------
+    def _connect(self) -> None:
+        if self.cluster is not None:
+            return
+        quiet = {"logging_level": logging.ERROR, "log_to_driver": False}
+        if ray.is_initialized():
+            self.cluster = "this process's"
+        elif os.environ.get("RAY_ADDRESS"):
+            address = os.environ["RAY_ADDRESS"]
+            try:
+                ray.init(address=address, **quiet)
+            except Exception as exc:  # Ray's connection errors have no common type
+                raise KitError(f"cannot join the Ray cluster at RAY_ADDRESS={address} ({one_line(exc)}); start it "
+                               "(ray start --head) or unset RAY_ADDRESS for a local one") from None
+            self.cluster, self.owned = f"joined at {address}", False
+        else:
+            cores = os.cpu_count() or 1
+            os.environ.setdefault(START_WAIT_ENV, START_WAIT_S)
+            for attempt in range(START_ATTEMPTS):  # Ray gives a node 30 s to register: a loaded machine may miss it
+                try:
+                    ray.init(num_cpus=max(cores, self.wanted or cores), include_dashboard=False, **quiet)
+                    break
+                except Exception as exc:  # a start that timed out: Ray raises a bare Exception
+                    ray.shutdown()
+                    if attempt + 1 == START_ATTEMPTS:
+                        raise KitError(f"the local Ray cluster did not start ({one_line(exc)}); run again when the "
+                                       "machine is less loaded, or start Ray yourself (ray start --head) and set "
+                                       "RAY_ADDRESS") from None
+            self.cluster, self.owned = "local", True
+
+    def _workers(self, encode, stores) -> list:
+        """The workers, holding this model's payload (sent again for another model)."""
+        self._connect()
+        owner = id(getattr(encode, "__self__", encode))  # a bound method is made anew on each access
+        if self.actors and self.payload_id == owner:
+            return self.actors
+        try:
+            self.payload = ray.put((encode, stores))
+        except Exception as exc:  # cloudpickle's errors have no common type
+            raise KitError(f"the model cannot be sent to Ray workers ({one_line(exc)}); run it with the local "
+                           "executor") from None
+        self.payload_id = owner
+        if self.actors:
+            return self.actors
+        resources = ray.cluster_resources()
+        gpus, cpus = int(resources.get("GPU", 0)), float(resources.get("CPU", 1))
+        count = self.wanted or gpus or max(1, int(cpus))
+        if gpus and count > gpus:
+            raise KitError(f"{count} Ray workers asked for, the cluster has {gpus} GPUs (one per worker); ask for "
+                           f"at most {gpus} workers")
+        share = cpus / count
+        self.threads = 1 if gpus else max(1, int(share))
+        options = {"num_gpus": 1, "num_cpus": 1} if gpus else \
+            {"num_cpus": int(share) if share >= 1 else max(0.0001, int(share * 10000) / 10000)}
+        cores = os.cpu_count() or 1
+        if not gpus and (share < 1 or self.owned and count > cores):
+            self.notes.append(f"{count} workers share {min(cpus, cores):g} cores (one thread each)")
+        self.shape = (ray.get_runtime_context().gcs_address, tuple(sorted(options.items())), self.threads)
+        for shape in [k for k in _IDLE if k != self.shape]:  # idle workers of another shape free their CPUs
+            for actor in _IDLE.pop(shape):
+                if shape[0] == self.shape[0]:  # (those of a cluster since left are gone with it)
+                    ray.kill(actor)
+        idle = _IDLE.get(self.shape, [])
+        self.actors = [idle.pop() for _ in range(min(count, len(idle)))]
+        self.actors += [Worker.options(max_restarts=RESTARTS, max_task_retries=RESTARTS, **options)
+                        .remote(self.threads) for _ in range(count - len(self.actors))]
+        self.count = count
+        probe = cache_root() / f"ray-probe-{uuid.uuid4().hex}"
+        token = uuid.uuid4().hex
+        probe.parent.mkdir(parents=True, exist_ok=True)
+        probe.write_text(token, encoding="utf-8")
+        try:
+            found = self._get([a.where.remote(str(probe), token) for a in self.actors])
+        finally:
+            probe.unlink(missing_ok=True)
+        self.nodes = sorted({node for node, _ in found})
+        self.shared = all(sees for _, sees in found) and os.environ.get(VECTORS_ENV) != "object-store"
+        return self.actors
+
+    def _get(self, refs: list, numbers: list[int] | None = None):
+        numbers = numbers if numbers is not None else list(range(len(refs)))
+        out = []
+        for number, ref in zip(numbers, refs):
+            try:
+                out.append(ray.get(ref))
+            except RayTaskError as exc:
+                self.discard()
+                raise KitError(f"Ray worker {number + 1} of {self.count}: {one_line(exc)}") from None
+            except RayActorError as exc:
+                self.discard()
+                raise KitError(f"Ray worker {number + 1} of {self.count} died and was restarted {RESTARTS} "
+                               f"times ({one_line(exc)}); check the workers' memory and logs") from None
+        return out
+
+    # -- the executor's two jobs --------------------------------------------------------------
+    def encode_batches(self, encode, stores, batches, folder):
+        actors = self._workers(encode, stores)
+        shards = Path(f"{folder}.shards") if self.shared else None
+        if shards is not None:
+            shards.mkdir(parents=True, exist_ok=True)
+        pending: deque = deque()
+        batches = iter(batches)
+        run = uuid.uuid4().hex[:12]  # this build's files: a killed build's late workers write others
+        sent, committed = 0, -1
+        in_flight: dict[str, int] = {}  # a document text of a batch not yet committed -> that batch
+        held = None  # the next batch, while it waits for an earlier one that shares a text with it
+
+        def send() -> bool:
+            """Send the next batch unless it shares a document text with a batch not yet committed:
+            in-process, that text's vector is in the cache when the later batch is encoded, so the
+            later batch's model inputs (and every vector's bits) are the same only if it waits."""
+            nonlocal sent, held
+            if held is None:
+                batch = next(batches, None)
+                if batch is None:
+                    return False
+                held = (batch, [text_key(d) for d in batch])
+            batch, keys = held
+            if any(in_flight.get(key, committed) > committed for key in keys):
+                return False
+            held = None
+            for key in keys:
+                in_flight[key] = sent
+            number = sent % len(actors)
+            path = None if shards is None else str(shards / f"{run}-{sent:09d}.npy")
+            pending.append((batch, keys, number, path, actors[number].encode.remote([self.payload], batch, path)))
+            sent += 1
+            return True
+
+        def fill() -> None:
+            while len(pending) < IN_FLIGHT * len(actors) and send():
+                pass
+
+        fill()
+        while pending:
+            batch, keys, number, path, ref = pending.popleft()
+            found = self._get([ref], [number])[0]
+            yield batch, np.load(found) if path is not None else found
+            committed += 1
+            for key in keys:
+                if in_flight.get(key) == committed:
+                    del in_flight[key]
+            if path is not None:
+                Path(path).unlink(missing_ok=True)
+            fill()
+        if shards is not None:
+            for left in shards.glob("*.npy"):  # a killed driver's batches, committed by now
+                left.unlink(missing_ok=True)
+            shards.rmdir()
+
+    def search(self, index, queries: np.ndarray, k: int, exclude, metric: str, similarity) -> list[dict[str, float]]:
+        parts = spans(len(index.ids), SEARCH_ROWS)
+        exclude = list(exclude)
+        if self.actors and self.shared:
+            scoring = ray.put(similarity)
+            refs = [self.actors[i % len(self.actors)].search.remote(str(index.folder), queries, k, exclude, metric,
+                                                                    scoring, span)
+                    for i, span in enumerate(parts)]
+            tops = self._get(refs, [i % len(self.actors) for i in range(len(parts))])
+        else:  # no worker sees the index (or none was started: the index was already built)
+            tops = [index.search(queries, k, exclude, metric, similarity, span) for span in parts]
+        return merge_top(tops, k)
+
+    def describe(self) -> dict:
+        vectors = None if self.shared is None else "shared path" if self.shared else "object store"
+        notes = list(self.notes)
+        if vectors is not None:
+            notes.append(f"document vectors came back through the {'cache folder (a path every worker sees)' if self.shared else 'Ray object store (no path every worker sees)'}")  # noqa: E501
+        else:
+            notes.append("no document was encoded on the cluster (the index was complete)")
+        return {"executor": self.name, "workers": self.count or self.wanted, "cluster": self.cluster,
+                "nodes": self.nodes, "vectors": vectors, "notes": notes}
+
+    def close(self) -> None:
+        """Leave the cluster: stopped when the kit started it; else the workers kept idle for the
+        next run of this process (a worker that failed is not kept)."""
+        if self.cluster is None:
+            return
+        if self.owned:
+            ray.shutdown()
+        elif self.actors and ray.is_initialized():
+            _IDLE.setdefault(self.shape, []).extend(self.actors)
+        self.actors, self.payload, self.owned = [], None, False
+
+    def discard(self) -> None:
+        """Stop this executor's workers (after a failure: none is kept idle)."""
+        for actor in self.actors:
+            ray.kill(actor)
+        self.actors = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, *exc) -> None:
+        if kind is not None:  # a failed or interrupted run keeps no worker (one may be mid-batch)
+            self.discard()
+        self.close()
