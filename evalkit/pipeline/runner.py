@@ -182,6 +182,9 @@ def prepare(bound: BoundRun, executor=None) -> tuple[Scorer, Candidates | None, 
     candidates, protocol = candidates_for(bound.settings, bound.collection, bound.queries, bound.first_stage,
                                           bound.depth, executor)
     scorer = registry.build(bound.model, bound.collection)
+    use_workers = getattr(scorer, "use_workers", None)  # an LLM the kit serves: one vLLM replica per worker
+    if use_workers is not None and bound.settings.executor == "ray":
+        use_workers(bound.settings.workers or 1, "ray")  # (on the cluster the executor joined; left when it is)
     if candidates is not None:
         scorer.prepare(list({d.doc_id: d for cands in candidates.values() for d in cands}.values()))
     return scorer, candidates, protocol
