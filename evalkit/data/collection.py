@@ -290,6 +290,9 @@ class Collection:
             raise KitError(f"{self.name}: {unknown[0]} names unknown query {unknown[1]}; fix the file that lists it")
 
 
+LISTED_SEEDS = 60  # an unknown seed's error lists the collection's seeds up to this many (CSFCube has 34)
+
+
 def _ids(field: str, given: object) -> tuple[str, ...]:
     """A list of ids as given (each a string or number), repeats dropped (the first kept)."""
     if isinstance(given, (str, bytes)) or not isinstance(given, Sequence | set | frozenset | tuple):
@@ -315,7 +318,10 @@ def select_queries(collection: Collection, seeds: object = None, queries: object
             raise RequestError("seeds", f"names seed papers; {collection.name} has none: give {{queries}}")
         unknown = next((s for s in chosen if s not in by_seed), None)
         if unknown is not None:
-            raise RequestError("seeds", f"{collection.name} has no seed paper {unknown}; give seed ids of its queries")
+            known = sorted(by_seed, key=lambda s: (len(s), s))
+            listed = ", ".join(known) if len(known) <= LISTED_SEEDS else ", ".join(known[:LISTED_SEEDS]) + ", ..."
+            raise RequestError("seeds", f"{collection.name} has no seed paper {unknown}; give seed ids of its queries "
+                               f"(its {len(known)} seeds: {listed})")
         wanted = {qid for seed in chosen for qid in by_seed[seed]}
     elif queries is not None:
         chosen = _ids("queries", queries)
@@ -326,3 +332,28 @@ def select_queries(collection: Collection, seeds: object = None, queries: object
     else:
         return None
     return tuple(qid for qid in collection.queries if qid in wanted)
+
+
+def select_variants(collection: Collection, variants: object = None, *, field: str = "variants",
+                    every: bool = False, offer_file: bool = True) -> tuple[str, ...]:
+    """The one rule for the instruction variants asked for, for every front end: one name or a
+    list of them (none twice), each one of `collection`'s; None gives ``base``, or with `every`
+    each of the collection's variants. `field` names the request's field (``variants``, or
+    ``variant`` where a front end takes one); `offer_file`: the error suggests a user's instruction
+    file (``{instructions}``), where the front end takes one and none was given."""
+    if variants is None:
+        return tuple(collection.variants) if every else (BASE,)
+    if not isinstance(variants, str | Sequence) or isinstance(variants, bytes):
+        raise RequestError(field, f"a {type(variants).__name__} is not a variant name; give one or a list of them",
+                           value=variants)
+    chosen = [variants] if isinstance(variants, str) else list(variants)
+    if not chosen:
+        raise RequestError(field, "names no variant; give some, or leave it out for base", value=chosen)
+    repeated = next((v for v in chosen if chosen.count(v) > 1), None)
+    if repeated is not None:
+        raise RequestError(field, f"lists {repeated} twice; list each variant once")
+    unknown = next((v for v in chosen if not isinstance(v, str) or v not in collection.variants), None)
+    if unknown is not None:
+        raise RequestError(field, f"{collection.name} has the variants {', '.join(collection.variants)}"
+                           + (" (give {instructions} for your own)" if offer_file else ""), value=unknown)
+    return tuple(chosen)
