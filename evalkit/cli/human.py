@@ -9,12 +9,13 @@ from evalkit.cli.options import (
     add_measure_options,
     check_not_input,
     check_output_file,
+    choices,
     evaluation_request,
     full_corpus,
 )
 from evalkit.cli.printing import print_summary, summary_settings, summary_title, write_per_query
 from evalkit.core.errors import KitError
-from evalkit.data.protocols import DEFAULT_PROTOCOL, PROTOCOLS
+from evalkit.data.protocols import DEFAULT_PROTOCOL, PROTOCOLS, check_protocol
 from evalkit.datasets import csfcube
 from evalkit.evaluation.evaluate import CSFCUBE, computed_measures, summary_of
 from evalkit.evaluation.request import check_options, check_request
@@ -26,6 +27,7 @@ def cmd_human(args: argparse.Namespace) -> None:
 
     request = evaluation_request(args, protocol=None)  # --protocol here is the recipe's, not the judged runs'
     check_options(request)
+    check_protocol(args.protocol)  # the recipe's protocol: the request's rule
     if args.dataset.strip() != CSFCUBE:
         raise KitError(f"the Human reference exists only for csfcube (its annotators' grades), not {args.dataset!r}")
     if args.per_query:
@@ -56,7 +58,7 @@ def add_parser(command) -> None:
     human.add_argument("--recipe", choices=("pool", "protocol"), default="pool",
                        help="pool: each annotator ranks the judged pool (default); protocol: each annotator ranks "
                             "the first-stage list the models rerank under --protocol")
-    human.add_argument("--protocol", choices=PROTOCOLS, default=DEFAULT_PROTOCOL,
+    human.add_argument("--protocol", metavar=choices(PROTOCOLS), default=DEFAULT_PROTOCOL,
                        help="protocol recipe: pool (= the pool recipe), pooled or full (needs --corpus)")
     human.add_argument("--profile", default="offline", help="protocol recipe: the profile's first stage and depth")
     human.add_argument("--corpus", default=None, metavar="PATH", help="full protocol: abstracts-preds.zip")
