@@ -54,7 +54,7 @@ from evalkit.models.adhoc import is_st
 from evalkit.models.dense import TEMPLATE_FIELDS, check_template
 from evalkit.models.identity import identity_and_reason
 from evalkit.models.objects import as_scorer, prepare_object
-from evalkit.pipeline.run_input import read_run, run_labels
+from evalkit.pipeline.run_input import one_protocol, read_run, run_labels
 from evalkit.pipeline.runner import RunSettings, bind, instructions_identity, obtain
 
 ROLES_READING = "instructed"
@@ -223,10 +223,8 @@ def _reference_tables(reference, settings_of, collection: Collection, variants: 
         raise RequestError("reference", f"neither a model of profile {settings.profile} nor a run file or folder; "
                            "name a model (evalkit models) or give a run", value=text)
     run, protocol, judged = read_run(path, None, collection, default=settings.protocol)
-    if protocol != settings.protocol:
-        raise RequestError("reference", f"made under the {protocol} protocol, this evaluation under "
-                           f"{settings.protocol}; give a run of one protocol", value=text)
     label = run_labels([path])[path]
+    one_protocol([(label, protocol), (settings.model, settings.protocol)], "reference")  # as `evalkit evaluate --runs`
     return label, dict.fromkeys(variants, score_runs(judged, {label: run}, checked)[label])
 
 

@@ -27,7 +27,7 @@ from evalkit.evaluation.measures import PMRR_TIES
 from evalkit.evaluation.outcome import evaluate_tables, score_runs
 from evalkit.evaluation.request import PairedTestSettings, check_options, check_request
 from evalkit.evaluation.stats import TESTS
-from evalkit.pipeline.run_input import read_run, run_labels
+from evalkit.pipeline.run_input import one_protocol, read_run, run_labels
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
@@ -51,10 +51,8 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     runs, protocols = {}, {}
     for path in paths:
         runs[path], protocols[path], judged = read_run(path, args.name, collection, args.protocol)
-    if len(set(protocols.values())) > 1:
-        raise KitError(f"the runs were made under different protocols ({', '.join(sorted(set(protocols.values())))}); "
-                       "compare runs of one protocol, or give --protocol")
     labels = run_labels(paths) if len(paths) > 1 else {paths[0]: args.name or str(paths[0])}
+    one_protocol([(labels[p], protocols[p]) for p in paths])  # the API's reference= follows the same rule
     outcome = evaluate_tables(judged, score_runs(judged, {labels[p]: runs[p] for p in paths}, checked), checked)
     printed = not args.json and args.format != "rows"  # printed: one name per number (twins shown once)
     names = outcome.shown if printed else outcome.names

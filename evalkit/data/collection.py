@@ -334,6 +334,13 @@ def select_queries(collection: Collection, seeds: object = None, queries: object
     return tuple(qid for qid in collection.queries if qid in wanted)
 
 
+def select_variant(collection: Collection, variant: object, field: str = "variant") -> str:
+    """One variant name (a front end that takes one: ``variant=``), by `select_variants`' rule."""
+    if not isinstance(variant, str):
+        raise RequestError(field, "give one variant name", value=variant)
+    return select_variants(collection, variant, field=field, offer_file=False)[0]
+
+
 def select_variants(collection: Collection, variants: object = None, *, field: str = "variants",
                     every: bool = False, offer_file: bool = True) -> tuple[str, ...]:
     """The one rule for the instruction variants asked for, for every front end: one name or a

@@ -49,7 +49,7 @@ from mteb.abstasks import AbsTaskRetrieval
 from mteb.abstasks.task_metadata import TaskMetadata
 
 from evalkit.core.errors import KitError, RequestError
-from evalkit.data.collection import BASE, Collection, select_variants
+from evalkit.data.collection import BASE, Collection, select_variant
 from evalkit.data.protocols import POOL_PROTOCOLS, protocol_collection
 from evalkit.datasets import load_dataset  # the dataset layer, loaded when no collection is given
 from evalkit.evaluation.measures import PMRR, changed_documents
@@ -177,9 +177,7 @@ def csfcube_tasks(collection: Collection | None = None, *, protocol: str = "pool
                            "out", value=type(collection).__name__)
     if not collection.candidates or not any(q.facet for q in collection.queries.values()):
         raise KitError(f"{collection.name}: the mteb tasks need CSFCube (judged pools and facet queries)")
-    if not isinstance(variant, str):
-        raise RequestError("variant", "give one variant name", value=variant)
-    select_variants(collection, variant, field="variant", offer_file=False)
+    select_variant(collection, variant)
     chosen = check_request(request, collection).queries  # the measures and the seeds, as every front end's
     collection = protocol_collection(collection if chosen is None else collection.select(list(chosen)), protocol)
     judged = collection.judged
