@@ -35,6 +35,12 @@ def split_ids(text: str | None, option: str) -> tuple[str, ...] | None:
     return ids
 
 
+def split_list(text: str | None) -> list[str] | None:
+    """Comma-separated values as a list (blanks dropped), for a request rule to check
+    (`evalkit.data.collection.select_queries`: ``--seeds ,`` names no ids); None when not given."""
+    return None if text is None else [part.strip() for part in text.split(",") if part.strip()]
+
+
 def check_runs_dir(path: Path) -> None:
     """The run store folder: a folder (or creatable under one) that this user may write."""
     if path.exists() and not path.is_dir():

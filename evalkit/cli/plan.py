@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from evalkit.cli.options import choices, split_ids
+from evalkit.cli.options import choices, split_ids, split_list
 from evalkit.core.errors import KitError
 from evalkit.data.collection import select_queries
 from evalkit.data.protocols import DEFAULT_PROTOCOL, PROTOCOLS, check_protocol
@@ -29,7 +29,7 @@ def cmd_plan(args: argparse.Namespace) -> None:
     if args.corpus:
         check_corpus(Path(args.corpus))
     collection = csfcube.load_collection()
-    seeds = split_ids(args.seeds or None, "--seeds")
+    seeds = split_list(args.seeds or None)
     queries = select_queries(collection, seeds)
     result = plan(args.profile, args.protocol, collection, models, queries, args.corpus)
     print(json.dumps(result, indent=1) if args.json else render(result))

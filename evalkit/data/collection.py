@@ -293,8 +293,9 @@ class Collection:
 LISTED_SEEDS = 60  # an unknown seed's error lists the collection's seeds up to this many (CSFCube has 34)
 
 
-def _ids(field: str, given: object) -> tuple[str, ...]:
-    """A list of ids as given (each a string or number), repeats dropped (the first kept)."""
+def selection_ids(field: str, given: object) -> tuple[str, ...]:
+    """A list of ids as given (each a string or number), repeats dropped (the first kept): the
+    shape rule of `seeds` and `queries`, which needs no collection."""
     if isinstance(given, (str, bytes)) or not isinstance(given, Sequence | set | frozenset | tuple):
         raise RequestError(field, f"a {type(given).__name__} is not a list of ids; give a list, e.g. [\"929877\"]",
                            value=given if not isinstance(given, str) else given[:60])
@@ -304,15 +305,24 @@ def _ids(field: str, given: object) -> tuple[str, ...]:
     return ids
 
 
+def check_selection(seeds: object = None, queries: object = None) -> None:
+    """What `select_queries` rules before it reads a collection: `seeds` or `queries`, not both,
+    each a list of ids (`selection_ids`); the request's rules run it before anything is loaded."""
+    if seeds is not None and queries is not None:
+        raise RequestError("seeds", "give {seeds} or {queries}, not both")
+    for name, given in (("seeds", seeds), ("queries", queries)):
+        if given is not None:
+            selection_ids(name, given)
+
+
 def select_queries(collection: Collection, seeds: object = None, queries: object = None) -> tuple[str, ...] | None:
     """The one rule that turns a selection into query ids, for every front end: `seeds` (seed
     papers: each seed's queries, `Collection.by_seed`) or `queries` (query ids), not both; each
     id must be the collection's. The ids come back in collection order, so the same selection
     keys the same run however it was listed. None: every query."""
-    if seeds is not None and queries is not None:
-        raise RequestError("seeds", "give {seeds} or {queries}, not both")
+    check_selection(seeds, queries)
     if seeds is not None:
-        chosen = _ids("seeds", seeds)
+        chosen = selection_ids("seeds", seeds)
         by_seed = collection.by_seed
         if not by_seed:
             raise RequestError("seeds", f"names seed papers; {collection.name} has none: give {{queries}}")
@@ -324,7 +334,7 @@ def select_queries(collection: Collection, seeds: object = None, queries: object
                                f"(its {len(known)} seeds: {listed})")
         wanted = {qid for seed in chosen for qid in by_seed[seed]}
     elif queries is not None:
-        chosen = _ids("queries", queries)
+        chosen = selection_ids("queries", queries)
         unknown = next((q for q in chosen if q not in collection.queries), None)
         if unknown is not None:
             raise RequestError("queries", f"{collection.name} has no query {unknown}; give ids of its queries")

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from evalkit.core.errors import RequestError
-from evalkit.data.collection import Collection, select_queries
+from evalkit.data.collection import Collection, check_selection, select_queries
 from evalkit.data.protocols import check_protocol
 from evalkit.evaluation.evaluate import DISCOUNTS, check_aggregate, check_measures, default_measures
 from evalkit.evaluation.measures import MAX_K, PMRR_TIES
@@ -184,6 +184,7 @@ def _checked_options(request: EvaluationRequest) -> tuple[tuple[str, ...] | None
     given = check_measure_names(request.measures, request.discount, request.k)
     test = check_test(request.test, request.alpha, request.permutations, request.seed)
     check_pmrr_ties(request.pmrr_ties)
+    check_selection(request.seeds, request.queries)
     return given, test
 
 

@@ -41,7 +41,7 @@ from pathlib import Path
 
 from evalkit.core.errors import NOTEBOOK, KitError, RequestError
 from evalkit.core.workspace import resolve
-from evalkit.data.collection import Collection, select_queries
+from evalkit.data.collection import Collection, select_queries, selection_ids
 from evalkit.data.protocols import POOL_PROTOCOLS
 from evalkit.datasets import csfcube_download
 from evalkit.datasets.csfcube_variants import load_instructions
@@ -126,10 +126,9 @@ def split(value: str) -> list[str]:
 
 def seeds_of(value: str) -> tuple[str, ...] | None:
     """The smoke seeds of SEEDS (sorted, unique); None when SEEDS is empty (every query)."""
-    seeds = sorted(set(split(value)))
-    if value.strip() and not seeds:
-        raise KitError(f"SEEDS={value!r} lists no seed id; give comma-separated seed paper ids or leave it empty")
-    return tuple(seeds) or None
+    if not value.strip():
+        return None
+    return tuple(sorted(selection_ids("seeds", split(value))))  # the request's rule: a list of ids
 
 
 def request_of(protocol: str, discount: str | None = None, seeds: tuple[str, ...] | None = None) -> EvaluationRequest:

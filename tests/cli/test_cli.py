@@ -609,10 +609,15 @@ ARGPARSE_ERRORS = {
     "missing_runs_dir": (["run", "--dataset", "csfcube", "--model", "bm25"], "required: --runs-dir"),
     "bad_choice": (["evaluate", "--dataset", "csfcube", "--runs", "x", "--format", "median"], "'median'"),
     "bad_int": (["run", "--dataset", "csfcube", "--model", "m", "--runs-dir", "r", "--depth", "many"], "'many'"),
-    "queries_and_seeds": (["run", "--dataset", "csfcube", "--model", "m", "--runs-dir", "r", "--queries", "a",
-                           "--seeds", "b"], "not allowed with"),
     "unknown_option": (["human", "--frob"], "unrecognized arguments: --frob"),
 }
+
+
+def test_queries_and_seeds_are_refused_by_the_requests_rule(capsys):
+    """--queries with --seeds: the selection rule's line (`check_selection`), as the API's seeds= with queries=."""
+    argv = ["run", "--dataset", "csfcube", "--model", "m", "--runs-dir", "r", "--queries", "a", "--seeds", "b"]
+    assert cli.main(argv) == 2
+    _assert_one_line_error(capsys.readouterr().err, ["--seeds: give --seeds or --queries, not both"])
 
 
 @pytest.mark.parametrize("case", list(ARGPARSE_ERRORS))
