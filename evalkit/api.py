@@ -34,7 +34,7 @@ from pathlib import Path
 import pandas as pd
 
 from evalkit.core.errors import KitError, RequestError
-from evalkit.data.collection import BASE, Collection
+from evalkit.data.collection import BASE, Collection, select_variants
 from evalkit.data.protocols import protocol_collection
 from evalkit.data.runstore import check_run_name, slug
 from evalkit.datasets import load_dataset
@@ -54,7 +54,7 @@ from evalkit.models.adhoc import is_st
 from evalkit.models.dense import TEMPLATE_FIELDS, check_template
 from evalkit.models.identity import identity_and_reason
 from evalkit.models.objects import as_scorer, prepare_object
-from evalkit.pipeline.run_input import read_run, run_labels
+from evalkit.pipeline.run_input import one_protocol, read_run, run_labels
 from evalkit.pipeline.runner import RunSettings, bind, instructions_identity, obtain
 from evalkit.pipeline.settings import check_execution
 
@@ -224,28 +224,18 @@ def _reference_tables(reference, settings_of, collection: Collection, variants: 
         raise RequestError("reference", f"neither a model of profile {settings.profile} nor a run file or folder; "
                            "name a model (evalkit models) or give a run", value=text)
     run, protocol, judged = read_run(path, None, collection, default=settings.protocol)
-    if protocol != settings.protocol:
-        raise RequestError("reference", f"made under the {protocol} protocol, this evaluation under "
-                           f"{settings.protocol}; give a run of one protocol", value=text)
     label = run_labels([path])[path]
+    one_protocol([(label, protocol), (settings.model, settings.protocol)], "reference")  # as `evalkit evaluate --runs`
     return label, dict.fromkeys(variants, score_runs(judged, {label: run}, checked)[label])
 
 
 def _variants(collection: Collection, variants, instructions: str | None) -> list[str]:
-    """The variants asked for: default ``base``, or every variant of the instruction file."""
-    chosen = collection.with_instructions(Path(instructions)).variants if instructions is not None else (BASE,)
-    if variants is not None and not isinstance(variants, str | Sequence):
-        raise RequestError("variants", f"a {type(variants).__name__} is not a variant name; give one or a list of them",
-                           value=variants)
-    if variants is not None and not isinstance(variants, str) and not list(variants):
-        raise RequestError("variants", "names no variant; give some, or leave it out for base", value=list(variants))
-    variants = [variants] if isinstance(variants, str) else list(variants or chosen)
-    known = chosen if instructions is not None else collection.variants
-    unknown = next((v for v in variants if v not in known), None)
-    if unknown is not None:
-        raise RequestError("variants", f"{collection.name} has the variants {', '.join(known)}"
-                           + ("" if instructions is not None else " (give {instructions} for your own)"), value=unknown)
-    return variants
+    """The variants asked for (`evalkit.data.collection.select_variants`, the rule of every front end):
+    default ``base``, or every variant of the instruction file."""
+    if instructions is None:
+        return list(select_variants(collection, variants))
+    return list(select_variants(collection.with_instructions(Path(instructions)), variants, every=True,
+                                offer_file=False))
 
 
 def _instructions_file(instructions) -> str | None:

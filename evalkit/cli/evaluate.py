@@ -9,7 +9,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from evalkit.cli.options import add_measure_options, check_not_input, check_output_file, evaluation_request, same_file
+from evalkit.cli.options import (
+    add_measure_options,
+    check_not_input,
+    check_output_file,
+    choices,
+    evaluation_request,
+    same_file,
+)
 from evalkit.cli.printing import null_nan, print_summary, summary_settings, summary_title, write_per_query
 from evalkit.core.errors import KitError
 from evalkit.data.protocols import PROTOCOLS
@@ -19,7 +26,8 @@ from evalkit.evaluation.evaluate import SCALE, compared_measures
 from evalkit.evaluation.measures import PMRR_TIES
 from evalkit.evaluation.outcome import evaluate_tables, score_runs
 from evalkit.evaluation.request import PairedTestSettings, check_options, check_request
-from evalkit.pipeline.run_input import read_run, run_labels
+from evalkit.evaluation.stats import TESTS
+from evalkit.pipeline.run_input import one_protocol, read_run, run_labels
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
@@ -43,10 +51,8 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     runs, protocols = {}, {}
     for path in paths:
         runs[path], protocols[path], judged = read_run(path, args.name, collection, args.protocol)
-    if len(set(protocols.values())) > 1:
-        raise KitError(f"the runs were made under different protocols ({', '.join(sorted(set(protocols.values())))}); "
-                       "compare runs of one protocol, or give --protocol")
     labels = run_labels(paths) if len(paths) > 1 else {paths[0]: args.name or str(paths[0])}
+    one_protocol([(labels[p], protocols[p]) for p in paths])  # the API's reference= follows the same rule
     outcome = evaluate_tables(judged, score_runs(judged, {labels[p]: runs[p] for p in paths}, checked), checked)
     printed = not args.json and args.format != "rows"  # printed: one name per number (twins shown once)
     names = outcome.shown if printed else outcome.names
@@ -117,7 +123,7 @@ def add_parser(command) -> None:
                                "official ranking files with --name; repeat it to compare runs (paired t-tests "
                                "of every pair, Holm-adjusted)")
     evaluate.add_argument("--name", help="csfcube official files: NAME in test-pid2pool-csfcube-NAME-FACET-ranked.json")
-    evaluate.add_argument("--protocol", choices=PROTOCOLS, default=None,
+    evaluate.add_argument("--protocol", metavar=choices(PROTOCOLS), default=None,
                           help="pool: documents must come from each query's candidates, its excluded document "
                                "(csfcube: the seed) neither ranked nor judged (default, or the run folder's "
                                "recorded protocol); released: the candidates as released, the seed ranked and judged")
@@ -126,7 +132,7 @@ def add_parser(command) -> None:
                                "(x100, superscripts marking the runs each is significantly better than, Holm over all "
                                "pairs of runs); rows: one row per measure, stratum and pair of runs (delta, t, p, "
                                "p_holm and the run marked better: what made each mark)")
-    evaluate.add_argument("--test", choices=("t", "fisher"), default="t",
+    evaluate.add_argument("--test", metavar=choices(TESTS), default="t",
                           help="several --runs: paired two-sided t-test (default, the paper's) or Fisher's "
                                "randomization test")
     evaluate.add_argument("--permutations", type=int, default=None, metavar="N",
@@ -134,7 +140,7 @@ def add_parser(command) -> None:
     evaluate.add_argument("--seed", type=int, default=None, metavar="N",
                           help="Fisher's randomization test: random seed (default 42)")
     add_measure_options(evaluate)
-    evaluate.add_argument("--pmrr-ties", choices=PMRR_TIES, default="kit",
+    evaluate.add_argument("--pmrr-ties", metavar=choices(PMRR_TIES), default="kit",
                           help="p-MRR's order of tied scores: kit (document id ascending, the kit's rule, the "
                                "default) or mteb (id descending, as mteb's evaluator)")
     evaluate.set_defaults(func=cmd_evaluate)

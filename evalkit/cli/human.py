@@ -10,12 +10,13 @@ from evalkit.cli.options import (
     add_measure_options,
     check_not_input,
     check_output_file,
+    choices,
     evaluation_request,
     full_corpus,
 )
 from evalkit.cli.printing import print_summary, summary_settings, summary_title, write_per_query
 from evalkit.core.errors import KitError
-from evalkit.data.protocols import DEFAULT_PROTOCOL, PROTOCOLS
+from evalkit.data.protocols import DEFAULT_PROTOCOL, PROTOCOLS, check_protocol
 from evalkit.datasets import human_schemes, load_annotated
 from evalkit.evaluation.evaluate import computed_measures, summary_of
 from evalkit.evaluation.request import EvaluationRequest, check_options, check_request
@@ -27,6 +28,7 @@ def cmd_human(args: argparse.Namespace) -> None:
 
     request = evaluation_request(args, protocol=None)  # --protocol here is the recipe's, not the judged runs'
     check_options(request)
+    check_protocol(args.protocol)  # the recipe's protocol: the request's rule
     if args.per_query:
         args.per_query = str(check_output_file(Path(args.per_query), "--per-query"))
         check_not_input(Path(args.per_query), None, args.dataset, "--per-query")
@@ -56,7 +58,7 @@ def add_parser(command) -> None:
     human.add_argument("--recipe", choices=("pool", "protocol"), default="pool",
                        help="pool: each annotator ranks the judged pool (default); protocol: each annotator ranks "
                             "the first-stage list the models rerank under --protocol")
-    human.add_argument("--protocol", choices=PROTOCOLS, default=DEFAULT_PROTOCOL,
+    human.add_argument("--protocol", metavar=choices(PROTOCOLS), default=DEFAULT_PROTOCOL,
                        help="protocol recipe: pool (= the pool recipe), pooled or full (needs --corpus)")
     human.add_argument("--profile", default="offline", help="protocol recipe: the profile's first stage and depth")
     human.add_argument("--corpus", default=None, metavar="PATH", help="full protocol: abstracts-preds.zip")

@@ -35,6 +35,12 @@ def split_ids(text: str | None, option: str) -> tuple[str, ...] | None:
     return ids
 
 
+def split_list(text: str | None) -> list[str] | None:
+    """Comma-separated values as a list (blanks dropped), for a request rule to check
+    (`evalkit.data.collection.select_queries`: ``--seeds ,`` names no ids); None when not given."""
+    return None if text is None else [part.strip() for part in text.split(",") if part.strip()]
+
+
 def check_runs_dir(path: Path) -> None:
     """The run store folder: a folder (or creatable under one) that this user may write."""
     if path.exists() and not path.is_dir():
@@ -94,6 +100,12 @@ def check_not_input(path: Path, runs: Path | None, dataset: str, option: str) ->
         raise KitError(f"{option} {path}: is an input file ({hit}); write the per-query CSV elsewhere")
 
 
+def choices(values) -> str:
+    """The metavar of an option whose value a request rule checks (not argparse's ``choices``, so the
+    refusal is the rule's one line, as every front end's): ``{a,b,c}``, as argparse shows choices."""
+    return "{" + ",".join(values) + "}"
+
+
 # --- measures -----------------------------------------------------------------------------------
 
 
@@ -113,10 +125,10 @@ def add_measure_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--measures", metavar="M1,M2",
                         help=f"measures ({measure_help().replace('%', '%%')}); default: the dataset's own, for csfcube "
                              "the kit's table and the release's official MAP_csfcube and nDCG_csfcube%%20")
-    parser.add_argument("--discount", choices=DISCOUNTS, default=None,
+    parser.add_argument("--discount", metavar=choices(DISCOUNTS), default=None,
                         help="csfcube default table: nDCG_csfcube@k (official script, the default) or nDCG@k (trec)")
     parser.add_argument("--k", type=int, default=None, help="csfcube default table: cut-off for nDCG, P and R (20)")
-    parser.add_argument("--aggregate", choices=AGGREGATIONS, default="folds",
+    parser.add_argument("--aggregate", metavar=choices(AGGREGATIONS), default="folds",
                         help="folds: mean of the test folds' means where the dataset has folds; mean: plain mean")
     parser.add_argument("--per-query", metavar="CSV", help="also write per-query values to this CSV")
     parser.add_argument("--json", action="store_true", help="print one JSON object (NaN as null) instead of a table")

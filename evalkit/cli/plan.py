@@ -6,10 +6,10 @@ import argparse
 import json
 from pathlib import Path
 
-from evalkit.cli.options import split_ids
+from evalkit.cli.options import choices, split_ids, split_list
 from evalkit.core.errors import KitError
 from evalkit.data.collection import select_queries
-from evalkit.data.protocols import DEFAULT_PROTOCOL, PROTOCOLS
+from evalkit.data.protocols import DEFAULT_PROTOCOL, PROTOCOLS, check_protocol
 from evalkit.datasets import csfcube
 from evalkit.datasets.csfcube_corpus import check_corpus
 
@@ -19,6 +19,7 @@ def cmd_plan(args: argparse.Namespace) -> None:
     from evalkit.models import registry
     from evalkit.pipeline.plan import plan, render
 
+    check_protocol(args.protocol)  # the request's rule, before anything is read
     registry.profile_settings(args.profile)
     models = split_ids(args.models or None, "--models")  # empty (make plan without MODELS): the study lists
     for name in models or ():
@@ -28,7 +29,7 @@ def cmd_plan(args: argparse.Namespace) -> None:
     if args.corpus:
         check_corpus(Path(args.corpus))
     collection = csfcube.load_collection()
-    seeds = split_ids(args.seeds or None, "--seeds")
+    seeds = split_list(args.seeds or None)
     queries = select_queries(collection, seeds)
     workers = None
     if args.workers:  # empty (make plan without WORKERS): in one process
@@ -45,7 +46,7 @@ def add_parser(command) -> None:
                            "its work (texts, LLM prompts and tokens), cost and time, and every missing prerequisite "
                            "with its fix")
     plan.add_argument("--profile", default="offline", help="model profile in config/models.yaml")
-    plan.add_argument("--protocol", choices=PROTOCOLS, default=DEFAULT_PROTOCOL, help="pool, pooled or full")
+    plan.add_argument("--protocol", metavar=choices(PROTOCOLS), default=DEFAULT_PROTOCOL, help="pool, pooled or full")
     plan.add_argument("--models", metavar="M1,M2", help="the rows (default: every model of the profile's study lists)")
     plan.add_argument("--seeds", metavar="S1,S2", help="only these seed papers' queries (a smoke run)")
     plan.add_argument("--corpus", metavar="PATH", help="full protocol: abstracts-preds.zip (default: the download)")

@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from evalkit.cli.options import check_runs_dir, full_corpus, split_ids
+from evalkit.cli.options import check_runs_dir, choices, full_corpus, split_list
 from evalkit.core.errors import KitError
-from evalkit.data.collection import select_queries
-from evalkit.data.protocols import DEFAULT_PROTOCOL, POOL_PROTOCOLS, PROTOCOLS
+from evalkit.data.collection import check_selection, select_queries
+from evalkit.data.protocols import DEFAULT_PROTOCOL, POOL_PROTOCOLS, PROTOCOLS, check_protocol
 from evalkit.datasets import load_dataset
+from evalkit.evaluation.request import check_cutoff
 
 ST_OPTIONS = {"query_template": "--query-template", "doc_template": "--doc-template",
               "empty_instruction_template": "--empty-instruction-template", "revision": "--revision"}
@@ -37,8 +38,8 @@ def cmd_run(args: argparse.Namespace) -> None:
     # lazy: loaded only when this command runs (start-up cost, tests/kit/test_imports.py)
     from evalkit.pipeline.runner import RunSettings, bind, obtain
 
-    if args.depth is not None and args.depth < 1:
-        raise KitError(f"--depth {args.depth}: the first-stage depth must be a positive integer")
+    check_protocol(args.protocol)  # the request's rules, before anything is read
+    check_cutoff("depth", args.depth)
     if args.protocol in POOL_PROTOCOLS and (args.depth is not None or args.first_stage):
         option = "--depth" if args.depth is not None else "--first-stage"
         raise KitError(f"{option} applies to the pooled and full protocols; add --protocol pooled or drop it")
@@ -50,8 +51,9 @@ def cmd_run(args: argparse.Namespace) -> None:
     full_corpus(args)
     if args.prompt is not None and not args.prompt.strip():
         raise KitError("--prompt is empty; give the prompt text or drop --prompt")
-    queries = split_ids(args.queries, "--queries")
-    seeds = split_ids(args.seeds or None, "--seeds")
+    queries = split_list(args.queries)
+    seeds = split_list(args.seeds or None)
+    check_selection(seeds, queries)  # the request's rule, before anything is loaded
     model = _model_spec(args)
     if args.instructions is not None and not Path(args.instructions).is_file():
         raise KitError(f"--instructions {args.instructions}: no such file; give a YAML file shaped as "
@@ -85,7 +87,7 @@ def add_parser(command) -> None:
                      help="csfcube: your instruction file (as evalkit/config/instructions.yaml, any variants); "
                           "--variant picks one of its variants")
     run.add_argument("--profile", default="offline", help="model profile in config/models.yaml")
-    run.add_argument("--protocol", choices=PROTOCOLS, default=DEFAULT_PROTOCOL,
+    run.add_argument("--protocol", metavar=choices(PROTOCOLS), default=DEFAULT_PROTOCOL,
                      help="pool: each query's given candidates (else the whole corpus), its excluded document "
                           "(csfcube: the seed) left out; released: the given candidates as released, nothing "
                           "excluded (how published csfcube rows were made); pooled: rerank a first stage's top "
@@ -95,9 +97,8 @@ def add_parser(command) -> None:
     run.add_argument("--prompt", metavar="TEXT", help="a prompt appended to every query text")
     run.add_argument("--first-stage", metavar="MODEL", help="pooled/full: first-stage model (default: the profile's)")
     run.add_argument("--depth", type=int, help="pooled/full: first-stage depth (default: the profile's)")
-    subset = run.add_mutually_exclusive_group()
-    subset.add_argument("--queries", metavar="Q1,Q2", help="only these query ids (smoke runs)")
-    subset.add_argument("--seeds", metavar="S1,S2", help="csfcube: only these seed papers' queries (smoke runs)")
+    run.add_argument("--queries", metavar="Q1,Q2", help="only these query ids (smoke runs; not with --seeds)")
+    run.add_argument("--seeds", metavar="S1,S2", help="csfcube: only these seed papers' queries (smoke runs)")
     run.add_argument("--corpus", metavar="PATH", help="full protocol: abstracts-preds.zip (figshare 14796339; "
                                                       "default: the file `evalkit data --corpus` downloaded)")
     run.add_argument("--index-dtype", choices=("float32", "float16"), default="float32",

@@ -6,7 +6,8 @@ kinds below it say whose move the fix is:
 - `RequestError`: a wrong request (an option, an argument, a notebook parameter). It carries the
   request's ``field`` by its one name (``permutations``, ``measures``, ``seeds``) and each front
   end spells that field its own way through `spell` (``--permutations`` on the command line,
-  ``permutations=`` in Python, ``PERMUTATIONS`` in the notebooks and make), so the library never
+  ``permutations=`` in Python, ``PERMUTATIONS`` in the notebooks and make, ``SEED`` on the explore
+  page for its one seed), so the library never
   names a command-line flag and every front end refuses the same request with the same line,
   only the field spelled differently. Its text may name other fields as ``{field}``
   placeholders (``"give {seeds} or {queries}, not both"``), spelled the same way.
@@ -24,8 +25,9 @@ from __future__ import annotations
 import re
 import sys
 
-API, CLI, NOTEBOOK = "api", "cli", "notebook"  # the front ends that spell a field
-FRONT_ENDS = (API, CLI, NOTEBOOK)
+API, CLI, NOTEBOOK, EXPLORE = "api", "cli", "notebook", "explore"  # the front ends that spell a field
+FRONT_ENDS = (API, CLI, NOTEBOOK, EXPLORE)
+_UPPER = (NOTEBOOK, EXPLORE)  # the front ends of papermill parameters and make variables: ``NAME=value``
 
 # Fields a front end spells other than by its rule (`spell`): the CLI's and notebooks' own names.
 _SPELLED = {
@@ -33,6 +35,9 @@ _SPELLED = {
     NOTEBOOK: {"reference": "REFERENCE_MODEL", "model": "MODELS", "variants": "INSTRUCTIONS",
                "runs_dir": "RUNS_DIR"},
 }
+# The explore page (notebooks/explore.ipynb, ``make explore SEED=...``) takes the notebooks' parameters, but one
+# seed paper (``SEED``) and the documents shown per model and facet (``K``).
+_SPELLED[EXPLORE] = {**_SPELLED[NOTEBOOK], "seeds": "SEED"}
 
 
 def _check_front_end(front_end: str) -> None:
@@ -42,14 +47,14 @@ def _check_front_end(front_end: str) -> None:
 
 def spell(field: str, front_end: str = API) -> str:
     """How `front_end` names a request field: ``--k-name`` (CLI), ``name=`` (API), ``NAME``
-    (notebooks and make), unless `_SPELLED` names it otherwise."""
+    (the notebooks, the explore page and make), unless `_SPELLED` names it otherwise."""
     _check_front_end(front_end)
     own = _SPELLED.get(front_end, {}).get(field)
     if own is not None:
         return own
     if front_end == CLI:
         return "--" + field.replace("_", "-")
-    if front_end == NOTEBOOK:
+    if front_end in _UPPER:
         return field.upper()
     return f"{field}="
 
@@ -67,7 +72,7 @@ def given(field: str, value: object, front_end: str = API) -> str:
     name = spell(field, front_end)
     if front_end == CLI:
         return f"{name} {value}"
-    if front_end == NOTEBOOK:
+    if front_end in _UPPER:
         return f"{name}={value}"
     return f"{name}{value!r}"
 

@@ -334,8 +334,12 @@ class Collection:
             raise KitError(f"{self.name}: {unknown[0]} names unknown query {unknown[1]}; fix the file that lists it")
 
 
-def _ids(field: str, given: object) -> tuple[str, ...]:
-    """A list of ids as given (each a string or number), repeats dropped (the first kept)."""
+LISTED_SEEDS = 60  # an unknown seed's error lists the collection's seeds up to this many (CSFCube has 34)
+
+
+def selection_ids(field: str, given: object) -> tuple[str, ...]:
+    """A list of ids as given (each a string or number), repeats dropped (the first kept): the
+    shape rule of `seeds` and `queries`, which needs no collection."""
     if isinstance(given, (str, bytes)) or not isinstance(given, Sequence | set | frozenset | tuple):
         raise RequestError(field, f"a {type(given).__name__} is not a list of ids; give a list, e.g. [\"929877\"]",
                            value=given if not isinstance(given, str) else given[:60])
@@ -345,24 +349,36 @@ def _ids(field: str, given: object) -> tuple[str, ...]:
     return ids
 
 
+def check_selection(seeds: object = None, queries: object = None) -> None:
+    """What `select_queries` rules before it reads a collection: `seeds` or `queries`, not both,
+    each a list of ids (`selection_ids`); the request's rules run it before anything is loaded."""
+    if seeds is not None and queries is not None:
+        raise RequestError("seeds", "give {seeds} or {queries}, not both")
+    for name, given in (("seeds", seeds), ("queries", queries)):
+        if given is not None:
+            selection_ids(name, given)
+
+
 def select_queries(collection: Collection, seeds: object = None, queries: object = None) -> tuple[str, ...] | None:
     """The one rule that turns a selection into query ids, for every front end: `seeds` (seed
     papers: each seed's queries, `Collection.by_seed`) or `queries` (query ids), not both; each
     id must be the collection's. The ids come back in collection order, so the same selection
     keys the same run however it was listed. None: every query."""
-    if seeds is not None and queries is not None:
-        raise RequestError("seeds", "give {seeds} or {queries}, not both")
+    check_selection(seeds, queries)
     if seeds is not None:
-        chosen = _ids("seeds", seeds)
+        chosen = selection_ids("seeds", seeds)
         by_seed = collection.by_seed
         if not by_seed:
             raise RequestError("seeds", f"names seed papers; {collection.name} has none: give {{queries}}")
         unknown = next((s for s in chosen if s not in by_seed), None)
         if unknown is not None:
-            raise RequestError("seeds", f"{collection.name} has no seed paper {unknown}; give seed ids of its queries")
+            known = sorted(by_seed, key=lambda s: (len(s), s))
+            listed = ", ".join(known) if len(known) <= LISTED_SEEDS else ", ".join(known[:LISTED_SEEDS]) + ", ..."
+            raise RequestError("seeds", f"{collection.name} has no seed paper {unknown}; give seed ids of its queries "
+                               f"(its {len(known)} seeds: {listed})")
         wanted = {qid for seed in chosen for qid in by_seed[seed]}
     elif queries is not None:
-        chosen = _ids("queries", queries)
+        chosen = selection_ids("queries", queries)
         unknown = next((q for q in chosen if q not in collection.queries), None)
         if unknown is not None:
             raise RequestError("queries", f"{collection.name} has no query {unknown}; give ids of its queries")
@@ -370,3 +386,35 @@ def select_queries(collection: Collection, seeds: object = None, queries: object
     else:
         return None
     return tuple(qid for qid in collection.queries if qid in wanted)
+
+
+def select_variant(collection: Collection, variant: object, field: str = "variant") -> str:
+    """One variant name (a front end that takes one: ``variant=``), by `select_variants`' rule."""
+    if not isinstance(variant, str):
+        raise RequestError(field, "give one variant name", value=variant)
+    return select_variants(collection, variant, field=field, offer_file=False)[0]
+
+
+def select_variants(collection: Collection, variants: object = None, *, field: str = "variants",
+                    every: bool = False, offer_file: bool = True) -> tuple[str, ...]:
+    """The one rule for the instruction variants asked for, for every front end: one name or a
+    list of them (none twice), each one of `collection`'s; None gives ``base``, or with `every`
+    each of the collection's variants. `field` names the request's field (``variants``, or
+    ``variant`` where a front end takes one); `offer_file`: the error suggests a user's instruction
+    file (``{instructions}``), where the front end takes one and none was given."""
+    if variants is None:
+        return tuple(collection.variants) if every else (BASE,)
+    if not isinstance(variants, str | Sequence) or isinstance(variants, bytes):
+        raise RequestError(field, f"a {type(variants).__name__} is not a variant name; give one or a list of them",
+                           value=variants)
+    chosen = [variants] if isinstance(variants, str) else list(variants)
+    if not chosen:
+        raise RequestError(field, "names no variant; give some, or leave it out for base", value=chosen)
+    repeated = next((v for v in chosen if chosen.count(v) > 1), None)
+    if repeated is not None:
+        raise RequestError(field, f"lists {repeated} twice; list each variant once")
+    unknown = next((v for v in chosen if not isinstance(v, str) or v not in collection.variants), None)
+    if unknown is not None:
+        raise RequestError(field, f"{collection.name} has the variants {', '.join(collection.variants)}"
+                           + (" (give {instructions} for your own)" if offer_file else ""), value=unknown)
+    return tuple(chosen)

@@ -115,20 +115,27 @@ def default_measures(collection: Collection, discount: str | None = None, k: int
     return table + [m for m in own if m not in table]
 
 
+def parsed_measure(name: str, relevance_level: int) -> measures.Parsed:
+    """One measure name parsed by its declaration (`evalkit.evaluation.measures.parse`; a ranking
+    measure also as ir_measures computes it at `relevance_level`); a name the grammar refuses is
+    the request's ``measures`` field's error."""
+    try:
+        parsed = measures.parse(name)
+        if parsed.spec.ranking:
+            measures.parse_measure(name, relevance_level)
+    except RequestError:
+        raise
+    except KitError as exc:  # the name's grammar (`evalkit.evaluation.measures`): the request's measures field
+        raise RequestError("measures", str(exc)) from None
+    return parsed
+
+
 def check_measures(names: Sequence[str], collection: Collection) -> None:
     """Each measure name parsed against `collection` before anything is scored: its declaration
     (`evalkit.evaluation.measures.parse`) and what the declaration requires of the collection
     (p-MRR instruction pairs, robustness@k query groups)."""
     for name in names:
-        try:
-            parsed = measures.parse(name)
-            if parsed.spec.ranking:
-                measures.parse_measure(name, collection.relevance_level)
-        except RequestError:
-            raise
-        except KitError as exc:  # the name's grammar (`evalkit.evaluation.measures`): the request's measures field
-            raise RequestError("measures", str(exc)) from None
-        spec = parsed.spec
+        spec = parsed_measure(name, collection.relevance_level).spec
         if not _requirement_met(spec, collection):
             raise RequestError("measures", f"{name} needs {spec.requires_help or spec.requires}; {collection.name} "
                                "has none (drop it from {measures})")

@@ -1,14 +1,18 @@
 """The evaluation request every front end fills, and the one check of each of its rules.
 
 `evalkit evaluate`'s options, `evalkit.api.evaluate`'s and `Evaluation.compare_table`'s
-arguments, the study notebooks' parameters and the mteb / ranx / ir_measures integrations each
-build an `EvaluationRequest` and hand it to `check_request` (or, before the collection is
-loaded, `check_options`). Each rule is one function: here `check_cutoff`,
-`check_measure_names`, `check_test` and `check_pmrr_ties`; with what they judge the
-protocol's (`evalkit.data.protocols.check_protocol`), the aggregation's and the measures'
-against a collection (`evalkit.evaluation.evaluate.check_aggregate`, `check_measures`) and
-the query selection's (`evalkit.data.collection.select_queries`). A rule's error is a `RequestError` naming the
-request's field (``permutations``), which each front end spells its own way
+arguments, the study notebooks' parameters (`evalkit.study.params.request_of`), the explore
+page (`evalkit.pages.explore_views.explore_request`) and the mteb / ranx / ir_measures
+integrations (`evalkit.integrations.library_input.checked`) each build an `EvaluationRequest`
+and hand it to `check_request` (or, before the collection is loaded, `check_options`). Each
+rule is one function: here `check_cutoff`, `check_measure_names`, `check_test` and
+`check_pmrr_ties`; with what they judge the protocol's (`evalkit.data.protocols.check_protocol`),
+the aggregation's and the measures' against a collection
+(`evalkit.evaluation.evaluate.check_aggregate`, `check_measures`, `parsed_measure`) and the
+query selection's (`evalkit.data.collection.check_selection` before, `select_queries` against
+the collection); beside the request, the variants' (`evalkit.data.collection.select_variants`)
+and the compared runs' one protocol (`evalkit.pipeline.run_input.one_protocol`). A rule's
+error is a `RequestError` naming the request's field (``permutations``), which each front end spells its own way
 (``--permutations``, ``permutations=``, ``PERMUTATIONS``: `evalkit.core.errors.spell`), so a
 request one front end refuses every other refuses with the same line.
 
@@ -23,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from evalkit.core.errors import RequestError
-from evalkit.data.collection import Collection, select_queries
+from evalkit.data.collection import Collection, check_selection, select_queries
 from evalkit.data.protocols import check_protocol
 from evalkit.evaluation.evaluate import DISCOUNTS, check_aggregate, check_measures, default_measures
 from evalkit.evaluation.measures import MAX_K, PMRR_TIES
@@ -184,6 +188,7 @@ def _checked_options(request: EvaluationRequest) -> tuple[tuple[str, ...] | None
     given = check_measure_names(request.measures, request.discount, request.k)
     test = check_test(request.test, request.alpha, request.permutations, request.seed)
     check_pmrr_ties(request.pmrr_ties)
+    check_selection(request.seeds, request.queries)
     return given, test
 
 

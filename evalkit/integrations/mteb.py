@@ -49,12 +49,14 @@ from mteb.abstasks import AbsTaskRetrieval
 from mteb.abstasks.task_metadata import TaskMetadata
 
 from evalkit.core.errors import KitError, RequestError
-from evalkit.data.collection import BASE, Collection, select_queries
-from evalkit.data.protocols import POOL_PROTOCOLS, check_protocol, protocol_collection
+from evalkit.data.collection import BASE, Collection, select_variant
+from evalkit.data.protocols import POOL_PROTOCOLS, protocol_collection
 from evalkit.datasets import load_dataset  # the dataset layer, loaded when no collection is given
-from evalkit.evaluation.measures import changed_documents
+from evalkit.evaluation.measures import PMRR, changed_documents
+from evalkit.evaluation.request import EvaluationRequest, check_options, check_request
 
 SPLIT = "test"
+MEASURES = ("nDCG@20", PMRR)  # what the tasks' main scores are in the kit's terms (module docstring)
 CITATION = r"""
 @inproceedings{mysore2021csfcube,
   title = {CSFCube - A Test Collection of Computer Science Research Articles for Faceted Query by Example},
@@ -147,12 +149,6 @@ def _pool(collection: Collection, qid: str) -> list[str]:
     return [d.doc_id for d in collection.candidates_of(qid)]
 
 
-def _selected(collection: Collection, seeds: Sequence[str] | None) -> Collection:
-    """The collection's queries of `seeds` (`select_queries`, the rule of every front end), or all."""
-    chosen = select_queries(collection, seeds=seeds)
-    return collection if chosen is None else collection.select(list(chosen))
-
-
 def csfcube_tasks(collection: Collection | None = None, *, protocol: str = "pool", variant: str = BASE,
                   seeds: Sequence[str] | None = None) -> list[AbsTaskRetrieval]:
     """``[CSFCubeFacetReranking, CSFCubeFacetInstructionPairs]`` task objects for ``mteb.evaluate``.
@@ -163,8 +159,15 @@ def csfcube_tasks(collection: Collection | None = None, *, protocol: str = "pool
     seed papers (a quick look). The pairs task is left out when the chosen queries hold no
     instruction pair. Each task's name carries the settings and a digest of its content
     (`_CSFCubeTask`). See the module docstring for what mteb's scores are in the kit's terms.
+
+    The arguments are an `evalkit.evaluation.request.EvaluationRequest` (the protocol, the seeds,
+    the measures the tasks score: `MEASURES`), checked by the rules every front end's request
+    follows; the variant by `evalkit.data.collection.select_variants`.
     """
-    if check_protocol(protocol) not in POOL_PROTOCOLS:
+    request = EvaluationRequest(dataset="csfcube", protocol=protocol, measures=MEASURES, aggregate="mean",
+                                seeds=seeds)
+    check_options(request)  # the request's rules, before any data is loaded
+    if protocol not in POOL_PROTOCOLS:
         raise RequestError("protocol", f"the mteb tasks rerank the judged pools; choose {' or '.join(POOL_PROTOCOLS)}",
                            value=protocol)
     if collection is None:
@@ -174,9 +177,9 @@ def csfcube_tasks(collection: Collection | None = None, *, protocol: str = "pool
                            "out", value=type(collection).__name__)
     if not collection.candidates or not any(q.facet for q in collection.queries.values()):
         raise KitError(f"{collection.name}: the mteb tasks need CSFCube (judged pools and facet queries)")
-    if not isinstance(variant, str) or variant not in collection.variants:
-        raise RequestError("variant", f"choose one of {', '.join(collection.variants)}", value=variant)
-    collection = protocol_collection(_selected(collection, seeds), protocol)
+    select_variant(collection, variant)
+    chosen = check_request(request, collection).queries  # the measures and the seeds, as every front end's
+    collection = protocol_collection(collection if chosen is None else collection.select(list(chosen)), protocol)
     judged = collection.judged
     qids = list(collection.queries)
     docs = sorted({d for q in qids for d in _pool(collection, q)})

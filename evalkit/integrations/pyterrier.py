@@ -61,7 +61,7 @@ import pandas as pd
 import pyterrier as pt
 
 from evalkit.core.errors import KitError, RequestError
-from evalkit.data.collection import BASE, Collection, Query, select_queries
+from evalkit.data.collection import BASE, Collection, Query, select_queries, select_variant
 from evalkit.data.protocols import POOL_PROTOCOLS, check_protocol, check_protocol_run, protocol_collection
 from evalkit.data.runs import ranked
 from evalkit.datasets import load_dataset
@@ -100,11 +100,7 @@ class KitDataset(pt.datasets.Dataset):
         return list(self.collection.queries) if self.queries is None else list(self.queries)
 
     def _variant(self, variant: str | None) -> str:
-        variant = self.variant if variant is None else variant
-        if variant not in self.collection.variants:
-            raise RequestError("variant", f"{self.collection.name} has the variants "
-                               f"{', '.join(self.collection.variants)}", value=variant)
-        return variant
+        return select_variant(self.collection, self.variant if variant is None else variant)
 
     def get_topics(self, variant: str | None = None) -> pd.DataFrame:
         """``qid``, ``query``, ``instruction`` of each query under `variant` (default: the dataset's)."""
@@ -169,9 +165,7 @@ def dataset(collection: Collection | str = "csfcube", *, protocol: str = "pool",
     elif not isinstance(collection, Collection):
         raise KitError(f"dataset: a {type(collection).__name__} is not a collection; give a dataset spec such as "
                        "'csfcube' or an evalkit Collection")
-    if variant not in collection.variants:
-        raise RequestError("variant", f"{collection.name} has the variants {', '.join(collection.variants)}",
-                           value=variant)
+    select_variant(collection, variant)
     return KitDataset(collection, protocol, variant, select_queries(collection, seeds=seeds, queries=queries), profile)
 
 

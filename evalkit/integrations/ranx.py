@@ -12,39 +12,57 @@ ideal from every judged document, as trec_eval). The kit's own measures (``nDCG_
 (tests/integrations/test_integrations_runs.py).
 
 `from_evaluation(result, variant)` does the same for a run of `evalkit.evaluate`
-(``result.to_ranx()``).
+(``result.to_ranx()``). `ranx_metrics(measures, collection)` names a list of kit measures as
+ranx metrics. Each takes what the API's `evaluate` takes for the same thing (``protocol``,
+``seeds`` or ``queries``, ``measures``, ``variant``), checked by the same rules: an
+`evalkit.evaluation.request.EvaluationRequest` (`evalkit.integrations.library_input.checked`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import ranx
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import KitError, RequestError
 from evalkit.data.collection import BASE, Collection
 from evalkit.data.runs import Run
 from evalkit.data.runstore import load_verified
 from evalkit.datasets import load_dataset  # the dataset layer: loaded only when a result is converted
 from evalkit.evaluation import measures
-from evalkit.integrations.library_input import checked, judgments, ranked_scores
+from evalkit.evaluation.evaluate import parsed_measure
+from evalkit.evaluation.request import check_measure_names
+from evalkit.integrations.library_input import checked, checked_request, judgments, library_request, ranked_scores
 
 
 def ranx_metric(measure: str, relevance_level: int) -> str:
     """The ranx metric name equal to the kit's `measure` (``nDCG@20`` -> ``ndcg@20``, ``AP`` -> ``map-l2``),
-    read from the measure's declaration (`MeasureSpec.ranx`, its ``binary``); one line where ranx has none."""
-    parsed = measures.parse(measure)
+    read from the measure's declaration (`MeasureSpec.ranx`, its ``binary``); the name checked by
+    the request's measure rule (`evalkit.evaluation.evaluate.parsed_measure`), one line where ranx has none."""
+    check_measure_names([measure])
+    parsed = parsed_measure(measure, relevance_level)
     if parsed.spec.ranx is None:
         equal = ", ".join(s.help for s in measures.declarations() if s.ranx is not None)
-        raise KitError(f"measure {measure!r} has no ranx equivalent; use {equal}")
+        raise RequestError("measures", f"{measure} has no ranx equivalent; use {equal}")
     name = parsed.spec.ranx + (f"@{parsed.cutoff}" if parsed.cutoff else "")
     return f"{name}-l{relevance_level}" if parsed.spec.binary else name
 
 
+def ranx_metrics(measures: Sequence[str], collection: Collection, protocol: str = "pool") -> dict[str, str]:
+    """{kit measure: ranx metric} of `measures` on `collection`: the request's measures (a list,
+    none twice, each parsed against the collection: `check_request`, as every front end's), each
+    named as ranx names it (`ranx_metric`); for ``ranx.evaluate(qrels, run, list(metrics.values()))``."""
+    names = checked_request(library_request(collection, protocol, measures=measures), collection).names
+    return {name: ranx_metric(name, collection.relevance_level) for name in names}
+
+
 def to_ranx(run: Run, collection: Collection, protocol: str = "pool", name: str = "run",
-            keep_scores: bool = False) -> tuple[ranx.Qrels, ranx.Run]:
-    """``(ranx.Qrels, ranx.Run)`` of `run` on `collection` under `protocol` (module docstring)."""
-    run = checked(run, collection, protocol)
+            keep_scores: bool = False, *, seeds: Sequence[str] | None = None,
+            queries: Sequence[str] | None = None) -> tuple[ranx.Qrels, ranx.Run]:
+    """``(ranx.Qrels, ranx.Run)`` of `run` on `collection` under `protocol` (module docstring), on
+    the queries of `seeds` or `queries` where given (`evalkit.data.collection.select_queries`)."""
+    run, _ = checked(run, collection, protocol, seeds=seeds, queries=queries)
     qrels = judgments(collection, protocol, run)
     if not qrels:
         raise KitError(f"run: none of its queries is judged in {collection.name}; check the query ids")
@@ -55,8 +73,8 @@ def to_ranx(run: Run, collection: Collection, protocol: str = "pool", name: str 
 def from_evaluation(result, variant: str = BASE) -> tuple[ranx.Qrels, ranx.Run]:
     """``(ranx.Qrels, ranx.Run)`` of an `evalkit.api.Evaluation`'s stored run of `variant`, verified
     against its sidecar (`evalkit.data.runstore.load_verified`), under the evaluation's protocol."""
-    if variant not in result.runs:
-        raise KitError(f"{result.name} has no run of variant {variant!r}; choose one of {', '.join(result.runs)}")
+    if not isinstance(variant, str) or variant not in result.runs:
+        raise RequestError("variant", f"this result has {', '.join(result.runs)}", value=variant)  # as compare_table
     collection = load_dataset(result.settings["dataset"])
     folder = Path(result.runs[variant])
     run = load_verified(folder, {"dataset": collection.name, "data_sha256": collection.identity})

@@ -22,13 +22,17 @@ from pathlib import Path
 import pandas as pd
 
 from evalkit.core.errors import KitError
+from evalkit.evaluation.request import check_options
 from evalkit.pages.explore_views import (
     DEFAULT_K,
     Explorer,
+    as_explore,
     check_k,
     check_seed,
+    explore_request,
     load,
     movement,
+    one_seed,
     query_scores,
     top_k,
 )
@@ -61,16 +65,24 @@ def check(PROFILE: str, PROTOCOL: str, SEED: str, MODELS: str = "", K=DEFAULT_K,
           DISCOUNT: str = "csfcube", RUNS_DIR: str = "runs", CORPUS: str = "", INSTRUCTIONS: str = "") -> Parameters:
     """Check the explore notebook's parameters (one-line KitError) before any data or model is loaded:
     PROFILE, PROTOCOL, MODELS, DISCOUNT, CORPUS and INSTRUCTIONS as the study notebooks
-    (`evalkit.study.params`; empty MODELS: the profile's relevance models), SEED a seed paper id,
-    K a positive integer."""
+    (`evalkit.study.params`; empty MODELS: the profile's relevance models), SEED one seed paper id
+    and K the documents shown per model and facet. The page's evaluation request
+    (`explore_request`: the protocol, the measure and p-MRR, the seed) is checked by the rules
+    every front end's request follows (`check_options`; the seed against the data by
+    `load_checked`); an error names the parameter as the page spells it (``SEED``, ``K``)."""
+    return as_explore(_check, PROFILE, PROTOCOL, SEED, MODELS, K, DISCOUNT, RUNS_DIR, CORPUS, INSTRUCTIONS)
+
+
+def _check(PROFILE: str, PROTOCOL: str, SEED: str, MODELS: str, K, DISCOUNT: str, RUNS_DIR: str,  # noqa: N803
+           CORPUS: str, INSTRUCTIONS: str) -> Parameters:
     # lazy (start-up cost): the runner, registry and study load only when a page is built
     from evalkit.study import params
 
     study = params.check("relevance", PROFILE=PROFILE, PROTOCOL=PROTOCOL, MODELS=MODELS, DISCOUNT=DISCOUNT,
                          RUNS_DIR=RUNS_DIR, CORPUS=CORPUS, INSTRUCTIONS=INSTRUCTIONS)
-    if not str(SEED).strip() or "," in str(SEED):
-        raise KitError(f"SEED {SEED!r}: give one seed paper id, e.g. SEED=929877")
-    return Parameters(study.profile, study.protocol, str(SEED).strip(), study.models, check_k(K), study.measure,
+    seed = one_seed(SEED)
+    check_options(explore_request(study.protocol, study.measure, seed))
+    return Parameters(study.profile, study.protocol, seed, study.models, check_k(K), study.measure,
                       study.runs_dir, study.corpus, study.instructions)
 
 
@@ -88,7 +100,7 @@ def load_checked(parameters: Parameters) -> Explorer:
 
 def seed_view(explorer: Explorer, seed: str) -> str:
     """HTML: the seed's id, title, annotated facets and abstract with each sentence coloured by facet."""
-    seed = check_seed(explorer.data, seed)
+    seed = check_seed(explorer.collection, seed)
     paper = explorer.data.papers[seed]
     legend = " ".join(f'<span style="background:{c};padding:0 4px">{html.escape(f)}</span>'
                       for f, c in FACET_COLOURS.items())
@@ -209,7 +221,7 @@ def moved_side_by_side(explorer: Explorer, models: list[str], qid: str) -> str:
 def render(explorer: Explorer, seed: str, models=None, k: int = DEFAULT_K) -> str:
     """Every view of one seed as one HTML block (what the notebook shows, static or in the picker): the
     models side by side in each table, every measure x100."""
-    seed = check_seed(explorer.data, seed)
+    seed = check_seed(explorer.collection, seed)
     k = check_k(k)
     models = list(models or explorer.runs)
     unknown = [m for m in models if m not in explorer.runs]
@@ -301,7 +313,7 @@ def picker(explorer: Explorer, seed: str, models=None, k: int = DEFAULT_K):
     """A seed dropdown, a model multi-select and a k slider over `render` (ipywidgets)."""
     import ipywidgets as widgets
 
-    seed = check_seed(explorer.data, seed)
+    seed = check_seed(explorer.collection, seed)
     chosen = list(models or explorer.runs)
     seeds = widgets.Dropdown(options=[(f"{s}: {explorer.data.papers[s].title[:70]}", s) for s in explorer.seeds],
                              value=seed, description="Seed")

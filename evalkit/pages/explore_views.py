@@ -9,34 +9,63 @@
   the query's facet, not under the other), their ranks under each instruction and their
   per-document p-MRR (`evalkit.evaluation.measures.pair_score`, the same rule as `measures.p_mrr`);
 - `query_scores`: the seed's per-query relevance measure and p-MRR beside the collection's
-  per-facet and overall values (`evalkit.evaluation.evaluate.summarize`).
+  per-facet and overall values.
 
-Every measure is x100 (the tables' scale). `check_seed` and `check_k` are the one-line checks of
-the page's SEED and K.
+The page asks for its figures as every front end does: `explore_request` fills an
+`evalkit.evaluation.request.EvaluationRequest` (the protocol, the relevance measure and p-MRR,
+the seed), `check_request` checks it and `evalkit.evaluation.outcome.evaluate_tables` evaluates
+the runs (the per-query tables and their summaries), the one evaluation of the API and the CLI.
+Every measure is x100 (the tables' scale). `check_seed` and `check_k` check the page's SEED and K
+by the request's rules (`evalkit.data.collection.select_queries`,
+`evalkit.evaluation.request.check_cutoff`); every rule's error names the parameter as the page
+spells it (``SEED``, ``K``, ``PROTOCOL``: the explore front end of `evalkit.core.errors.spell`).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TypeVar
 
 import pandas as pd
 
-from evalkit.core.errors import KitError
-from evalkit.data.collection import Collection
+from evalkit.core.errors import EXPLORE, KitError, RequestError
+from evalkit.data.collection import Collection, select_queries
+from evalkit.data.protocols import DEFAULT_PROTOCOL, protocol_collection
 from evalkit.data.runs import Run, ranks
 from evalkit.datasets import csfcube
 from evalkit.datasets.csfcube import FACETS, CSFCube
-from evalkit.evaluation.evaluate import PMRR, per_query, summarize
+from evalkit.evaluation.evaluate import PMRR
 from evalkit.evaluation.measures import changed_documents, pair_score
+from evalkit.evaluation.outcome import Outcome, evaluate_tables, score_runs
+from evalkit.evaluation.request import EvaluationRequest, check_cutoff, check_request
 
 DEFAULT_K = 10
+T = TypeVar("T")
+
+
+def as_explore(check: Callable[..., T], *args, **kwargs) -> T:
+    """`check(*args, **kwargs)`, a kit error worded as the explore page's parameters (``SEED``, ``K``)."""
+    try:
+        return check(*args, **kwargs)
+    except KitError as exc:
+        raise exc.for_front_end(EXPLORE) from None
+
+
+def explore_request(protocol: str = DEFAULT_PROTOCOL, measure: str = "nDCG_csfcube@20",
+                    seed: str | None = None) -> EvaluationRequest:
+    """The evaluation the page shows: CSFCube under `protocol`, its relevance `measure` and p-MRR,
+    aggregated as the tables are (folds); `seed`: the seed whose queries are asked for (None: every query)."""
+    return EvaluationRequest(dataset=csfcube.SCHEME.name, protocol=protocol, measures=(measure, PMRR),
+                             seeds=None if seed is None else (seed,))
 
 
 @dataclass
 class Explorer:
-    """CSFCube, its collection, the runs of some models (base instructions) and their per-query values."""
+    """CSFCube, its collection, the runs of some models (base instructions) under `protocol`, and
+    their per-query values and summaries (`outcome`: `explore_request` evaluated by `evaluate_tables`)."""
 
     data: CSFCube
     collection: Collection
@@ -44,10 +73,14 @@ class Explorer:
     labels: dict[str, str] = field(default_factory=dict)
     measure: str = "nDCG_csfcube@20"
     seed_only: tuple[str, ...] = ()  # models whose run covers one seed's queries: no collection values
+    protocol: str = DEFAULT_PROTOCOL
 
     def __post_init__(self):
-        self.tables = {m: per_query(self.collection, run, [self.measure]) for m, run in self.runs.items()}
-        self.summaries = {m: summarize(self.collection, t) for m, t in self.tables.items() if m not in self.seed_only}
+        self.scored = as_explore(protocol_collection, self.collection, self.protocol)  # as the protocol judges it
+        checked = as_explore(check_request, explore_request(self.protocol, self.measure), self.scored)
+        self.outcome: Outcome = evaluate_tables(self.scored, score_runs(self.scored, self.runs, checked), checked)
+        self.tables = self.outcome.tables
+        self.summaries = {m: self.outcome.summary(m) for m in self.tables if m not in self.seed_only}
 
     @property
     def seeds(self) -> list[str]:
@@ -56,7 +89,7 @@ class Explorer:
 
     def facets(self, seed: str) -> list[str]:
         """The facets annotated for a seed, in FACETS order."""
-        check_seed(self.data, seed)
+        check_seed(self.collection, seed)
         return [f for f in FACETS if f"{seed}_{f}" in self.data.queries]
 
     def label(self, model: str) -> str:
@@ -64,24 +97,28 @@ class Explorer:
 
 
 
-def check_seed(data: CSFCube, seed: str) -> str:
-    """The seed id, or a one-line KitError listing every valid seed."""
-    seed = str(seed).strip()
-    if not any(q.seed == seed for q in data.queries.values()):
-        known = sorted({q.seed for q in data.queries.values()}, key=lambda s: (len(s), s))
-        raise KitError(f"SEED {seed or '(empty)'} is no CSFCube seed; choose one of the {len(known)} seeds: "
-                       f"{', '.join(known)}")
-    return seed
+def one_seed(seed: object) -> str:
+    """SEED as one seed paper id (the page shows one seed); not yet checked against the data."""
+    if not isinstance(seed, str | int) or isinstance(seed, bool) or not str(seed).strip() or "," in str(seed):
+        raise RequestError("seeds", "give one seed paper id, e.g. {seeds:929877}", value=seed)
+    return str(seed).strip()
 
 
-def check_k(k) -> int:
-    try:
-        value = int(k)
-    except (TypeError, ValueError):
-        value = 0
-    if value < 1 or str(k).strip() != str(value):
-        raise KitError(f"K {k!r} must be a positive integer (documents shown per model and facet)")
-    return value
+def seed_queries(collection: Collection, seed: object) -> tuple[str, ...]:
+    """The query ids of one seed paper (`one_seed`), by the rule of every front end
+    (`evalkit.data.collection.select_queries`); an error names SEED."""
+    return as_explore(lambda: select_queries(collection, seeds=(one_seed(seed),)))
+
+
+def check_seed(collection: Collection, seed: object) -> str:
+    """The seed id (`seed_queries`), or a one-line error listing the collection's seeds."""
+    seed_queries(collection, seed)
+    return one_seed(seed)
+
+
+def check_k(k: object) -> int:
+    """The documents shown per model and facet (K): the request's cut-off rule (`check_cutoff`)."""
+    return as_explore(check_cutoff, "k", k)
 
 
 
@@ -103,12 +140,10 @@ def load(models, profile: str = "offline", protocol: str = "pool", runs_dir: Pat
     from evalkit.pipeline.runner import Reuse, RunSettings, bind, obtain
 
     data = csfcube.load()
-    if seed is not None:
-        check_seed(data, seed)
-    elif not every_query:
-        raise KitError("every_query=False needs the seed whose queries to run; give seed=")
     collection = csfcube.to_collection(data)
-    seed_queries = tuple(q.qid for q in collection.queries.values() if q.seed is not None and q.seed.doc_id == seed)
+    if seed is None and not every_query:
+        raise KitError("every_query=False needs the seed whose queries to run; give seed=")
+    queries = None if seed is None else seed_queries(collection, seed)
     runs, labels, seed_only = {}, {}, []
     for model in models:
         labels[model] = registry.spec(model, profile).label
@@ -116,10 +151,10 @@ def load(models, profile: str = "offline", protocol: str = "pool", runs_dir: Pat
                                instructions=instructions)
         stored = None if every_query else obtain(bind(settings, collection, Path(runs_dir)), Reuse.ONLY)
         if stored is None and not every_query:
-            stored = obtain(bind(replace(settings, queries=seed_queries), collection, Path(runs_dir)))
+            stored = obtain(bind(replace(settings, queries=queries), collection, Path(runs_dir)))
             seed_only.append(model)
         runs[model] = (stored or obtain(bind(settings, collection, Path(runs_dir)))).run
-    return Explorer(data, collection, runs, labels, measure, tuple(seed_only))
+    return Explorer(data, collection, runs, labels, measure, tuple(seed_only), protocol)
 
 
 
@@ -146,7 +181,7 @@ def movement(explorer: Explorer, model: str, qid: str) -> pd.DataFrame:
     under i'; their rank under each instruction (a document a run lacks ranks after its last),
     "up"/"down"/"same" under i relative to i', and the per-document p-MRR x100 (their mean is the
     query's p-MRR, x100 as everywhere on the page). Empty for an unpaired seed."""
-    collection = explorer.collection
+    collection = explorer.scored  # as p-MRR counts it under the protocol: pool's excluded seed is not judged
     other = collection.pairs.get(qid)
     columns = ["doc", "title", "grade", "grade_other", "rank", "rank_other", "moved", "p-MRR"]
     if other is None:
@@ -154,7 +189,7 @@ def movement(explorer: Explorer, model: str, qid: str) -> pd.DataFrame:
     run = explorer.runs[model]
     rank_i, rank_o = ranks(run[qid]), ranks(run[other])
     rows = []
-    judged = collection.judged  # as p-MRR counts them: an excluded seed is not judged
+    judged = collection.judged
     for doc in sorted(changed_documents(judged[qid], judged[other], collection.relevance_level)):
         r_i, r_o = rank_i.get(doc, len(rank_i) + 1), rank_o.get(doc, len(rank_o) + 1)
         rows.append({"doc": doc, "title": collection.documents[doc].title, "grade": judged[qid][doc],

@@ -4,6 +4,7 @@ collection's own ranked files, read by its `Collection.read_runs` (CSFCube's off
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from evalkit.core.errors import DataError, KitError, RequestError
@@ -68,6 +69,18 @@ def read_run(runs: Path, name: str | None, collection: Collection, protocol: str
     run, recorded = load_any_run(runs, name, collection)
     protocol = protocol or recorded or default
     return run, protocol, check_protocol_run(run, collection, protocol, source=str(runs))
+
+
+def one_protocol(protocols: Sequence[tuple[str, str]], field: str = "runs") -> str:
+    """The one protocol of the runs compared ((run label, the protocol it was made under) each):
+    the CLI's ``--runs``, the API's ``reference=`` beside the model's runs; `field` names the
+    request's field an error is about."""
+    found = sorted({protocol for _, protocol in protocols})
+    if len(found) > 1:
+        made = "; ".join(f"{label} under {protocol}" for label, protocol in protocols)
+        raise RequestError(field, f"the runs were made under different protocols ({made}); compare runs of one "
+                                  "protocol, or give {protocol} to judge them all under one")
+    return found[0]
 
 
 def run_labels(paths: list[Path]) -> dict[Path, str]:

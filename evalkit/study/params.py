@@ -41,13 +41,13 @@ from pathlib import Path
 
 from evalkit.core.errors import NOTEBOOK, KitError, RequestError
 from evalkit.core.workspace import resolve
-from evalkit.data.collection import Collection, select_queries
-from evalkit.data.protocols import POOL_PROTOCOLS, check_protocol
+from evalkit.data.collection import Collection, select_queries, selection_ids
+from evalkit.data.protocols import POOL_PROTOCOLS
 from evalkit.datasets import csfcube_download
 from evalkit.datasets.csfcube import TABLE
 from evalkit.datasets.csfcube_variants import load_instructions
 from evalkit.evaluation import evaluate as evaluation
-from evalkit.evaluation.request import check_discount
+from evalkit.evaluation.request import EvaluationRequest, check_options
 from evalkit.models import registry
 from evalkit.pipeline import prerequisites
 from evalkit.pipeline.runner import RunSettings, instructions_identity
@@ -130,10 +130,15 @@ def split(value: str) -> list[str]:
 
 def seeds_of(value: str) -> tuple[str, ...] | None:
     """The smoke seeds of SEEDS (sorted, unique); None when SEEDS is empty (every query)."""
-    seeds = sorted(set(split(value)))
-    if value.strip() and not seeds:
-        raise KitError(f"SEEDS={value!r} lists no seed id; give comma-separated seed paper ids or leave it empty")
-    return tuple(seeds) or None
+    if not value.strip():
+        return None
+    return tuple(sorted(selection_ids("seeds", split(value))))  # the request's rule: a list of ids
+
+
+def request_of(protocol: str, discount: str | None = None, seeds: tuple[str, ...] | None = None) -> EvaluationRequest:
+    """The evaluation request of a notebook's parameters: PROTOCOL, DISCOUNT (the default table's
+    nDCG), SEEDS; its rules are every front end's (`evalkit.evaluation.request`)."""
+    return EvaluationRequest(protocol=protocol, discount=discount, seeds=seeds)
 
 
 def _tag(given: str, profile: str, protocol: str, seeds: str, **content: str | None) -> str:
@@ -175,7 +180,8 @@ def _check(notebook: str, PROFILE: str, PROTOCOL: str, SEEDS: str, OUTPUT_DIR: s
     if notebook not in STUDY_LISTS:
         raise KitError(f"unknown study notebook {notebook!r}; choose one of {', '.join(STUDY_LISTS)}")
     registry.profile_settings(PROFILE)
-    check_protocol(PROTOCOL)
+    seeds = seeds_of(SEEDS)
+    check_options(request_of(PROTOCOL, DISCOUNT, seeds))  # the rules of every front end's request
     content = {"MODELS": MODELS, "REFERENCE_MODEL": REFERENCE_MODEL, "DISCOUNT": DISCOUNT, "CORPUS": CORPUS,
                "INSTRUCTIONS": INSTRUCTIONS, "OFFICIAL": OFFICIAL}  # as given: the tag make computed from the same
     if OFFICIAL is not None and OFFICIAL not in ("yes", "no"):
@@ -189,9 +195,7 @@ def _check(notebook: str, PROFILE: str, PROTOCOL: str, SEEDS: str, OUTPUT_DIR: s
             raise RequestError("protocol", csfcube_download.MISSING, value="full")
     if CORPUS and not Path(CORPUS).is_file():
         raise KitError(f"CORPUS {CORPUS} is not a file; give the path of abstracts-preds.zip")
-    measure = None
-    if DISCOUNT is not None:
-        measure = DISCOUNTS[check_discount(DISCOUNT)]
+    measure = None if DISCOUNT is None else DISCOUNTS[DISCOUNT]
     models = study_models(PROFILE, notebook, MODELS) if MODELS is not None else ()
     reference = None
     if REFERENCE_MODEL is not None:
@@ -215,7 +219,7 @@ def _check(notebook: str, PROFILE: str, PROTOCOL: str, SEEDS: str, OUTPUT_DIR: s
         prerequisites.check_all([registry.spec(name, PROFILE) for name in models])
     tag = _tag(TAG, PROFILE, PROTOCOL, SEEDS, **content)
     executor, workers = execution()
-    return Study(PROFILE, PROTOCOL, tag, models, reference, measure, seeds_of(SEEDS), resolve(OUTPUT_DIR),
+    return Study(PROFILE, PROTOCOL, tag, models, reference, measure, seeds, resolve(OUTPUT_DIR),
                  resolve(FIGURES_DIR), resolve(RUNS_DIR), CORPUS or None, instructions,
                  OFFICIAL == "yes", strict(), executor, workers)
 

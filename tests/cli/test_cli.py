@@ -196,17 +196,19 @@ def test_each_command_is_handled_by_its_own_module():
 
 
 def test_protocol_choices_are_the_library_protocols():
-    """Every command's --protocol offers exactly `evalkit.data.protocols.PROTOCOLS` (one definition)."""
+    """Every command's --protocol offers exactly `evalkit.data.protocols.PROTOCOLS` (one definition),
+    and refuses another name by the request's rule (`check_protocol`), not argparse's choices."""
     import argparse
 
+    from evalkit.cli.options import choices
     from evalkit.data.protocols import PROTOCOLS
 
     parser = cli.build_parser()
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
-    offered = {name: next(a.choices for a in sub._actions if a.dest == "protocol")
+    offered = {name: next(a for a in sub._actions if a.dest == "protocol")
                for name, sub in commands.items() if any(a.dest == "protocol" for a in sub._actions)}
     assert set(offered) >= {"run", "evaluate", "human", "plan"}
-    assert all(tuple(choices) == PROTOCOLS for choices in offered.values()), offered
+    assert all(a.metavar == choices(PROTOCOLS) and a.choices is None for a in offered.values()), offered
 
 
 def test_installed_command_prints_one_json_object(sample_dir):
@@ -605,12 +607,17 @@ ARGPARSE_ERRORS = {
     "unknown_command": (["frobnicate"], "invalid choice: 'frobnicate'"),
     "missing_dataset": (["evaluate", "--runs", "x"], "required: --dataset"),
     "missing_runs_dir": (["run", "--dataset", "csfcube", "--model", "bm25"], "required: --runs-dir"),
-    "bad_choice": (["evaluate", "--dataset", "csfcube", "--runs", "x", "--aggregate", "median"], "'median'"),
+    "bad_choice": (["evaluate", "--dataset", "csfcube", "--runs", "x", "--format", "median"], "'median'"),
     "bad_int": (["run", "--dataset", "csfcube", "--model", "m", "--runs-dir", "r", "--depth", "many"], "'many'"),
-    "queries_and_seeds": (["run", "--dataset", "csfcube", "--model", "m", "--runs-dir", "r", "--queries", "a",
-                           "--seeds", "b"], "not allowed with"),
     "unknown_option": (["human", "--frob"], "unrecognized arguments: --frob"),
 }
+
+
+def test_queries_and_seeds_are_refused_by_the_requests_rule(capsys):
+    """--queries with --seeds: the selection rule's line (`check_selection`), as the API's seeds= with queries=."""
+    argv = ["run", "--dataset", "csfcube", "--model", "m", "--runs-dir", "r", "--queries", "a", "--seeds", "b"]
+    assert cli.main(argv) == 2
+    _assert_one_line_error(capsys.readouterr().err, ["--seeds: give --seeds or --queries, not both"])
 
 
 @pytest.mark.parametrize("case", list(ARGPARSE_ERRORS))

@@ -62,8 +62,8 @@ def test_bad_arguments_are_refused_in_one_line(collection):
     ({"seeds": []}, "seeds= names no ids"),
     ({"seeds": "929877"}, "seeds='929877': a str is not a list of ids"),
     ({"protocol": "bogus"}, "protocol='bogus': choose one of"),
-    ({"variant": "nope"}, "variant='nope': choose one of base"),
-    ({"variant": ["base"]}, "variant=['base']: choose one of base"),
+    ({"variant": "nope"}, "variant='nope': csfcube has the variants base, "),
+    ({"variant": ["base"]}, "variant=['base']: give one variant name"),
     ({"collection": "csfcube"}, "collection='str': give a kit Collection"),
 ])
 def test_each_bad_argument_is_one_request_error_naming_it(collection, kwargs, text):

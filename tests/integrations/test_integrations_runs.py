@@ -169,7 +169,7 @@ def test_an_evaluation_converts_to_ranx(tmp_path, monkeypatch):
     for qid in table.index:
         assert values["nDCG@20"][qid] == pytest.approx(table.loc[qid, "nDCG@20"], abs=1e-12)
         assert values["AP"][qid] == pytest.approx(table.loc[qid, "AP"], abs=1e-12)
-    with pytest.raises(KitError, match="no run of variant"):
+    with pytest.raises(RequestError, match="variant='generic': this result has base"):
         result.to_ranx("generic")
 
 

@@ -175,7 +175,7 @@ def test_seeds_that_parse_to_nothing_are_refused():
     """SEEDS="," once meant a silent full run; now it is a one-line error."""
     from evalkit.study.params import seeds_of
 
-    with pytest.raises(KitError, match="lists no seed id"):
+    with pytest.raises(KitError, match="names no ids"):  # the request's rule (select_queries'), as every front end's
         seeds_of(" , ,")
     assert seeds_of("") is None and seeds_of("9, 1,9") == ("1", "9")
 
