@@ -35,7 +35,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError, KitError
 from evalkit.core.locks import BUSY_MS, is_locked, lock_wait_s, waiting
 
 
@@ -141,7 +141,7 @@ class JudgmentCache:
     def put(self, judgments: dict[Key, float]) -> None:
         bad = [p for p in judgments.values() if not valid_prob(p)]
         if bad:
-            raise KitError(f"{self.path}: refusing to cache the probability {bad[0]!r}; the model's answer is invalid")
+            raise DataError(self.path, f"refusing to cache the probability {bad[0]!r}; the model's answer is invalid")
         if not judgments:
             return
         columns = ", ".join(("key", *Key._fields, "p", "checksum"))
