@@ -11,7 +11,7 @@ import pandas as pd
 
 from evalkit.cli.options import add_measure_options, check_not_input, check_output_file, evaluation_request, same_file
 from evalkit.cli.printing import null_nan, print_summary, summary_settings, summary_title, write_per_query
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError, RequestError
 from evalkit.data.protocols import PROTOCOLS
 from evalkit.datasets import load_dataset
 from evalkit.evaluation.compare import FAMILY
@@ -28,12 +28,12 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     paths = [Path(p) for p in args.runs]
     for runs in paths:
         if not runs.exists():
-            raise KitError(f"{runs}: no such run file or directory; check --runs")
+            raise DataError(runs, "no such run file or directory; check --runs")
     repeated = next((p for p in paths if sum(same_file(p, q) or p == q for q in paths) > 1), None)
     if repeated is not None:
-        raise KitError(f"--runs {repeated}: given twice; list each run once")
+        raise RequestError("runs", "given twice; list each run once", value=repeated)
     if len(paths) > 1 and args.name:
-        raise KitError("--name picks the official files of one folder; compare run files or run-store folders")
+        raise RequestError("name", "picks the official files of one folder; compare run files or run-store folders")
     if args.per_query:
         args.per_query = str(check_output_file(Path(args.per_query), "--per-query"))
         for runs in paths:
@@ -44,8 +44,9 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     for path in paths:
         runs[path], protocols[path], judged = read_run(path, args.name, collection, args.protocol)
     if len(set(protocols.values())) > 1:
-        raise KitError(f"the runs were made under different protocols ({', '.join(sorted(set(protocols.values())))}); "
-                       "compare runs of one protocol, or give --protocol")
+        raise RequestError("protocol", "the runs were made under different protocols "
+                           f"({', '.join(sorted(set(protocols.values())))}); compare runs of one protocol, "
+                           "or give --protocol")
     labels = run_labels(paths) if len(paths) > 1 else {paths[0]: args.name or str(paths[0])}
     outcome = evaluate_tables(judged, score_runs(judged, {labels[p]: runs[p] for p in paths}, checked), checked)
     printed = not args.json and args.format != "rows"  # printed: one name per number (twins shown once)

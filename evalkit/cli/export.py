@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from evalkit.cli.options import is_within
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError, RequestError
 from evalkit.datasets import input_folder, load_dataset, schemes
 from evalkit.datasets.export import FORMATS, export
 from evalkit.evaluation.evaluate import CSFCUBE
@@ -16,16 +16,17 @@ EXPORTED = (CSFCUBE,)  # the datasets export writes: the others are already in t
 
 def cmd_export(args: argparse.Namespace) -> None:
     if args.dataset.strip() not in EXPORTED:
-        raise KitError(f"export writes {' or '.join(EXPORTED)} only, not {args.dataset!r}; the other datasets "
-                       "are already in these formats")
+        raise RequestError("dataset",
+                           f"export writes {' or '.join(EXPORTED)} only, not {args.dataset!r}; the other datasets "
+                           "are already in these formats")
     out = Path(args.out)
     folder = input_folder(args.dataset)
     if folder is not None and is_within(out, folder):
-        raise KitError(f"{out}: inside the CSFCube data folder {folder}; export elsewhere")
+        raise DataError(out, f"inside the CSFCube data folder {folder}; export elsewhere")
     if out.exists() and not out.is_dir():
-        raise KitError(f"{out}: is a file; give a new or empty folder to export into")
+        raise DataError(out, "is a file; give a new or empty folder to export into")
     if out.is_dir() and any(out.iterdir()):
-        raise KitError(f"{out}: folder is not empty; give a new or empty folder to export into")
+        raise DataError(out, "folder is not empty; give a new or empty folder to export into")
     print(export(load_dataset(args.dataset), args.format, out))
 
 

@@ -13,7 +13,7 @@ from evalkit.cli.options import (
     full_corpus,
 )
 from evalkit.cli.printing import print_summary, summary_settings, summary_title, write_per_query
-from evalkit.core.errors import KitError
+from evalkit.core.errors import RequestError
 from evalkit.data.protocols import DEFAULT_PROTOCOL, PROTOCOLS
 from evalkit.datasets import csfcube
 from evalkit.evaluation.evaluate import CSFCUBE, computed_measures, summary_of
@@ -27,16 +27,18 @@ def cmd_human(args: argparse.Namespace) -> None:
     request = evaluation_request(args, protocol=None)  # --protocol here is the recipe's, not the judged runs'
     check_options(request)
     if args.dataset.strip() != CSFCUBE:
-        raise KitError(f"the Human reference exists only for csfcube (its annotators' grades), not {args.dataset!r}")
+        raise RequestError("dataset", "the Human reference exists only for csfcube (its annotators' grades), "
+                           f"not {args.dataset!r}")
     if args.per_query:
         args.per_query = str(check_output_file(Path(args.per_query), "--per-query"))
         check_not_input(Path(args.per_query), None, args.dataset, "--per-query")
     if args.recipe == "pool" and args.protocol != "pool":
-        raise KitError(f"the pool recipe ranks the judged pool whatever the protocol; use --recipe protocol "
-                       f"for the {args.protocol} list")
+        raise RequestError("recipe",
+                           f"the pool recipe ranks the judged pool whatever the protocol; use --recipe protocol "
+                           f"for the {args.protocol} list")
     full_corpus(args)
     if args.corpus and not Path(args.corpus).is_file():
-        raise KitError(f"--corpus {args.corpus} is not a file; give the path of abstracts-preds.zip")
+        raise RequestError("corpus", "is not a file; give the path of abstracts-preds.zip", value=args.corpus)
     data = csfcube.load()
     collection = csfcube.to_collection(data)
     names = list(check_request(request, collection).names)

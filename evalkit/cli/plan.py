@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from evalkit.cli.options import split_ids
-from evalkit.core.errors import KitError
+from evalkit.core.errors import RequestError
 from evalkit.data.collection import select_queries
 from evalkit.data.protocols import DEFAULT_PROTOCOL, PROTOCOLS
 from evalkit.datasets import csfcube
@@ -24,7 +24,7 @@ def cmd_plan(args: argparse.Namespace) -> None:
     for name in models or ():
         registry.spec(name, args.profile)
     if args.corpus and not Path(args.corpus).is_file():
-        raise KitError(f"--corpus {args.corpus}: no such file; give abstracts-preds.zip (figshare 14796339)")
+        raise RequestError("corpus", "no such file; give abstracts-preds.zip (figshare 14796339)", value=args.corpus)
     if args.corpus:
         check_corpus(Path(args.corpus))
     collection = csfcube.load_collection()

@@ -56,7 +56,8 @@ def load_irds(dataset_id: str) -> Collection:
     except KeyError:
         known = ", ".join(IR_DATASETS)
         raise RequestError("dataset", f"unknown ir_datasets id {name!r}; give an id listed by "
-                                      f"ir_datasets, one of {known}, or beir:FOLDER", value=f"irds:{dataset_id}") from None
+                                      f"ir_datasets, one of {known}, or beir:FOLDER",
+                           value=f"irds:{dataset_id}") from None
     digest = hashlib.sha256(f"ir_datasets:{name}\n".encode())
     qrels: Qrels = {}
     for qrel in dataset.qrels_iter():

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import ir_measures
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError
 from evalkit.data.collection import Collection
 from evalkit.data.runs import Run, ranked
 from evalkit.integrations.library_input import checked, judgments, ranked_scores
@@ -27,7 +27,7 @@ def to_ir_measures(run: Run, collection: Collection, protocol: str = "pool",
     run = checked(run, collection, protocol)
     judged = judgments(collection, protocol, run)
     if not judged:
-        raise KitError(f"run: none of its queries is judged in {collection.name}; check the query ids")
+        raise DataError("run", f"none of its queries is judged in {collection.name}; check the query ids")
     qrels = [ir_measures.Qrel(qid, doc, grade) for qid, grades in judged.items() for doc, grade in grades.items()]
     scores = ranked_scores({qid: run[qid] for qid in judged}, keep_scores)
     scored = [ir_measures.ScoredDoc(qid, doc, docs[doc]) for qid, docs in scores.items() for doc in ranked(docs)]

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import ranx
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError, RequestError
 from evalkit.data.collection import BASE, Collection
 from evalkit.data.runs import Run
 from evalkit.data.runstore import load_verified
@@ -36,7 +36,7 @@ def ranx_metric(measure: str, relevance_level: int) -> str:
     parsed = measures.parse(measure)
     if parsed.spec.ranx is None:
         equal = ", ".join(s.help for s in measures.declarations() if s.ranx is not None)
-        raise KitError(f"measure {measure!r} has no ranx equivalent; use {equal}")
+        raise RequestError("measures", f"measure {measure!r} has no ranx equivalent; use {equal}")
     name = parsed.spec.ranx + (f"@{parsed.cutoff}" if parsed.cutoff else "")
     return f"{name}-l{relevance_level}" if parsed.spec.binary else name
 
@@ -47,7 +47,7 @@ def to_ranx(run: Run, collection: Collection, protocol: str = "pool", name: str 
     run = checked(run, collection, protocol)
     qrels = judgments(collection, protocol, run)
     if not qrels:
-        raise KitError(f"run: none of its queries is judged in {collection.name}; check the query ids")
+        raise DataError("run", f"none of its queries is judged in {collection.name}; check the query ids")
     scores = ranked_scores({qid: run[qid] for qid in qrels}, keep_scores)
     return ranx.Qrels.from_dict(qrels), ranx.Run.from_dict(scores, name=name)
 
@@ -56,10 +56,11 @@ def from_evaluation(result, variant: str = BASE) -> tuple[ranx.Qrels, ranx.Run]:
     """``(ranx.Qrels, ranx.Run)`` of an `evalkit.api.Evaluation`'s stored run of `variant`, verified
     against its sidecar (`evalkit.data.runstore.load_verified`), under the evaluation's protocol."""
     if variant not in result.runs:
-        raise KitError(f"{result.name} has no run of variant {variant!r}; choose one of {', '.join(result.runs)}")
+        raise RequestError("variant",
+                           f"{result.name} has no run of variant {variant!r}; choose one of {', '.join(result.runs)}")
     collection = load_dataset(result.settings["dataset"])
     folder = Path(result.runs[variant])
     run = load_verified(folder, {"dataset": collection.name, "data_sha256": collection.identity})
     if run is None:
-        raise KitError(f"{folder}: the stored run is missing or fails its sidecar check; evaluate it again")
+        raise DataError(folder, "the stored run is missing or fails its sidecar check; evaluate it again")
     return to_ranx(run, collection, result.settings["protocol"], name=f"{result.name}--{variant}")

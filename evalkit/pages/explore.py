@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import NOTEBOOK, RequestError
 from evalkit.pages.explore_views import (
     DEFAULT_K,
     Explorer,
@@ -69,7 +69,7 @@ def check(PROFILE: str, PROTOCOL: str, SEED: str, MODELS: str = "", K=DEFAULT_K,
     study = params.check("relevance", PROFILE=PROFILE, PROTOCOL=PROTOCOL, MODELS=MODELS, DISCOUNT=DISCOUNT,
                          RUNS_DIR=RUNS_DIR, CORPUS=CORPUS, INSTRUCTIONS=INSTRUCTIONS)
     if not str(SEED).strip() or "," in str(SEED):
-        raise KitError(f"SEED {SEED!r}: give one seed paper id, e.g. SEED=929877")
+        raise RequestError("seed", "give one seed paper id, e.g. SEED=929877", value=repr(SEED), front_end=NOTEBOOK)
     return Parameters(study.profile, study.protocol, str(SEED).strip(), study.models, check_k(K), study.measure,
                       study.runs_dir, study.corpus, study.instructions)
 
@@ -214,7 +214,8 @@ def render(explorer: Explorer, seed: str, models=None, k: int = DEFAULT_K) -> st
     models = list(models or explorer.runs)
     unknown = [m for m in models if m not in explorer.runs]
     if unknown:
-        raise KitError(f"model {unknown[0]} has no run here; choose among {', '.join(explorer.runs)}")
+        raise RequestError("model", f"{unknown[0]} has no run here; choose among {', '.join(explorer.runs)}",
+                           front_end=NOTEBOOK)
     ran = scope(explorer, models)
     note = f"<p><b>Runs:</b> {html.escape(scope_sentence(ran))}.</p>"
     if ran["seed_only"]:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import NOTEBOOK, DataError, RequestError
 from evalkit.data.collection import Collection
 from evalkit.data.runs import Run, ranks
 from evalkit.datasets import csfcube
@@ -69,8 +69,8 @@ def check_seed(data: CSFCube, seed: str) -> str:
     seed = str(seed).strip()
     if not any(q.seed == seed for q in data.queries.values()):
         known = sorted({q.seed for q in data.queries.values()}, key=lambda s: (len(s), s))
-        raise KitError(f"SEED {seed or '(empty)'} is no CSFCube seed; choose one of the {len(known)} seeds: "
-                       f"{', '.join(known)}")
+        raise RequestError("seed", f"is no CSFCube seed; choose one of the {len(known)} seeds: {', '.join(known)}",
+                           value=seed or "(empty)", front_end=NOTEBOOK)
     return seed
 
 
@@ -80,7 +80,8 @@ def check_k(k) -> int:
     except (TypeError, ValueError):
         value = 0
     if value < 1 or str(k).strip() != str(value):
-        raise KitError(f"K {k!r} must be a positive integer (documents shown per model and facet)")
+        raise RequestError("k", "must be a positive integer (documents shown per model and facet)", value=repr(k),
+                           front_end=NOTEBOOK)
     return value
 
 
@@ -106,7 +107,7 @@ def load(models, profile: str = "offline", protocol: str = "pool", runs_dir: Pat
     if seed is not None:
         check_seed(data, seed)
     elif not every_query:
-        raise KitError("every_query=False needs the seed whose queries to run; give seed=")
+        raise RequestError("seed", "is needed with every_query=False: the seed whose queries to run")
     collection = csfcube.to_collection(data)
     seed_queries = tuple(q.qid for q in collection.queries.values() if q.seed is not None and q.seed.doc_id == seed)
     runs, labels, seed_only = {}, {}, []
@@ -128,7 +129,7 @@ def top_k(explorer: Explorer, model: str, qid: str, k: int = DEFAULT_K) -> pd.Da
     (NaN for a document outside the judged pool, e.g. under the pooled protocol)."""
     run = explorer.runs[model].get(qid)
     if run is None:
-        raise KitError(f"the run of {model} lacks query {qid}; rank every query")
+        raise DataError("run", f"the run of {model} lacks query {qid}; rank every query")
     query = explorer.data.queries[qid]
     order = sorted(run, key=lambda d: (-run[d], d))[:check_k(k)]
     rows = []
