@@ -17,21 +17,26 @@ TEMPLATE_FIELDS = {"query_template": ("instruction", "query"), "empty_instructio
                    "doc_template": ("text", "title", "abstract")}
 
 
+def _template_error(argument: str, problem: str) -> RequestError | DataError:
+    """A request's argument (``query_template=``, spelled by each front end) or a model's setting."""
+    return RequestError(argument.rstrip("="), problem) if argument.endswith("=") else DataError(argument, problem)
+
+
 def check_template(argument: str, template, fields: Sequence[str]) -> None:
     """One line when `template` is not a string, is malformed or names a field other than `fields`
     (`argument` is the setting as the caller spells it: ``query_template=``, ``--query-template``)."""
     import string
 
     if not isinstance(template, str):
-        raise RequestError(argument.rstrip("="), f"{template!r} is a {type(template).__name__}, not a template string")
+        raise _template_error(argument, f"{template!r} is a {type(template).__name__}, not a template string")
     try:
         named = [field for _, field, _, _ in string.Formatter().parse(template) if field is not None]
     except ValueError as exc:
-        raise RequestError(argument.rstrip("="), f"{template!r} is not a template ({exc}); write fields as "
+        raise _template_error(argument, f"{template!r} is not a template ({exc}); write fields as "
                            f"{', '.join('{' + f + '}' for f in fields)} and braces as {{{{ }}}}") from None
     unknown = next((f for f in named if f not in fields), None)
     if unknown is not None:
-        raise RequestError(argument.rstrip("="), f"{template!r} names field {{{unknown}}}, which does not exist; its "
+        raise _template_error(argument, f"{template!r} names field {{{unknown}}}, which does not exist; its "
                            f"fields are {', '.join('{' + f + '}' for f in fields)}")
 
 
@@ -64,9 +69,9 @@ class BiEncoder:
                                        ("empty_instruction_template", empty_instruction_template, ("{query}",)),
                                        ("doc_template", doc_template, ("{text}", "{abstract}"))):
             if not any(field in template for field in fields):
-                raise RequestError(name, f"{template!r} must contain {' or '.join(fields)}; fix the model config")
+                raise DataError(name, f"{template!r} must contain {' or '.join(fields)}; fix the model config")
         if "{instruction}" in empty_instruction_template:
-            raise RequestError("empty_instruction_template", "is used when the instruction is blank; "
+            raise DataError("empty_instruction_template", "is used when the instruction is blank; "
                                "it must not contain {instruction}")
         self.encoder = encoder
         self.query_template = query_template
