@@ -107,7 +107,7 @@ def load(models, profile: str = "offline", protocol: str = "pool", runs_dir: Pat
     if seed is not None:
         check_seed(data, seed)
     elif not every_query:
-        raise RequestError("seed", "is needed with every_query=False: the seed whose queries to run")
+        raise RequestError("seed", "every_query=False needs the seed whose queries to run; give it")
     collection = csfcube.to_collection(data)
     seed_queries = tuple(q.qid for q in collection.queries.values() if q.seed is not None and q.seed.doc_id == seed)
     runs, labels, seed_only = {}, {}, []

@@ -88,9 +88,9 @@ def test_picker_in_jupyterlab(explorer, monkeypatch):
     assert box.children[1].value.count("<table") > 1
 
 
-@pytest.mark.parametrize("seed,k,match", [("123", 5, "SEED 123 is no CSFCube seed; choose one of the 34 seeds: "),
-                                          (SEED, 0, "K 0"),
-                                          (SEED, "x", "K 'x'")])
+@pytest.mark.parametrize("seed,k,match", [("123", 5, "SEED=123: is no CSFCube seed; choose one of the 34 seeds: "),
+                                          (SEED, 0, "K=0: must be a positive"),
+                                          (SEED, "x", "K='x': must be a positive")])
 def test_bad_seed_or_k_is_one_line(explorer, seed, k, match):
     with pytest.raises(KitError, match=match):
         explore.render(explorer, seed, k=k)
