@@ -34,7 +34,7 @@ import threading
 import time
 from pathlib import Path
 
-from evalkit.core.errors import DataError, KitError, kit_error_names, report
+from evalkit.core.errors import DataError, KitError, RequestError, kit_error_names, report
 from evalkit.core.progress import announce_notebook
 from evalkit.core.workspace import resolve
 from evalkit.models import registry
@@ -193,7 +193,7 @@ def check_models(name: str, given: dict[str, str]) -> None:
                 try:
                     registry.spec(model, profile)
                 except KitError as exc:
-                    raise KitError(f"{parameter}: {exc}") from None
+                    raise KitError(f"{parameter}: {exc.problem if isinstance(exc, RequestError) else exc}") from None
 
 
 def run(name: str, given: dict[str, str], root: Path = Path(".")) -> Path:
