@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from evalkit.core.errors import KitError, RequestError
+from evalkit.core.errors import DataError, RequestError
 from evalkit.data.collection import BASE, Collection, select_variants
 from evalkit.data.protocols import protocol_collection
 from evalkit.data.runstore import check_run_name, slug
@@ -129,15 +129,16 @@ class Evaluation:
         tables = dict(self.compared.get(variant) or {self.name: self.per_query.loc[variant]})
         for other in others:
             if not isinstance(other, Evaluation):
-                raise KitError(f"compare_table takes other evaluate results; got a {type(other).__name__}")
+                raise RequestError("other", f"compare_table takes other evaluate results; got a {type(other).__name__}")
             if other.dataset != self.dataset or variant not in other.runs:
-                raise KitError(f"{other.name}: evaluated on {other.dataset} {', '.join(other.runs)}; compare "
-                               f"results of {self.dataset} variant {variant}")
+                raise DataError(other.name, f"evaluated on {other.dataset} {', '.join(other.runs)}; compare "
+                                f"results of {self.dataset} variant {variant}")
             if other.name in tables:
-                raise KitError(f"{other.name} is in the table already; give each run once")
+                raise RequestError("other", f"{other.name} is in the table already; give each run once")
             tables[other.name] = other.per_query.loc[variant]
         if len(tables) < 2:
-            raise KitError("compare_table needs two runs: evaluate with reference= or pass other results")
+            raise RequestError("reference",
+                               "compare_table needs two runs: evaluate with {reference} or pass other results")
         twins = set(self.settings.get("same_as", {})) if given is None else set()
         names = [m for m in compared_measures(list(given or self.settings["measures"])) if m not in twins]
         unknown = next((m for m in names if m not in self.settings["measures"]), None)
@@ -154,7 +155,8 @@ def _model_name(model, name: str | None, identity: dict | None) -> str:
     its identity (so two different models never share a run folder)."""
     if name is not None:
         if is_st(name):
-            raise KitError(f"name={name!r}: st: names a sentence-transformers location; give the object another name")
+            raise RequestError("name", "st: names a sentence-transformers location; give the object another name",
+                               value=name)
         return check_run_name(name)
     base = getattr(model, "__name__", None) or type(model).__name__
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:8] if identity else "anon"
@@ -186,7 +188,8 @@ def _register(model, name, revision, profile, query_template, doc_template, empt
     identity, why = identity_and_reason(model, revision)
     name = _model_name(model, name, identity)
     if name in registry.model_names(profile):
-        raise KitError(f"name={name!r} is a model of the registry (profile {profile}); give your model another name")
+        raise RequestError("name", f"is a model of the registry (profile {profile}); give your model another name",
+                               value=name)
     templates = {"query_template": query_template, "doc_template": doc_template,
                  "empty_instruction_template": empty_instruction_template}
     if hasattr(model, "encode") and not hasattr(model, "score"):
@@ -195,7 +198,7 @@ def _register(model, name, revision, profile, query_template, doc_template, empt
         reads = bool(getattr(model, "reads_instruction", True))
     role = role or (ROLES_READING if reads else "agnostic")
     if role not in registry.ROLES:
-        raise KitError(f"role={role!r}: choose one of {', '.join(registry.ROLES)}")
+        raise RequestError("role", f"choose one of {', '.join(registry.ROLES)}", value=role)
     as_scorer(model, name, identity, templates)  # refuses an object the kit cannot rank, before any work
     found = adhoc.PythonModel(name, model, identity, label or name, role, templates)
     return found, None if why is None else f"{name}: {why}"

@@ -18,7 +18,7 @@ from evalkit.cli.options import (
     same_file,
 )
 from evalkit.cli.printing import null_nan, print_summary, summary_settings, summary_title, write_per_query
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError, RequestError
 from evalkit.data.protocols import PROTOCOLS
 from evalkit.datasets import load_dataset
 from evalkit.evaluation.compare import FAMILY
@@ -36,12 +36,12 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     paths = [Path(p) for p in args.runs]
     for runs in paths:
         if not runs.exists():
-            raise KitError(f"{runs}: no such run file or directory; check --runs")
+            raise DataError(runs, "no such run file or directory; check --runs")
     repeated = next((p for p in paths if sum(same_file(p, q) or p == q for q in paths) > 1), None)
     if repeated is not None:
-        raise KitError(f"--runs {repeated}: given twice; list each run once")
+        raise RequestError("runs", "given twice; list each run once", value=repeated)
     if len(paths) > 1 and args.name:
-        raise KitError("--name picks the official files of one folder; compare run files or run-store folders")
+        raise RequestError("name", "picks the official files of one folder; compare run files or run-store folders")
     if args.per_query:
         args.per_query = str(check_output_file(Path(args.per_query), "--per-query"))
         for runs in paths:

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from evalkit.cli.options import is_within
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError, RequestError
 from evalkit.datasets import input_folder, load_dataset, scheme_of, schemes
 from evalkit.datasets.export import FORMATS, export
 from evalkit.evaluation.request import EvaluationRequest
@@ -22,18 +22,19 @@ def exported() -> tuple[str, ...]:
 def cmd_export(args: argparse.Namespace) -> None:
     scheme = scheme_of(args.dataset)
     if scheme is None or not scheme.exports:
-        raise KitError(f"export writes {' or '.join(exported())} only, not {args.dataset!r}; the other datasets "
-                       "are already in these formats")
+        raise RequestError("dataset", f"export writes {' or '.join(exported())} only, not {args.dataset!r}; "
+                           "the other datasets are already in these formats")
     if args.format not in scheme.exports:
-        raise KitError(f"export writes {scheme.name} as {', '.join(scheme.exports)}, not {args.format}; choose one")
+        raise RequestError("format", f"export writes {scheme.name} as {', '.join(scheme.exports)}, not "
+                           f"{args.format}; choose one")
     out = Path(args.out)
     folder = input_folder(args.dataset)
     if folder is not None and is_within(out, folder):
-        raise KitError(f"{out}: inside the {scheme.name} data folder {folder}; export elsewhere")
+        raise DataError(out, f"inside the {scheme.name} data folder {folder}; export elsewhere")
     if out.exists() and not out.is_dir():
-        raise KitError(f"{out}: is a file; give a new or empty folder to export into")
+        raise DataError(out, "is a file; give a new or empty folder to export into")
     if out.is_dir() and any(out.iterdir()):
-        raise KitError(f"{out}: folder is not empty; give a new or empty folder to export into")
+        raise DataError(out, "folder is not empty; give a new or empty folder to export into")
     print(export(load_dataset(args.dataset), args.format, out))
 
 

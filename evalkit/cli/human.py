@@ -15,7 +15,7 @@ from evalkit.cli.options import (
     full_corpus,
 )
 from evalkit.cli.printing import print_summary, summary_settings, summary_title, write_per_query
-from evalkit.core.errors import KitError
+from evalkit.core.errors import RequestError
 from evalkit.data.protocols import DEFAULT_PROTOCOL, PROTOCOLS, check_protocol
 from evalkit.datasets import human_schemes, load_annotated
 from evalkit.evaluation.evaluate import computed_measures, summary_of
@@ -33,11 +33,12 @@ def cmd_human(args: argparse.Namespace) -> None:
         args.per_query = str(check_output_file(Path(args.per_query), "--per-query"))
         check_not_input(Path(args.per_query), None, args.dataset, "--per-query")
     if args.recipe == "pool" and args.protocol != "pool":
-        raise KitError(f"the pool recipe ranks the judged pool whatever the protocol; use --recipe protocol "
-                       f"for the {args.protocol} list")
+        raise RequestError("recipe",
+                           f"the pool recipe ranks the judged pool whatever the protocol; use --recipe protocol "
+                           f"for the {args.protocol} list")
     full_corpus(args)
     if args.corpus and not Path(args.corpus).is_file():
-        raise KitError(f"--corpus {args.corpus} is not a file; give the path of abstracts-preds.zip")
+        raise RequestError("corpus", "is not a file; give the path of abstracts-preds.zip", value=args.corpus)
     collection, annotators = load_annotated(args.dataset)
     names = list(check_request(request, collection).names)
     table = human_per_query(annotators, computed_measures(names), collection, recipe=args.recipe,

@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from evalkit.core.errors import KitError, RequestError, report
+from evalkit.core.errors import RequestError, report
 from evalkit.datasets import input_folder
 from evalkit.evaluation.evaluate import AGGREGATIONS, DISCOUNTS
 from evalkit.evaluation.measures import measure_help
@@ -31,7 +31,8 @@ def split_ids(text: str | None, option: str) -> tuple[str, ...] | None:
         return None
     ids = tuple(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
     if not ids:
-        raise KitError(f"{option} {text!r} names no ids; give comma-separated ids, e.g. {option} a,b")
+        raise RequestError(option.lstrip("-").replace("-", "_"),
+                           f"{text!r} names no ids; give comma-separated ids, e.g. {option} a,b")
     return ids
 
 
@@ -44,14 +45,15 @@ def split_list(text: str | None) -> list[str] | None:
 def check_runs_dir(path: Path) -> None:
     """The run store folder: a folder (or creatable under one) that this user may write."""
     if path.exists() and not path.is_dir():
-        raise KitError(f"--runs-dir {path}: is a file; give a folder for the run store")
+        raise RequestError("runs_dir", "is a file; give a folder for the run store", value=str(path))
     probe = path
     while not probe.exists():
         probe = probe.parent
     if not probe.is_dir():
-        raise KitError(f"--runs-dir {path}: {probe} is a file, so the folder cannot be made; give another folder")
+        raise RequestError("runs_dir", f"{probe} is a file, so the folder cannot be made; give another folder",
+                               value=str(path))
     if not os.access(probe, os.W_OK | os.X_OK):
-        raise KitError(f"--runs-dir {path}: {probe} is not writable; give a folder you can write")
+        raise RequestError("runs_dir", f"{probe} is not writable; give a folder you can write", value=str(path))
 
 
 def check_output_file(path: Path, option: str) -> Path:
@@ -62,15 +64,23 @@ def check_output_file(path: Path, option: str) -> Path:
         try:
             path = path.resolve(strict=False)
         except (OSError, RuntimeError):  # a loop of links
-            raise KitError(f"{option} {path}: is a symlink that resolves to no file; give a file name") from None
+            raise RequestError(option.lstrip("-").replace("-", "_"),
+                               "is a symlink that resolves to no file; give a file name",
+                               value=str(path)) from None
     if path.exists() and not path.is_dir() and not path.is_file():
-        raise KitError(f"{option} {path}: is not a regular file (a device, FIFO or socket); give a file name")
+        raise RequestError(option.lstrip("-").replace("-", "_"),
+                           "is not a regular file (a device, FIFO or socket); give a file name",
+                           value=str(path))
     if path.is_dir():
-        raise KitError(f"{option} {path}: is a folder; give a file name")
+        raise RequestError(option.lstrip("-").replace("-", "_"), "is a folder; give a file name", value=str(path))
     if not path.parent.is_dir():
-        raise KitError(f"{option} {path}: cannot write the file (folder {path.parent} does not exist)")
+        raise RequestError(option.lstrip("-").replace("-", "_"),
+                           f"cannot write the file (folder {path.parent} does not exist)",
+                           value=str(path))
     if not os.access(path.parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        raise KitError(f"{option} {path}: cannot write the file (not writable); give a path you can write")
+        raise RequestError(option.lstrip("-").replace("-", "_"),
+                           "cannot write the file (not writable); give a path you can write",
+                           value=str(path))
     return path
 
 
@@ -97,7 +107,9 @@ def check_not_input(path: Path, runs: Path | None, dataset: str, option: str) ->
     if hit is None and folder is not None and path.is_file() and is_within(path, folder):
         hit = path
     if hit is not None:
-        raise KitError(f"{option} {path}: is an input file ({hit}); write the per-query CSV elsewhere")
+        raise RequestError(option.lstrip("-").replace("-", "_"),
+                           f"is an input file ({hit}); write the per-query CSV elsewhere",
+                           value=str(path))
 
 
 def choices(values) -> str:

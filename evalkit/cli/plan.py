@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from evalkit.cli.options import choices, split_ids, split_list
-from evalkit.core.errors import KitError
+from evalkit.core.errors import RequestError
 from evalkit.data.collection import select_queries
 from evalkit.data.protocols import DEFAULT_PROTOCOL, PROTOCOLS, check_protocol
 from evalkit.datasets import csfcube
@@ -25,7 +25,7 @@ def cmd_plan(args: argparse.Namespace) -> None:
     for name in models or ():
         registry.spec(name, args.profile)
     if args.corpus and not Path(args.corpus).is_file():
-        raise KitError(f"--corpus {args.corpus}: no such file; give abstracts-preds.zip (figshare 14796339)")
+        raise RequestError("corpus", "no such file; give abstracts-preds.zip (figshare 14796339)", value=args.corpus)
     if args.corpus:
         check_corpus(Path(args.corpus))
     collection = csfcube.load_collection()
@@ -34,7 +34,7 @@ def cmd_plan(args: argparse.Namespace) -> None:
     workers = None
     if args.workers:  # empty (make plan without WORKERS): in one process
         if not args.workers.strip().isdigit() or int(args.workers) < 1:
-            raise KitError(f"--workers {args.workers!r} is not a positive whole number; e.g. --workers 8")
+            raise RequestError("workers", "is not a positive whole number; e.g. 8", value=args.workers)
         workers = int(args.workers)
     result = plan(args.profile, args.protocol, collection, models, queries, args.corpus, workers, args.device)
     print(json.dumps(result, indent=1) if args.json else render(result))

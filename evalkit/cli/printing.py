@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError
 from evalkit.evaluation.evaluate import PMRR, SCALE, default_shape
 
 
@@ -61,4 +61,4 @@ def write_per_query(table, path: str | None) -> None:
     try:
         table.to_csv(path)
     except OSError as exc:
-        raise KitError(f"{path}: cannot write the per-query CSV ({exc.strerror or exc})") from None
+        raise DataError(path, f"cannot write the per-query CSV ({exc.strerror or exc})") from None

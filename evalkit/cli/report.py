@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from evalkit.cli.options import check_output_file, same_file
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError, RequestError
 
 
 def cmd_report(args: argparse.Namespace) -> None:
@@ -16,12 +16,12 @@ def cmd_report(args: argparse.Namespace) -> None:
     notebooks = [Path(p) for p in args.notebooks]
     for path in notebooks:
         if path.is_dir():
-            raise KitError(f"{path}: is a folder, not a notebook; give executed .ipynb files")
+            raise DataError(path, "is a folder, not a notebook; give executed .ipynb files")
         if not path.is_file():
-            raise KitError(f"{path}: no such notebook; give executed .ipynb files")
+            raise DataError(path, "no such notebook; give executed .ipynb files")
     out = check_output_file(Path(args.out), "--out")
     if any(same_file(out, p) for p in notebooks):
-        raise KitError(f"--out {out}: is one of the notebooks; write the report elsewhere")
+        raise RequestError("out", "is one of the notebooks; write the report elsewhere", value=out)
     for path in notebooks:
         read_notebook(path)
     print(html_report(notebooks, out, smoke=args.smoke))

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from evalkit.cli.options import check_runs_dir, choices, full_corpus, split_list
-from evalkit.core.errors import KitError
+from evalkit.core.errors import RequestError
 from evalkit.data.collection import check_selection, select_queries
 from evalkit.data.protocols import DEFAULT_PROTOCOL, POOL_PROTOCOLS, PROTOCOLS, check_protocol
 from evalkit.datasets import load_dataset
@@ -25,12 +25,13 @@ def _model_spec(args: argparse.Namespace) -> str:
     if not given:
         return args.model
     if not adhoc.is_st(args.model):
-        raise KitError(f"{ST_OPTIONS[next(iter(given))]} applies to an st: model (--model st:PATH_OR_HUB_ID); "
-                       f"{args.model} takes its settings from the registry")
+        raise RequestError("model",
+                           f"{ST_OPTIONS[next(iter(given))]} applies to an st: model (--model st:PATH_OR_HUB_ID); "
+                           f"{args.model} takes its settings from the registry")
     location, settings = adhoc.parse_st(args.model)
     clash = next((key for key in given if key in settings), None)
     if clash is not None:
-        raise KitError(f"{ST_OPTIONS[clash]} repeats a setting the st: spec already names; give it once")
+        raise RequestError("model", f"{ST_OPTIONS[clash]} repeats a setting the st: spec already names; give it once")
     return adhoc.st_spec(location, **{**settings, **given})
 
 
@@ -42,22 +43,24 @@ def cmd_run(args: argparse.Namespace) -> None:
     check_cutoff("depth", args.depth)
     if args.protocol in POOL_PROTOCOLS and (args.depth is not None or args.first_stage):
         option = "--depth" if args.depth is not None else "--first-stage"
-        raise KitError(f"{option} applies to the pooled and full protocols; add --protocol pooled or drop it")
+        raise RequestError("protocol",
+                           f"{option} applies to the pooled and full protocols; add --protocol pooled or drop it")
     if args.corpus is not None:
         if args.protocol != "full":
-            raise KitError("--corpus applies to --protocol full; add it or drop --corpus")
+            raise RequestError("corpus", "applies to --protocol full; add it or drop --corpus")
         if not Path(args.corpus).is_file():
-            raise KitError(f"--corpus {args.corpus}: no such file; give abstracts-preds.zip (figshare 14796339)")
+            raise RequestError("corpus", "no such file; give abstracts-preds.zip (figshare 14796339)",
+                               value=args.corpus)
     full_corpus(args)
     if args.prompt is not None and not args.prompt.strip():
-        raise KitError("--prompt is empty; give the prompt text or drop --prompt")
+        raise RequestError("prompt", "is empty; give the prompt text or drop --prompt")
     queries = split_list(args.queries)
     seeds = split_list(args.seeds or None)
     check_selection(seeds, queries)  # the request's rule, before anything is loaded
     model = _model_spec(args)
     if args.instructions is not None and not Path(args.instructions).is_file():
-        raise KitError(f"--instructions {args.instructions}: no such file; give a YAML file shaped as "
-                       "evalkit/config/instructions.yaml")
+        raise RequestError("instructions", "no such file; give a YAML file shaped as evalkit/config/instructions.yaml",
+                           value=args.instructions)
     runs_dir = Path(args.runs_dir)
     check_runs_dir(runs_dir)
     collection = load_dataset(args.dataset)

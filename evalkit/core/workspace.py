@@ -15,7 +15,7 @@ import os
 from functools import cache
 from pathlib import Path
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError
 
 
 @cache
@@ -45,7 +45,8 @@ def cache_env() -> Path | None:
         return None
     path = Path(value)
     if path.exists() and not path.is_dir():
-        raise KitError(f"{CACHE_ENV}={value} is not a directory; point it at a folder (made if missing) or unset it")
+        raise DataError(f"{CACHE_ENV}={value}",
+                        "is not a directory; point it at a folder (made if missing) or unset it")
     return path
 
 

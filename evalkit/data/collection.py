@@ -47,7 +47,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 
-from evalkit.core.errors import DeclarationError, KitError, RequestError
+from evalkit.core.errors import DataError, DeclarationError, KitError, RequestError
 
 Qrels = dict[str, dict[str, int]]
 BASE = "base"
@@ -103,8 +103,8 @@ class Query:
         """The seed's sentences of the requested facet joined, else the whole seed (the
         Aspect-subset query text)."""
         if self.seed is None:
-            raise KitError(f"query {self.qid} has no seed document; facet queries need a query-by-document "
-                           "collection such as CSFCube")
+            raise DataError(f"query {self.qid}", "has no seed document; facet queries need a query-by-document "
+                            "collection such as CSFCube")
         return " ".join(self.seed.labelled(self.facet)) if self.facet and self.seed.labelled(self.facet) \
             else self.seed.full_text
 
@@ -153,7 +153,7 @@ def _document_record(document: Document) -> list:
 
 def _base_only(query: Query, variant: str) -> Query:
     if variant != BASE:
-        raise KitError(f"this collection defines no instruction variant {variant!r}; use {BASE}")
+        raise RequestError("variant", f"this collection defines no instruction variant {variant!r}; use {BASE}")
     return query
 
 
@@ -237,7 +237,8 @@ class Collection:
     def query(self, qid: str, variant: str = BASE) -> Query:
         """The query `qid` under an instruction variant."""
         if variant not in self.variants:
-            raise KitError(f"{self.name} has no variant {variant!r}; choose one of {', '.join(self.variants)}")
+            raise RequestError("variant",
+                               f"{self.name} has no variant {variant!r}; choose one of {', '.join(self.variants)}")
         return self.make_variant(self.queries[qid], variant)
 
     def candidates_of(self, qid: str) -> list[Document]:
@@ -294,7 +295,7 @@ class Collection:
         keep = [q for q in self.queries if q in set(qids)]
         unknown = sorted(set(qids) - set(self.queries))
         if unknown:
-            raise KitError(f"{self.name} has no query {unknown[0]}; list existing query ids")
+            raise RequestError("queries", f"{self.name} has no query {unknown[0]}; list existing query ids")
         chosen = set(keep)
         return replace(
             self,
@@ -318,20 +319,20 @@ class Collection:
         "complete" run of no query, is worse than an error."""
         for part, found in (("documents", self.documents), ("queries", self.queries)):
             if not found:
-                raise KitError(f"{self.name}: the collection has no {part}; check its files (an empty file, "
-                               "or qrels that judge no query)")
+                raise DataError(self.name, f"the collection has no {part}; check its files (an empty file, "
+                                "or qrels that judge no query)")
         for source, table in (("qrels", self.qrels), ("candidates", self.candidates or {})):
             for qid, docs in table.items():
                 missing = next((d for d in docs if d not in self.documents), None)
                 if missing is not None:
-                    raise KitError(f"{self.name}: {source} of query {qid} name document {missing}, absent "
-                                   "from the corpus; fix the corpus or the file")
+                    raise DataError(self.name, f"{source} of query {qid} name document {missing}, absent "
+                                    "from the corpus; fix the corpus or the file")
         named = [("instruction pair", q) for pair in self.pairs.items() for q in pair]
         named += [(f"fold {name}", q) for name, fold in self.folds.items() for q in fold.dev + fold.test]
         named += [(f"group {name}", q) for name, qids in self.groups.items() for q in qids]
         unknown = next(((where, q) for where, q in named if q not in self.queries), None)
         if unknown is not None:
-            raise KitError(f"{self.name}: {unknown[0]} names unknown query {unknown[1]}; fix the file that lists it")
+            raise DataError(self.name, f"{unknown[0]} names unknown query {unknown[1]}; fix the file that lists it")
 
 
 LISTED_SEEDS = 60  # an unknown seed's error lists the collection's seeds up to this many (CSFCube has 34)

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from evalkit.core import configfile
-from evalkit.core.errors import DataError, KitError
+from evalkit.core.errors import DataError
 
 Run = dict[str, dict[str, float]]
 
@@ -51,17 +51,17 @@ def is_finite_score(value) -> bool:
 
 def check_score(path: Path, where: str, value) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise KitError(f"{path}: {where} has non-numeric score {value!r}; scores must be numbers")
+        raise DataError(path, f"{where} has non-numeric score {value!r}; scores must be numbers")
     if not math.isfinite(value):
         kind = "a NaN" if math.isnan(value) else "an infinite"
-        raise KitError(f"{path}: {where} has {kind} score; give every candidate a finite number")
+        raise DataError(path, f"{where} has {kind} score; give every candidate a finite number")
     return float(value)
 
 
 def add_score(run: Run, path: Path, qid: str, doc: str, score: float) -> None:
     docs = run.setdefault(qid, {})
     if doc in docs:
-        raise KitError(f"{path}: duplicate candidate {doc} for query {qid}; list each candidate once")
+        raise DataError(path, f"duplicate candidate {doc} for query {qid}; list each candidate once")
     docs[doc] = score
 
 
@@ -153,8 +153,8 @@ class TrecReader:
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise KitError(f"{self.path}: not a UTF-8 text file ({exc.reason}); "
-                           "write 'qid Q0 doc rank score tag' lines") from None
+            raise DataError(self.path, f"not a UTF-8 text file ({exc.reason}); "
+                            "write 'qid Q0 doc rank score tag' lines") from None
         if not (self.fast and self._read_plain(text)):
             self._read_lines(text)
 
@@ -191,11 +191,11 @@ class TrecReader:
                 continue
             fields = line.split()
             if len(fields) != 6:
-                raise KitError(f"{path}:{number}: expected 6 fields 'qid Q0 doc rank score tag', got {len(fields)}")
+                raise DataError(f"{path}:{number}", f"expected 6 fields 'qid Q0 doc rank score tag', got {len(fields)}")
             try:
                 score = float(fields[4])
             except ValueError:
-                raise KitError(f"{path}:{number}: non-numeric score {fields[4]!r}") from None
+                raise DataError(f"{path}:{number}", f"non-numeric score {fields[4]!r}") from None
             add_score(run, path, fields[0], fields[2], check_score(path, f"line {number}", score))
             self.entries += 1
 

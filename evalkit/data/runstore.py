@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.core import configfile
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError, KitError
 from evalkit.data.runs import BLOCK, Run, TrecFault, TrecReader, is_finite_score, write_trec
 
 RANKING = "run.trec"
@@ -52,16 +52,16 @@ _PATH_PART = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+=@,:-]*")
 def check_path_part(kind: str, text: str) -> str:
     """`text` when it is one plain folder name (no separator, not `.` or `..`), else KitError."""
     if not isinstance(text, str) or not _PATH_PART.fullmatch(text):
-        raise KitError(f"{kind} {text!r} cannot be a folder name in the run store; use letters, digits and "
-                       ". _ - + = @ , : only, starting with a letter, digit or _")
+        raise DataError(kind, f"{text!r} cannot be a folder name in the run store; use letters, digits and "
+                        ". _ - + = @ , : only, starting with a letter, digit or _")
     return text
 
 
 def check_run_name(name: str) -> str:
     """`name` when it survives a TREC file (one whitespace-free field) and a folder name, else KitError."""
     if not isinstance(name, str) or not _PATH_PART.fullmatch(name):
-        raise KitError(f"run name {name!r} cannot round-trip through a TREC file and a folder name; "
-                       "name the model with letters, digits and . _ - + = @ , : only")
+        raise DataError("run name", f"{name!r} cannot round-trip through a TREC file and a folder name; "
+                        "name the model with letters, digits and . _ - + = @ , : only")
     return name
 
 
@@ -94,8 +94,8 @@ def _check_ids(run: Run) -> None:
     for qid, docs in run.items():
         bad = next((i for i in (qid, *docs) if not isinstance(i, str) or not i or len(i.split()) != 1), None)
         if bad is not None:
-            raise KitError(f"id {bad!r} (query {qid}) cannot round-trip through a TREC file; ids must be "
-                           "non-empty and without whitespace")
+            raise DataError("run", f"id {bad!r} (query {qid}) cannot round-trip through a TREC file; ids must be "
+                                   "non-empty and without whitespace")
 
 
 @contextlib.contextmanager
@@ -193,8 +193,8 @@ def _check_scores(run: Run) -> None:
     for qid, docs in run.items():
         bad = next((d for d, score in docs.items() if not is_finite_score(score)), None)
         if bad is not None:
-            raise KitError(f"query {qid}, document {bad}: score {docs[bad]!r} is not a finite number; "
-                           "the model produced it: fix its settings (e.g. a NaN parameter) or its code")
+            raise DataError(f"query {qid}, document {bad}", f"score {docs[bad]!r} is not a finite number; "
+                            "the model produced it: fix its settings (e.g. a NaN parameter) or its code")
 
 
 def check_run(run: Run, queries: int | None = None) -> None:
@@ -205,15 +205,15 @@ def check_run(run: Run, queries: int | None = None) -> None:
     round-trip through a TREC file, finite scores and, read back, the query count the sidecar
     records (`queries`). KitError, one line, otherwise."""
     if not run:
-        raise KitError("the run ranks no query; a stored run needs at least one: check the query selection")
+        raise DataError("run", "the run ranks no query; a stored run needs at least one: check the query selection")
     empty = next((qid for qid, docs in run.items() if not docs), None)
     if empty is not None:
-        raise KitError(f"query {empty}: the model ranked no document; every query of a stored run ranks at least "
-                       "one: check the model (its index, its candidates) and run again")
+        raise DataError(f"query {empty}", "the model ranked no document; every query of a stored run ranks at least "
+                        "one: check the model (its index, its candidates) and run again")
     _check_ids(run)
     _check_scores(run)
     if queries is not None and len(run) != queries:
-        raise KitError(f"the ranking holds {len(run)} queries where the sidecar records {queries}")
+        raise DataError("run", f"the ranking holds {len(run)} queries where the sidecar records {queries}")
 
 
 def _write_run(folder: Path, run: Run, sidecar: dict, accounting: dict | None) -> Path:

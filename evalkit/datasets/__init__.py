@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evalkit.core.errors import DeclarationError, KitError, RequestError
+from evalkit.core.errors import DataError, DeclarationError, RequestError
 from evalkit.data.collection import Collection
 from evalkit.datasets import beir, csfcube, followir, instructir, irds
 from evalkit.datasets.scheme import FOLDER, NOTHING, Annotators, Scheme
@@ -75,9 +75,9 @@ def __getattr__(name: str):
 def _folder(spec: str, path: str, scheme: Scheme) -> Path:
     folder = Path(path).expanduser()
     if not folder.exists():
-        raise KitError(f"`{spec}`: folder not found; {scheme.hint}")
+        raise DataError(f"`{spec}`", f"folder not found; {scheme.hint}")
     if not folder.is_dir():
-        raise KitError(f"`{spec}`: not a folder; {scheme.hint}")
+        raise DataError(f"`{spec}`", f"not a folder; {scheme.hint}")
     return folder
 
 
@@ -101,13 +101,13 @@ def _resolve(spec: str) -> tuple[Scheme, tuple, bool]:
     if not colon and scheme is not None and scheme.takes == NOTHING:
         return scheme, (), False
     if not colon:
-        raise KitError(f"`{spec}`: no dataset scheme; {usage()} (e.g. beir:{spec})")
+        raise RequestError("dataset", f"no dataset scheme; {usage()} (e.g. beir:{spec})", value=spec)
     if scheme is not None and scheme.takes == NOTHING:
-        raise KitError(f"`{spec}`: {name} takes no folder ({scheme.hint}); write {name}")
+        raise RequestError("dataset", f"{name} takes no folder ({scheme.hint}); write {name}", value=spec)
     if scheme is None:
-        raise KitError(f"`{spec}`: unknown dataset scheme {name!r}; {usage()}")
+        raise RequestError("dataset", f"unknown dataset scheme {name!r}; {usage()}", value=spec)
     if not rest:
-        raise KitError(f"`{spec}`: nothing after '{name}:'; {usage()}")
+        raise RequestError("dataset", f"nothing after '{name}:'; {usage()}", value=spec)
     if scheme.takes != FOLDER:
         return scheme, (rest,), False
     if rest.lower() in scheme.names and not Path(rest).expanduser().is_dir():

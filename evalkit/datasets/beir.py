@@ -28,7 +28,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError
 from evalkit.core.hashing import files_sha256
 from evalkit.data.collection import Collection, Fold, Qrels, Query
 from evalkit.datasets.io import judged_queries, read_corpus, read_qrels, read_queries, text_of
@@ -59,7 +59,7 @@ def load_beir(folder: Path) -> Collection:
     """The test queries of a BEIR folder, with a dev half when the folder has one (module docstring)."""
     folder = Path(folder)
     if not folder.is_dir():
-        raise KitError(f"{folder}: folder not found; give a BEIR folder (corpus.jsonl, queries.jsonl, qrels/test.tsv)")
+        raise DataError(folder, "folder not found; give a BEIR folder (corpus.jsonl, queries.jsonl, qrels/test.tsv)")
     documents = read_corpus(folder / "corpus.jsonl")
     records = read_queries(folder / "queries.jsonl")
     read = ["corpus.jsonl", "queries.jsonl", "qrels/test.tsv"]
@@ -71,8 +71,8 @@ def load_beir(folder: Path) -> Collection:
             read.append(f"qrels/{split}.tsv")
             both = next((qid for qid in judged if qid in test), None)
             if both is not None:
-                raise KitError(f"{folder / 'qrels'}: query {both} is judged in both test.tsv and {split}.tsv; "
-                               "a query belongs to one split")
+                raise DataError(folder / 'qrels', f"query {both} is judged in both test.tsv and {split}.tsv; "
+                                "a query belongs to one split")
             keep = sample_dev(list(judged))
             dev = {qid: judged[qid] for qid in keep}
             break

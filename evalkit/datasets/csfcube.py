@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError, MissingPrerequisite
 from evalkit.core.hashing import file_sha256
 from evalkit.core.workspace import cache_env
 from evalkit.data.collection import Collection, DefaultTable, Document, Fold, Sentence
@@ -95,7 +95,7 @@ class CSFCube:
         for fold, qids in self.folds["all"].items():
             if fold.endswith("_test") and qid in qids:
                 return fold
-        raise KitError(f"query {qid} is in no test fold of evaluation_splits.json; check the data copy")
+        raise DataError(f"query {qid}", "is in no test fold of evaluation_splits.json; check the data copy")
 
 
 def _read_manifest() -> list[tuple[str, str, str]]:
@@ -114,7 +114,7 @@ def locate() -> Path:
     if env:
         path = Path(env)
         if not path.is_dir():
-            raise KitError(f"CSFCUBE_DIR={env} is not a directory; point it at a CSFCube copy or unset it")
+            raise DataError(f"CSFCUBE_DIR={env}", "is not a directory; point it at a CSFCube copy or unset it")
         return path
     for folder in Path(__file__).resolve().parents[2:]:
         if (folder.parent / NEARBY_COPY).is_dir():
@@ -127,20 +127,21 @@ def verify(root: Path) -> None:
     kit reads by listing (readable_annotations/): a file there that the manifest does not list is an
     error, not a silent change of the paper texts."""
     if not root.is_dir():
-        raise KitError(f"CSFCube data directory {root} does not exist; run `evalkit data` (or `make data`)")
+        raise MissingPrerequisite(f"CSFCube data directory {root} does not exist",
+                                  "run `evalkit data` (or `make data`)")
     manifest = _read_manifest()
     for digest, rel, _ in manifest:
         path = root / rel
         if not path.is_file():
-            raise KitError(f"{path}: missing CSFCube file; run `evalkit data` or fix CSFCUBE_DIR")
+            raise MissingPrerequisite(f"{path}: missing CSFCube file", "run `evalkit data` or fix CSFCUBE_DIR")
         if file_sha256(path) != digest:
-            raise KitError(f"{path}: sha256 mismatch with the pinned release; replace the file (`evalkit data`)")
+            raise DataError(path, "sha256 mismatch with the pinned release; replace the file (`evalkit data`)")
     listed = {rel for _, rel, _ in manifest}
     for folder in sorted({str(Path(rel).parent) for rel in listed} - {"."}):
         extra = sorted(p for p in (root / folder).iterdir() if f"{folder}/{p.name}" not in listed)
         if extra:
-            raise KitError(f"{extra[0]}: not a file of the pinned CSFCube release ({len(extra)} unlisted in "
-                           f"{root / folder}); remove it or use a clean copy (`evalkit data`)")
+            raise DataError(extra[0], f"not a file of the pinned CSFCube release ({len(extra)} unlisted in "
+                            f"{root / folder}); remove it or use a clean copy (`evalkit data`)")
 
 
 def fetch(root: Path | None = None) -> Path:
@@ -164,9 +165,9 @@ def _download(url: str, target: Path, digest: str) -> None:
         if len(body) > MAX_FILE:
             raise OSError(f"more than {MAX_FILE} bytes")
     except OSError as exc:
-        raise KitError(f"cannot download {url} ({exc}); set CSFCUBE_DIR to a local copy") from None
+        raise MissingPrerequisite(f"cannot download {url} ({exc})", "set CSFCUBE_DIR to a local copy") from None
     if hashlib.sha256(body).hexdigest() != digest:
-        raise KitError(f"{url}: downloaded bytes fail the sha256 check; retry or set CSFCUBE_DIR")
+        raise DataError(url, "downloaded bytes fail the sha256 check; retry or set CSFCUBE_DIR")
     with tempfile.NamedTemporaryFile(dir=target.parent, delete=False) as tmp:
         tmp.write(body)
     os.replace(tmp.name, target)
@@ -176,7 +177,7 @@ def _read_json(path: Path):
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        raise KitError(f"{path}: malformed JSON ({exc.msg} at line {exc.lineno})") from None
+        raise DataError(path, f"malformed JSON ({exc.msg} at line {exc.lineno})") from None
 
 
 def _load_queries(root: Path) -> dict[str, Query]:
@@ -216,7 +217,7 @@ def _parse_readable(path: Path) -> list[Document]:
             if match:
                 sentences.append(Sentence(match.group(2).strip(), LABEL_TO_FACET[match.group(1)]))
         if title is None:
-            raise KitError(f"{path}: paper {head.group(1)} has no TITLE line; the file is damaged")
+            raise DataError(path, f"paper {head.group(1)} has no TITLE line; the file is damaged")
         papers.append(Document(head.group(1), title, " ".join(s.text for s in sentences), tuple(sentences)))
     return papers
 

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError, MissingPrerequisite
 from evalkit.data.collection import Document, Sentence
 from evalkit.datasets.csfcube_facets import LABEL_TO_FACET
 
@@ -30,16 +30,16 @@ from evalkit.datasets.csfcube_facets import LABEL_TO_FACET
 def _lines(path: Path) -> Iterator[Iterable[bytes]]:
     path = Path(path)
     if not path.is_file():
-        raise KitError(f"{path}: corpus file not found; download abstracts-preds.zip (figshare 14796339)")
+        raise MissingPrerequisite(f"{path}: corpus file not found", "download abstracts-preds.zip (figshare 14796339)")
     if path.suffix == ".zip":
         try:
             archive = zipfile.ZipFile(path)
         except (zipfile.BadZipFile, OSError) as exc:
-            raise KitError(f"{path}: not a readable zip file ({exc}); download abstracts-preds.zip again") from None
+            raise DataError(path, f"not a readable zip file ({exc}); download abstracts-preds.zip again") from None
         with archive:
             members = [n for n in archive.namelist() if n.endswith(".jsonl")]
             if len(members) != 1:
-                raise KitError(f"{path}: expected one .jsonl file inside the zip, found {len(members)}")
+                raise DataError(path, f"expected one .jsonl file inside the zip, found {len(members)}")
             with archive.open(members[0]) as raw:
                 yield io.BufferedReader(raw)
     else:
@@ -75,22 +75,22 @@ def iter_corpus(path: Path) -> Iterator[Document]:
             except StopIteration:
                 return
             except (zipfile.BadZipFile, EOFError, OSError) as exc:  # a damaged zip member
-                raise KitError(f"{path}: cannot read the corpus ({exc}); download it again") from None
+                raise DataError(path, f"cannot read the corpus ({exc}); download it again") from None
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
-                raise KitError(f"{path}:{number}: not UTF-8 text ({exc.reason} at byte {exc.start}); "
-                               "the corpus must be UTF-8 JSON lines") from None
+                raise DataError(f"{path}:{number}", f"not UTF-8 text ({exc.reason} at byte {exc.start}); "
+                                "the corpus must be UTF-8 JSON lines") from None
             if not line.strip():
                 continue
             try:
                 paper = _paper(json.loads(line))
             except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
-                raise KitError(f"{path}:{number}: malformed corpus record ({type(exc).__name__}: {exc}); "
-                               "expected an object with paper_id, title, abstract") from None
+                raise DataError(f"{path}:{number}", f"malformed corpus record ({type(exc).__name__}: {exc}); "
+                                "expected an object with paper_id, title, abstract") from None
             if paper.doc_id in seen:
-                raise KitError(f"{path}:{number}: paper_id {paper.doc_id} appears twice; each paper must be "
-                               "listed once (use the release file unchanged)")
+                raise DataError(f"{path}:{number}", f"paper_id {paper.doc_id} appears twice; each paper must be "
+                                "listed once (use the release file unchanged)")
             seen.add(paper.doc_id)
             yield paper
 
@@ -102,6 +102,6 @@ def check_corpus(path: Path) -> None:
     try:
         next(papers)
     except StopIteration:
-        raise KitError(f"{path}: the corpus holds no papers; give abstracts-preds.zip (figshare 14796339)") from None
+        raise DataError(path, "the corpus holds no papers; give abstracts-preds.zip (figshare 14796339)") from None
     finally:
         papers.close()

@@ -34,7 +34,7 @@ from pathlib import Path
 import yaml
 
 from evalkit.core import progress
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError, MissingPrerequisite
 from evalkit.core.hashing import file_sha256, update_with_file
 from evalkit.core.workspace import cache_root
 from evalkit.data.runs import write_atomic
@@ -107,11 +107,11 @@ def _get_json(url: str) -> dict:
             body = _read_within(resp, deadline)
         data = json.loads(body)
     except (OSError, http.client.HTTPException, ValueError, RecursionError) as exc:
-        raise KitError(f"cannot read figshare's file list {url} ({exc}); check the network or set "
-                       f"{API_ENV}") from None
+        raise MissingPrerequisite(f"cannot read figshare's file list {url} ({exc})", f"check the network or set "
+                                  f"{API_ENV}") from None
     if not isinstance(data, dict):
-        raise KitError(f"{url}: figshare's answer is a JSON {type(data).__name__}, not the article's metadata "
-                       f"(an object with 'files'); check {API_ENV} points at figshare's API")
+        raise DataError(url, f"figshare's answer is a JSON {type(data).__name__}, not the article's metadata "
+                        f"(an object with 'files'); check {API_ENV} points at figshare's API")
     return data
 
 
@@ -143,8 +143,8 @@ def check_download_url(url: str, api: str, pinned_api: str) -> str:
         allowed = (parts.scheme, parts.netloc) == (mirror.scheme, mirror.netloc) and parts.scheme in ("http", "https")
     if not allowed:
         hosts = ", ".join(manifest()["download_hosts"]) if official else f"the mirror {mirror.scheme}://{mirror.netloc}"
-        raise KitError(f"{api}: the download_url {url[:200]!r} is not an https URL of {hosts}; refusing to download "
-                       "it (check the article's metadata or the mirror)")
+        raise DataError(api, f"the download_url {url[:200]!r} is not an https URL of {hosts}; refusing to download "
+                        "it (check the article's metadata or the mirror)")
     return url
 
 
@@ -155,20 +155,20 @@ def published(api: str | None = None) -> Published:
     url = f"{api}/articles/{pinned['article']}"
     files = _get_json(url).get("files")
     if not isinstance(files, list):
-        raise KitError(f"{url}: figshare's metadata has no list of files; check the article (figshare "
-                       f"{pinned['article']})")
+        raise DataError(url, f"figshare's metadata has no list of files; check the article (figshare "
+                        f"{pinned['article']})")
     entry = next((f for f in files or [] if isinstance(f, dict) and f.get("name") == pinned["file"]), None)
     if entry is None:
-        raise KitError(f"{url} lists no file {pinned['file']}; check the article (figshare {pinned['article']})")
+        raise DataError(url, f"lists no file {pinned['file']}; check the article (figshare {pinned['article']})")
     md5 = entry.get("computed_md5") or entry.get("supplied_md5")
     if not isinstance(md5, str) or len(md5) != 32 or not isinstance(entry.get("size"), int) \
             or not isinstance(entry.get("download_url"), str):
-        raise KitError(f"{url}: the entry of {pinned['file']} lacks download_url, size or md5; cannot check it")
+        raise DataError(url, f"the entry of {pinned['file']} lacks download_url, size or md5; cannot check it")
     if pinned.get("md5") and pinned["md5"] != md5:
-        raise KitError(f"{url} publishes md5 {md5} for {pinned['file']}, not the pinned {pinned['md5']} "
-                       f"({MANIFEST.name}); the file changed upstream: check it before updating the pin")
+        raise DataError(url, f"publishes md5 {md5} for {pinned['file']}, not the pinned {pinned['md5']} "
+                        f"({MANIFEST.name}); the file changed upstream: check it before updating the pin")
     if entry["size"] < 0:
-        raise KitError(f"{url}: the entry of {pinned['file']} has size {entry['size']}; cannot check it")
+        raise DataError(url, f"the entry of {pinned['file']} has size {entry['size']}; cannot check it")
     return Published(check_download_url(entry["download_url"], api, pinned["api"]), entry["size"], md5.lower(), url)
 
 
@@ -211,14 +211,14 @@ def _fetch(url: str, part: Path, size: int) -> None:
                     part.unlink(missing_ok=True)
                     bar.reset(total=size)
                 elif exc.code != 429 and exc.code < 500:
-                    raise KitError(f"{url} answered HTTP {exc.code}; check the download URL") from None
+                    raise MissingPrerequisite(f"{url} answered HTTP {exc.code}", "check the download URL") from None
                 last = f"HTTP {exc.code}"
             except (OSError, http.client.HTTPException) as exc:
                 last = f"{type(exc).__name__}: {exc}"
             time.sleep(min(0.2 * 2 ** attempt, 10.0))
     if not part.exists() or part.stat().st_size != size:
-        raise KitError(f"{url}: download incomplete after {ATTEMPTS} attempts (last: {last}); run the command "
-                       f"again to resume from {part}")
+        raise MissingPrerequisite(f"{url}: download incomplete after {ATTEMPTS} attempts (last: {last})",
+                                  f"run the command again to resume from {part}")
 
 
 def _md5(path: Path) -> str:
@@ -239,8 +239,8 @@ def download(target: Path | None = None, api: str | None = None) -> Path:
     md5 = _md5(part)
     if md5 != info.md5:
         part.unlink()
-        raise KitError(f"{info.url}: the downloaded file's md5 {md5} differs from the published {info.md5} "
-                       f"({info.api}); deleted it, run the command again")
+        raise DataError(info.url, f"the downloaded file's md5 {md5} differs from the published {info.md5} "
+                        f"({info.api}); deleted it, run the command again")
     write_atomic(record_path(target), json.dumps({"file": target.name, "size": info.size, "md5": md5,
                                      "sha256": file_sha256(part), "download_url": info.url,
                                      "metadata": info.api}, indent=1) + "\n")

@@ -16,7 +16,7 @@ import math
 import sys
 from pathlib import Path
 
-from evalkit.core.errors import DataError, KitError
+from evalkit.core.errors import DataError
 from evalkit.data.runs import Run, add_score, check_score, ranked, write_atomic
 from evalkit.data.runstore import check_path_part
 from evalkit.datasets.csfcube_facets import FACETS
@@ -63,21 +63,21 @@ def _read_official(path: Path, facet: str) -> tuple[Run, int]:
     except IsADirectoryError:
         raise DataError(path, "is a folder, not a ranking file; remove it or check {name}") from None
     except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, absurd nesting
-        raise KitError(f"{path}: malformed JSON ({type(exc).__name__}); "
-                       "write {seed: [[candidate, distance], ...]}") from None
+        raise DataError(path, f"malformed JSON ({type(exc).__name__}); "
+                        "write {seed id: [[candidate, distance], ...]}") from None
     if not isinstance(data, dict):
-        raise KitError(f"{path}: top level must be an object {{seed: [[candidate, distance], ...]}}")
+        raise DataError(path, "top level must be an object {seed id: [[candidate, distance], ...]}")
     run: Run = {}
     against = 0  # lists whose distances fall somewhere along the list
     for seed, pairs in data.items():
         qid = f"{seed}_{facet}"
         run[qid] = {}
         if not isinstance(pairs, list):
-            raise KitError(f"{path}: seed {seed} must map to a list of [candidate, distance] pairs")
+            raise DataError(path, f"seed {seed} must map to a list of [candidate, distance] pairs")
         distances = []
         for pair in pairs:
             if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str)):
-                raise KitError(f"{path}: seed {seed} has entry {pair!r}; expected [candidate_id, distance]")
+                raise DataError(path, f"seed {seed} has entry {pair!r}; expected [candidate_id, distance]")
             distances.append(check_score(path, f"seed {seed} candidate {pair[0]}", pair[1]))
             add_score(run, path, qid, pair[0], -distances[-1])
         order = [pair[0] for pair in pairs]
@@ -96,7 +96,7 @@ def _finite_number(path: Path):
             value = math.inf
         if not math.isfinite(value):
             shown = text if len(text) <= 24 else f"{text[:20]}... ({len(text)} characters)"
-            raise KitError(f"{path}: number {shown} is too large for a float; write distances as plain numbers")
+            raise DataError(path, f"number {shown} is too large for a float; write distances as plain numbers")
         return value
 
     return parse
@@ -106,7 +106,7 @@ def _constant(path: Path):
     def parse(name: str) -> float:
         if name == "NaN":
             return math.nan  # reported with its seed and candidate by check_score
-        raise KitError(f"{path}: {name} is not a finite number; write distances as plain numbers")
+        raise DataError(path, f"{name} is not a finite number; write distances as plain numbers")
 
     return parse
 
@@ -116,7 +116,7 @@ def _unique_keys(path: Path):
         keys = [k for k, _ in pairs]
         repeated = next((k for k in keys if keys.count(k) > 1), None)
         if repeated is not None:
-            raise KitError(f"{path}: key {repeated} appears twice; list each seed once")
+            raise DataError(path, f"key {repeated} appears twice; list each seed once")
         return dict(pairs)
 
     return pairs_hook

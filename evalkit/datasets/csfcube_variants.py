@@ -24,7 +24,7 @@ from pathlib import Path
 import yaml
 
 from evalkit.core import configfile
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError, RequestError
 from evalkit.data.collection import Query
 from evalkit.datasets.csfcube_facets import FACETS
 
@@ -40,8 +40,8 @@ def load_instructions(path: Path = INSTRUCTIONS_FILE) -> dict[str, dict[str, str
     try:
         text = configfile.read_text(path)
     except (OSError, UnicodeDecodeError) as exc:
-        raise KitError(f"{path}: cannot read instructions ({getattr(exc, 'strerror', None) or exc}); "
-                       "give a readable YAML file") from None
+        raise DataError(path, f"cannot read instructions ({getattr(exc, 'strerror', None) or exc}); "
+                        "give a readable YAML file") from None
     return _parse(str(path), text)
 
 
@@ -50,40 +50,40 @@ def _parse(where: str, text: str) -> dict[str, dict[str, str]]:
     try:
         table = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise KitError(f"{where}: not valid YAML ({' '.join(str(exc).split())[:120]}); fix the file") from None
+        raise DataError(where, f"not valid YAML ({' '.join(str(exc).split())[:120]}); fix the file") from None
     if not isinstance(table, dict):
-        raise KitError(f"{where}: must map each facet ({', '.join(FACETS)}) to its variants, as "
-                       "evalkit/config/instructions.yaml")
+        raise DataError(where, f"must map each facet ({', '.join(FACETS)}) to its variants, as "
+                        "evalkit/config/instructions.yaml")
     unknown = next((k for k in table if k not in FACETS), None)
     if unknown is not None:
-        raise KitError(f"{where}: unknown facet {unknown!r}; the facets are {', '.join(FACETS)}")
+        raise DataError(where, f"unknown facet {unknown!r}; the facets are {', '.join(FACETS)}")
     out = {facet: _facet_variants(where, facet, table.get(facet)) for facet in FACETS}
     first = FACETS[0]
     for facet in FACETS[1:]:
         if list(out[facet]) != list(out[first]):
-            raise KitError(f"{where}: facet {facet} defines variants {', '.join(out[facet])} but {first} defines "
-                           f"{', '.join(out[first])}; give every facet the same variants")
+            raise DataError(where, f"facet {facet} defines variants {', '.join(out[facet])} but {first} defines "
+                            f"{', '.join(out[first])}; give every facet the same variants")
     return out
 
 
 def _facet_variants(where: str, facet: str, entry) -> dict[str, str]:
     if not isinstance(entry, dict) or not entry:
-        raise KitError(f"{where}: facet {facet} is missing or not a mapping of variant names to instruction texts")
+        raise DataError(where, f"facet {facet} is missing or not a mapping of variant names to instruction texts")
     variants: dict[str, str] = {}
     for key, value in entry.items():
         if key == "paraphrases":
             if not isinstance(value, list) or not value:
-                raise KitError(f"{where}: {facet}.paraphrases must be a list of instruction texts")
+                raise DataError(where, f"{facet}.paraphrases must be a list of instruction texts")
             named = {f"paraphrase-{i}": text for i, text in enumerate(value, start=1)}
         else:
             named = {str(key).replace("_", "-"): value}
         for name, text in named.items():
             if not _VARIANT_NAME.fullmatch(name):
-                raise KitError(f"{where}: {facet}: variant name {name!r} must be lower-case letters, digits and -")
+                raise DataError(where, f"{facet}: variant name {name!r} must be lower-case letters, digits and -")
             if not isinstance(text, str) or not text.strip():
-                raise KitError(f"{where}: {facet}.{key}: the instruction must be a non-empty text")
+                raise DataError(where, f"{facet}.{key}: the instruction must be a non-empty text")
             if name in variants:
-                raise KitError(f"{where}: {facet} names variant {name} twice; name each variant once")
+                raise DataError(where, f"{facet} names variant {name} twice; name each variant once")
             variants[name] = text
     return variants
 
@@ -96,7 +96,8 @@ def variants_of(path: Path = INSTRUCTIONS_FILE) -> tuple[str, ...]:
 def instruction_text(facet: str, variant: str, path: Path = INSTRUCTIONS_FILE) -> str:
     table = load_instructions(path)[facet]
     if variant not in table:
-        raise KitError(f"unknown variant {variant!r} in {Path(path).name}; choose one of {', '.join(table)}")
+        raise RequestError("variant",
+                           f"unknown variant {variant!r} in {Path(path).name}; choose one of {', '.join(table)}")
     return table[variant]
 
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError, RequestError
 from evalkit.data.collection import Collection, Qrels
 from evalkit.data.runs import Run, write_atomic
 from evalkit.datasets.io import with_instruction
@@ -65,7 +65,7 @@ def _corpus(collection: Collection) -> str:
 def _facets(collection: Collection) -> list[str]:
     facets = list(dict.fromkeys(q.facet for q in collection.queries.values()))
     if not facets or None in facets:
-        raise KitError(f"{collection.name}: export needs a query-by-document collection with facets (csfcube)")
+        raise DataError(collection.name, "export needs a query-by-document collection with facets (csfcube)")
     return facets
 
 
@@ -99,7 +99,7 @@ def shifted(grades, relevance_level: int) -> dict[str, int]:
 def export_followir(collection: Collection, out: Path) -> Path:
     """One FollowIR folder at `out` (module docstring): a topic per query that has a p-MRR pair."""
     if not collection.pairs:
-        raise KitError(f"{collection.name}: no instruction pairs to export as FollowIR; use beir or trec")
+        raise DataError(collection.name, "no instruction pairs to export as FollowIR; use beir or trec")
     out = Path(out)
     topics, pools, og, changed = [], [], {}, {}
     for qid, other in collection.pairs.items():
@@ -141,12 +141,12 @@ def export_trec(collection: Collection, out: Path) -> list[Path]:
 def export(collection: Collection, fmt: str, out: Path) -> Path:
     """Write `collection` in format `fmt` under the folder `out` (new or empty)."""
     if fmt not in FORMATS:
-        raise KitError(f"unknown export format {fmt!r}; choose one of {', '.join(FORMATS)}")
+        raise RequestError("format", f"unknown export format {fmt!r}; choose one of {', '.join(FORMATS)}")
     out = Path(out)
     if out.exists() and not out.is_dir():
-        raise KitError(f"{out}: is a file; give a new or empty folder to export into")
+        raise DataError(out, "is a file; give a new or empty folder to export into")
     if out.is_dir() and any(out.iterdir()):
-        raise KitError(f"{out}: folder is not empty; give a new or empty folder to export into")
+        raise DataError(out, "folder is not empty; give a new or empty folder to export into")
     {"beir": export_beir, "followir": export_followir, "trec": export_trec}[fmt](collection, out)
     return out
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError, MissingPrerequisite, RequestError
 from evalkit.core.hashing import files_sha256
 from evalkit.data.collection import Collection, Query
 from evalkit.datasets.io import (
@@ -73,7 +73,7 @@ def load_followir(folder: Path, name: str | None = None) -> Collection:
     the name taken from the folder (a hub snapshot's folder is a commit hash)."""
     folder = Path(folder)
     if not folder.is_dir():
-        raise KitError(f"{folder}: folder not found; give a FollowIR folder or one of {', '.join(HUB)}")
+        raise DataError(folder, f"folder not found; give a FollowIR folder or one of {', '.join(HUB)}")
     name = name or collection_name(folder.resolve())
     documents = read_corpus(folder / "corpus.jsonl")
     topics = read_queries(folder / "queries.jsonl", QUERY_FIELDS)
@@ -91,7 +91,7 @@ def load_followir(folder: Path, name: str | None = None) -> Collection:
             qid = f"{topic}-{suffix}"
             pool = pools.get(qid) or pools.get(topic)
             if not pool:
-                raise KitError(f"{folder / 'top_ranked.jsonl'}: no candidates for query {topic}; list its pool")
+                raise DataError(folder / 'top_ranked.jsonl', f"no candidates for query {topic}; list its pool")
             source = folder / "queries.jsonl"
             queries[qid] = Query(qid, with_instruction(text_of(source, record, "text", topic),
                                                        text_of(source, record, f"instruction_{suffix}", topic)))
@@ -115,16 +115,18 @@ def load_followir(folder: Path, name: str | None = None) -> Collection:
 def fetch_followir(name: str) -> Path:
     """The hub copy of a FollowIR collection (huggingface_hub's cache), when the hub is reachable."""
     if name not in HUB:
-        raise KitError(f"unknown FollowIR collection {name!r}; choose one of {', '.join(HUB)} or give a folder")
+        raise RequestError("dataset",
+                           f"unknown FollowIR collection {name!r}; choose one of {', '.join(HUB)} or give a folder")
     try:
         from huggingface_hub import snapshot_download
     except ImportError:
-        raise KitError(f"fetching {HUB[name]} needs huggingface_hub; pip install 'evalkit[recipe]'") from None
+        raise MissingPrerequisite(f"fetching {HUB[name]} needs huggingface_hub",
+                                  "pip install 'evalkit[recipe]'") from None
     try:
         return Path(snapshot_download(HUB[name], repo_type="dataset"))
     except Exception as exc:  # offline, gated or missing: the user passes a local folder instead
-        raise KitError(f"cannot fetch {HUB[name]} from the Hugging Face hub ({type(exc).__name__}); "
-                       "download it and pass its folder") from None
+        raise MissingPrerequisite(f"cannot fetch {HUB[name]} from the Hugging Face hub ({type(exc).__name__})",
+                                  "download it and pass its folder") from None
 
 
 def load_named(name: str) -> Collection:

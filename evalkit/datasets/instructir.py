@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError
 from evalkit.core.hashing import files_sha256
 from evalkit.data.collection import Collection, Query
 from evalkit.datasets.io import judged_queries, read_corpus, read_qrels, read_queries, text_of, with_instruction
@@ -33,8 +33,8 @@ def load_instructir(folder: Path, split: str = "test") -> Collection:
     """InstructIR from `folder` (layout in the module docstring)."""
     folder = Path(folder)
     if not folder.is_dir():
-        raise KitError(f"{folder}: folder not found; give the InstructIR folder (corpus.jsonl, queries.jsonl, "
-                       f"qrels/{split}.tsv)")
+        raise DataError(folder, f"folder not found; give the InstructIR folder (corpus.jsonl, queries.jsonl, "
+                        f"qrels/{split}.tsv)")
     documents = read_corpus(folder / "corpus.jsonl")
     path = folder / "queries.jsonl"
     records = read_queries(path)
@@ -46,7 +46,7 @@ def load_instructir(folder: Path, split: str = "test") -> Collection:
     for qid in qrels:
         parts = text_of(path, records[qid], "text", qid).split(SEP)
         if len(parts) != 2:
-            raise KitError(f"{path}: query {qid} must read '<instruction> {SEP} <query>' with one {SEP}")
+            raise DataError(path, f"query {qid} must read '<instruction> {SEP} <query>' with one {SEP}")
         instruction, query = parts[0].strip(), parts[1].strip()
         queries[qid] = Query(qid, with_instruction(query, instruction))
         groups.setdefault(query, []).append(qid)

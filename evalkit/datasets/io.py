@@ -16,7 +16,7 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError
 from evalkit.data.collection import Document, Qrels
 
 QRELS_HEADER = ["query-id", "corpus-id", "score"]
@@ -32,11 +32,11 @@ def _lines(path: Path, fix: str) -> list[str]:
     try:
         return Path(path).read_text(encoding="utf-8").splitlines()
     except FileNotFoundError:
-        raise KitError(f"{path}: file not found; {fix}") from None
+        raise DataError(path, f"file not found; {fix}") from None
     except IsADirectoryError:
-        raise KitError(f"{path}: a folder, expected a file; {fix}") from None
+        raise DataError(path, f"a folder, expected a file; {fix}") from None
     except UnicodeDecodeError as exc:
-        raise KitError(f"{path}: not UTF-8 text ({exc.reason}); re-export it as UTF-8") from None
+        raise DataError(path, f"not UTF-8 text ({exc.reason}); re-export it as UTF-8") from None
 
 
 def read_jsonl(path: Path, fields: tuple[str, ...], fix: str) -> list[dict]:
@@ -48,12 +48,12 @@ def read_jsonl(path: Path, fields: tuple[str, ...], fix: str) -> list[dict]:
         try:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise KitError(f"{path}:{number}: malformed JSON ({exc.msg}); write one JSON object a line") from None
+            raise DataError(f"{path}:{number}", f"malformed JSON ({exc.msg}); write one JSON object a line") from None
         if not isinstance(record, dict):
-            raise KitError(f"{path}:{number}: expected a JSON object, got {type(record).__name__}")
+            raise DataError(f"{path}:{number}", f"expected a JSON object, got {type(record).__name__}")
         missing = [name for name in fields if name not in record]
         if missing:
-            raise KitError(f"{path}:{number}: record lacks {missing[0]!r}; every record needs {', '.join(fields)}")
+            raise DataError(f"{path}:{number}", f"record lacks {missing[0]!r}; every record needs {', '.join(fields)}")
         records.append(record)
     return records
 
@@ -64,7 +64,7 @@ def by_id(path: Path, records: list[dict], key: str = "_id") -> dict[str, dict]:
     for record in records:
         rid = str(record[key])
         if rid in out:
-            raise KitError(f"{path}: duplicate {key} {rid}; give every record its own id")
+            raise DataError(path, f"duplicate {key} {rid}; give every record its own id")
         out[rid] = record
     return out
 
@@ -78,10 +78,10 @@ def _grade(path: Path, number: int, text: str) -> int:
     except ValueError:
         value = float("nan")
     if not value.is_integer():
-        raise KitError(f"{path}:{number}: score {text!r} is not an integer grade")
+        raise DataError(f"{path}:{number}", f"score {text!r} is not an integer grade")
     if not 0 <= value <= MAX_GRADE:
-        raise KitError(f"{path}:{number}: grade {text!r} is outside 0-{MAX_GRADE}; write non-relevant as 0 "
-                       "(map negative grades to 0)")
+        raise DataError(f"{path}:{number}", f"grade {text!r} is outside 0-{MAX_GRADE}; write non-relevant as 0 "
+                        "(map negative grades to 0)")
     return int(value)
 
 
@@ -93,12 +93,12 @@ def read_qrels(path: Path, fix: str) -> Qrels:
         if not fields or (number == 1 and fields == QRELS_HEADER):
             continue
         if len(fields) != 3:
-            raise KitError(f"{path}:{number}: expected 3 tab-separated fields 'query-id corpus-id score'")
+            raise DataError(f"{path}:{number}", "expected 3 tab-separated fields 'query-id corpus-id score'")
         qid, doc, score = fields
         judged = qrels.setdefault(qid, {})
         if doc in judged:
-            raise KitError(f"{path}:{number}: query {qid} judges document {doc} a second time; keep one line "
-                           "per judgment")
+            raise DataError(f"{path}:{number}", f"query {qid} judges document {doc} a second time; keep one line "
+                            "per judgment")
         judged[doc] = _grade(path, number, score)
     return qrels
 
@@ -107,7 +107,7 @@ def text_of(path: Path, record: dict, field: str, rid: str) -> str:
     """A record's text field as a string; null or a non-string is an error (never the text "None")."""
     value = record[field]
     if not isinstance(value, str):
-        raise KitError(f"{path}: record {rid} has {field} {json.dumps(value)[:40]}; give a string (\"\" for none)")
+        raise DataError(path, f"record {rid} has {field} {json.dumps(value)[:40]}; give a string (\"\" for none)")
     return value
 
 
@@ -130,4 +130,4 @@ def judged_queries(path: Path, qids: Iterable[str], queries: dict[str, dict]) ->
     """Fail when the qrels at `path` judge a query that queries.jsonl lacks."""
     for qid in qids:
         if qid not in queries:
-            raise KitError(f"{path}: query {qid} is judged but missing from queries.jsonl; add it or drop its qrels")
+            raise DataError(path, f"query {qid} is judged but missing from queries.jsonl; add it or drop its qrels")

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError, MissingPrerequisite, RequestError
 from evalkit.data.collection import Collection, Document, Qrels, Query
 from evalkit.datasets.scheme import NAME, Scheme
 
@@ -40,7 +40,7 @@ def _text(record, what: str, dataset: str) -> str:
     if text is None and hasattr(record, "default_text"):
         text = record.default_text()
     if text is None:
-        raise KitError(f"ir_datasets {dataset}: {what} records have no text; give a BEIR folder instead")
+        raise DataError(f"ir_datasets {dataset}", f"{what} records have no text; give a BEIR folder instead")
     return str(text)
 
 
@@ -49,14 +49,15 @@ def load_irds(dataset_id: str) -> Collection:
     try:
         ir_datasets = importlib.import_module("ir_datasets")
     except ImportError:
-        raise KitError(f"irds:{dataset_id} needs the ir_datasets package; {INSTALL}") from None
+        raise MissingPrerequisite(f"irds:{dataset_id} needs the ir_datasets package", INSTALL) from None
     name = IR_DATASETS.get(dataset_id, dataset_id)
     try:
         dataset = ir_datasets.load(name)
     except KeyError:
         known = ", ".join(IR_DATASETS)
-        raise KitError(f"irds:{dataset_id}: unknown ir_datasets id {name!r}; give an id listed by "
-                       f"ir_datasets, one of {known}, or beir:FOLDER") from None
+        raise RequestError("dataset", f"unknown ir_datasets id {name!r}; give an id listed by "
+                                      f"ir_datasets, one of {known}, or beir:FOLDER",
+                           value=f"irds:{dataset_id}") from None
     digest = hashlib.sha256(f"ir_datasets:{name}\n".encode())
     qrels: Qrels = {}
     for qrel in dataset.qrels_iter():
@@ -70,8 +71,8 @@ def load_irds(dataset_id: str) -> Collection:
             digest.update(f"{qid}\t{queries[qid].text}\n".encode())
     unjudged = next((qid for qid in qrels if qid not in queries), None)
     if unjudged is not None:
-        raise KitError(f"ir_datasets {name}: query {unjudged} is judged but has no query record; "
-                       "report it upstream or give a BEIR folder")
+        raise DataError(f"ir_datasets {name}", f"query {unjudged} is judged but has no query record; "
+                        "report it upstream or give a BEIR folder")
     documents: dict[str, Document] = {}
     for record in dataset.docs_iter():
         doc = Document(str(record.doc_id), str(getattr(record, "title", "") or ""), _text(record, "document", name))

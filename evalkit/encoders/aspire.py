@@ -52,7 +52,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError
 from evalkit.encoders.bert_cls import LazyBert, resolved_revision
 
 MULTIM_COMPSCI = "allenai/aspire-contextualsentence-multim-compsci"
@@ -106,7 +106,7 @@ class AspireEncoder(LazyBert):
     def _build(self):
         tokenizer, model = super()._build()
         if tokenizer.cls_token_id is None or tokenizer.sep_token_id is None or tokenizer.pad_token_id is None:
-            raise KitError(f"{self.location}: the tokenizer has no [CLS]/[SEP]/[PAD] token; use a BERT-style model")
+            raise DataError(self.location, "the tokenizer has no [CLS]/[SEP]/[PAD] token; use a BERT-style model")
         return tokenizer, model
 
     def describe(self) -> dict:
@@ -132,11 +132,12 @@ class AspireEncoder(LazyBert):
             built = []
             for title, sentences in batch:
                 if isinstance(sentences, str):
-                    raise KitError("otAspire documents are (title, list of abstract sentences); got one string")
+                    raise DataError("otAspire input",
+                                    "otAspire documents are (title, list of abstract sentences); got one string")
                 ids, positions = sentence_token_positions(tokenizer, title or "", list(sentences), self.max_tokens)
                 if not positions:
-                    raise KitError(f"otAspire: document {title[:60]!r} has no abstract sentence within "
-                                   f"{self.max_tokens} tokens; give it at least one sentence")
+                    raise DataError("otAspire", f"document {title[:60]!r} has no abstract sentence within "
+                                    f"{self.max_tokens} tokens; give it at least one sentence")
                 built.append((ids, positions))
             width = max(len(ids) for ids, _ in built)
             input_ids = torch.full((len(built), width), tokenizer.pad_token_id, dtype=torch.long)
@@ -162,14 +163,14 @@ def _as_tensor(vectors):
 
     array = np.asarray(vectors, dtype=np.float32)
     if array.ndim != 2 or array.shape[0] == 0:
-        raise KitError(f"otAspire scoring needs a non-empty (n_sentences, dim) array; got shape {array.shape}")
+        raise DataError("otAspire scoring", f"needs a non-empty (n_sentences, dim) array; got shape {array.shape}")
     return torch.from_numpy(np.ascontiguousarray(array))
 
 
 def _pair(query_vectors, doc_vectors):
     query, doc = _as_tensor(query_vectors), _as_tensor(doc_vectors)
     if query.shape[1] != doc.shape[1]:
-        raise KitError(f"otAspire scoring: vector sizes differ ({query.shape[1]} vs {doc.shape[1]})")
+        raise DataError("otAspire scoring", f"vector sizes differ ({query.shape[1]} vs {doc.shape[1]})")
     return query, doc
 
 
@@ -272,7 +273,7 @@ def ot_score(query_vectors, doc_vectors, *, solver: str = "sinkhorn", blur: floa
         return ot_plan(query_vectors, doc_vectors, blur=blur, scaling=scaling, sent_sm_temp=sent_sm_temp,
                        diameter=diameter)[0]
     if solver != "emd":
-        raise KitError(f"unknown otAspire solver {solver!r}; use 'sinkhorn' (the authors') or 'emd'")
+        raise DataError("model settings", f"unknown otAspire solver {solver!r}; use 'sinkhorn' (the authors') or 'emd'")
     import ot
     from scipy.spatial.distance import cdist
     from scipy.special import softmax

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import MissingPrerequisite
 from evalkit.core.hashing import files_sha256
 
 SCINCL = "malteos/scincl"
@@ -51,8 +51,8 @@ def load_tokenizer(location: str, revision: str | None):
     try:
         return AutoTokenizer.from_pretrained(location, **kwargs)
     except (OSError, ValueError, KeyError, RuntimeError) as exc:
-        raise KitError(f"{location}: cannot load the tokenizer ({one_line(exc)}); "
-                       "check the hub id, revision or folder") from None
+        raise MissingPrerequisite(f"{location}: cannot load the tokenizer ({one_line(exc)})",
+                                  "check the hub id, revision or folder") from None
 
 
 def load_bert(location: str, revision: str | None, device: str):
@@ -65,8 +65,8 @@ def load_bert(location: str, revision: str | None, device: str):
         tokenizer = AutoTokenizer.from_pretrained(location, **kwargs)
         model = AutoModel.from_pretrained(location, dtype=torch.float32, **kwargs)
     except (OSError, ValueError, KeyError, RuntimeError) as exc:
-        raise KitError(f"{location}: cannot load the model ({one_line(exc)}); "
-                       "check the hub id, revision or folder") from None
+        raise MissingPrerequisite(f"{location}: cannot load the model ({one_line(exc)})",
+                                  "check the hub id, revision or folder") from None
     model.to(device)
     model.eval()
     return tokenizer, model

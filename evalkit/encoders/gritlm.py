@@ -31,7 +31,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError, MissingPrerequisite
 
 USER = "<|user|>\n"
 EMBED = "<|embed|>\n"
@@ -95,8 +95,9 @@ class GritLMEncoder:
             model = AutoModel.from_pretrained(self.location, revision=self.revision, dtype=dtype,
                                               trust_remote_code=False)
         except (OSError, ValueError, KeyError, ImportError) as exc:
-            raise KitError(f"{self.location}: cannot load the GritLM model ({_one_line(exc)}); give a hub id "
-                           "reachable from here or a local folder with config, weights and tokenizer") from None
+            raise MissingPrerequisite(f"{self.location}: cannot load the GritLM model ({_one_line(exc)})",
+                                      "give a hub id reachable from here or a local folder with config, weights "
+                                      "and tokenizer") from None
         if tokenizer.pad_token is None and tokenizer.eos_token is not None:
             tokenizer.pad_token = tokenizer.eos_token
         tokenizer.padding_side = "right"
@@ -145,7 +146,8 @@ class GritLMEncoder:
     def encode_queries(self, texts: Sequence[str], instructions: Sequence[str]) -> np.ndarray:
         """One row per query: ``<|user|>\\n{instruction}\\n<|embed|>\\n{text}`` pooled over the text."""
         if len(texts) != len(instructions):
-            raise KitError(f"{len(texts)} queries but {len(instructions)} instructions; give one instruction per query")
+            raise DataError("encoder input", f"{len(texts)} queries but {len(instructions)} instructions; "
+                            "give one instruction per query")
         return self._encode([instruction_prefix(i) for i in instructions], list(texts))
 
     def encode_documents(self, texts: Sequence[str]) -> np.ndarray:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError, MissingPrerequisite
 from evalkit.core.hashing import fingerprint, folder_revision
 
 EXPORT_VERSION = 1  # bump when the export below changes
@@ -41,8 +41,8 @@ def available() -> bool:
 
 def _require() -> None:
     if not available():
-        raise KitError("the onnx backend needs onnxruntime and onnx: pip install -e '.[onnx]' "
-                       "(or set backend: torch in the model's settings)")
+        raise MissingPrerequisite("the onnx backend needs onnxruntime and onnx", "pip install -e '.[onnx]' "
+                                  "(or set backend: torch in the model's settings)")
 
 
 def export_key(folder: Path) -> str:
@@ -88,8 +88,8 @@ def export(st_model, folder: Path, cache_dir: Path) -> Path:
     first = st_model[0]
     inner = getattr(first, "model", None) or getattr(first, "auto_model", None)
     if inner is None:
-        raise KitError(f"{folder}: the first module is not a transformer; the onnx backend cannot export it "
-                       "(use backend: torch)")
+        raise DataError(folder, "the first module is not a transformer; the onnx backend cannot export it "
+                        "(use backend: torch)")
     names = _input_names(st_model)
     sample = st_model.preprocess(["an example sentence for the export", "a shorter one"])
     args = tuple(sample[n].to("cpu") for n in names)
@@ -127,8 +127,8 @@ class OnnxSentenceEncoder:
 
         self.folder = Path(folder)
         if not self.folder.is_dir():
-            raise KitError(f"the onnx backend needs a local model folder; {folder} is not one "
-                           "(install the model's package or give its folder)")
+            raise MissingPrerequisite(f"the onnx backend needs a local model folder; {folder} is not one",
+                                      "install the model's package or give its folder")
         self.st = SentenceTransformer(str(self.folder), device="cpu")
         if max_seq_length:
             self.st.max_seq_length = max_seq_length

@@ -40,7 +40,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError, MissingPrerequisite
 
 QUERY_PREFIX = "query: "
 PASSAGE_PREFIX = "passage: "
@@ -105,10 +105,11 @@ class PromptrieverEncoder:
 
             return PeftConfig.from_pretrained(self.location, revision=self.revision).base_model_name_or_path
         except ImportError:
-            raise KitError("peft is not installed; run: pip install peft") from None
+            raise MissingPrerequisite("peft is not installed", "pip install peft") from None
         except (OSError, ValueError) as exc:
-            raise KitError(f"{self.location}: cannot read the Promptriever adapter config ({_one_line(exc)}); "
-                           "give a hub id reachable from here or a local adapter folder") from None
+            raise MissingPrerequisite(f"{self.location}: cannot read the Promptriever adapter config "
+                                      f"({_one_line(exc)})",
+                                      "give a hub id reachable from here or a local adapter folder") from None
 
     def _load(self):
         if self._model is not None:
@@ -119,20 +120,21 @@ class PromptrieverEncoder:
         try:
             from peft import LoraConfig, PeftModel
         except ImportError:
-            raise KitError("peft is not installed; run: pip install peft") from None
+            raise MissingPrerequisite("peft is not installed", "pip install peft") from None
         base = self._base_location()
         try:
             tokenizer = AutoTokenizer.from_pretrained(base, revision=self.base_revision)
             model = AutoModel.from_pretrained(base, revision=self.base_revision, dtype=getattr(torch, self.dtype))
         except (OSError, ValueError, KeyError) as exc:
-            raise KitError(f"{base}: cannot load the Promptriever base model ({_one_line(exc)}); give a hub id "
-                           "reachable from here or a local folder (setting base)") from None
+            raise MissingPrerequisite(f"{base}: cannot load the Promptriever base model ({_one_line(exc)})",
+                                      "give a hub id reachable from here or a local folder (setting base)") from None
         try:
             config = LoraConfig.from_pretrained(self.location, revision=self.revision)
             model = PeftModel.from_pretrained(model, self.location, revision=self.revision, config=config)
         except (OSError, ValueError, KeyError) as exc:
-            raise KitError(f"{self.location}: cannot load the Promptriever LoRA adapter ({_one_line(exc)}); give a "
-                           "hub id reachable from here or a local adapter folder") from None
+            raise MissingPrerequisite(f"{self.location}: cannot load the Promptriever LoRA adapter "
+                                      f"({_one_line(exc)})",
+                                      "give a hub id reachable from here or a local adapter folder") from None
         model = model.merge_and_unload()
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token_id = tokenizer.eos_token_id
@@ -184,14 +186,16 @@ class PromptrieverEncoder:
     def encode_queries(self, texts: Sequence[str], instructions: Sequence[str]) -> np.ndarray:
         """One row per query: ``format_query(text, prompt)``, the instruction being the appended prompt."""
         if len(texts) != len(instructions):
-            raise KitError(f"{len(texts)} queries but {len(instructions)} prompts; give one prompt per query "
-                           "(an empty string for none)")
+            raise DataError("encoder input",
+                            f"{len(texts)} queries but {len(instructions)} prompts; give one prompt per query "
+                            "(an empty string for none)")
         return self._encode([format_query(t, p) for t, p in zip(texts, instructions)], self.query_max_length)
 
     def encode_documents(self, texts: Sequence[str], titles: Sequence[str] | None = None) -> np.ndarray:
         """One row per passage: ``passage:  {text}``, or the authors' ``passage:  {title} {text}`` given titles."""
         if titles is not None and len(titles) != len(texts):
-            raise KitError(f"{len(texts)} passages but {len(titles)} titles; give one title per passage")
+            raise DataError("encoder input",
+                            f"{len(texts)} passages but {len(titles)} titles; give one title per passage")
         strings = [format_passage(t, None if titles is None else titles[i]) for i, t in enumerate(texts)]
         return self._encode(strings, self.passage_max_length)
 

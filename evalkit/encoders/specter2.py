@@ -43,7 +43,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError, MissingPrerequisite
 from evalkit.encoders.bert_cls import POOLING, TEXT_FORMAT, BertClsEncoder, one_line, resolved_revision
 
 BASE = "allenai/specter2_base"
@@ -72,23 +72,24 @@ def bottleneck_config(raw: Mapping) -> dict:
     config = raw.get("config", raw)
     if isinstance(config, str):
         if config.lower() not in NAMED_CONFIGS:
-            raise KitError(f"adapter config {config!r} is not a sequential bottleneck adapter; "
-                           "use a SPECTER2-style (pfeiffer/seq_bn) adapter")
+            raise DataError(CONFIG_FILE, f"adapter config {config!r} is not a sequential bottleneck adapter; "
+                                         "use a SPECTER2-style (pfeiffer/seq_bn) adapter")
         config = NAMED_CONFIGS[config.lower()]
     if config.get("architecture") not in (None, "bottleneck"):
-        raise KitError(f"adapter architecture {config.get('architecture')!r} is not supported; "
-                       "only sequential bottleneck adapters are")
+        raise DataError(CONFIG_FILE, f"adapter architecture {config.get('architecture')!r} is not supported; "
+                                     "only sequential bottleneck adapters are")
     missing = [k for k in ("mh_adapter", "output_adapter", "reduction_factor", "non_linearity") if k not in config]
     if missing:
-        raise KitError(f"adapter config lacks {', '.join(missing)}; check {CONFIG_FILE}")
+        raise DataError(CONFIG_FILE, f"adapter config lacks {', '.join(missing)}; check {CONFIG_FILE}")
     merged = {**BN_DEFAULTS, **config}
     for key, bad in (("is_parallel", True), ("use_gating", True), ("phm_layer", True)):
         if merged.get(key) == bad:
-            raise KitError(f"adapter setting {key}={bad} is not supported by the native SPECTER2 adapter")
+            raise DataError(CONFIG_FILE, f"adapter setting {key}={bad} is not supported by the native SPECTER2 adapter")
     if not isinstance(merged["scaling"], (int, float)) or isinstance(merged["scaling"], bool):
-        raise KitError(f"adapter scaling {merged['scaling']!r} is not supported (only a constant)")
+        raise DataError(CONFIG_FILE, f"adapter scaling {merged['scaling']!r} is not supported (only a constant)")
     if merged["residual_before_ln"] == "post_add" and not merged["original_ln_before"]:
-        raise KitError("adapter residual_before_ln='post_add' needs original_ln_before; check the adapter config")
+        raise DataError(CONFIG_FILE,
+                        "adapter residual_before_ln='post_add' needs original_ln_before; check the adapter config")
     return merged
 
 
@@ -99,7 +100,7 @@ def _reduction(config: Mapping, layer: int) -> float:
             return factor[str(layer)]
         if "default" in factor:
             return factor["default"]
-        raise KitError(f"adapter reduction_factor gives no value for layer {layer} and no default")
+        raise DataError(CONFIG_FILE, f"adapter reduction_factor gives no value for layer {layer} and no default")
     return factor
 
 
@@ -173,8 +174,8 @@ def adapter_folder(adapter: str, revision: str | None) -> Path:
 
         return Path(snapshot_download(adapter, revision=revision, allow_patterns=[CONFIG_FILE, *WEIGHT_FILES]))
     except Exception as exc:  # hub errors come in many types
-        raise KitError(f"cannot fetch adapter {adapter} ({one_line(exc)}); "
-                       "check the hub id, revision or folder") from None
+        raise MissingPrerequisite(f"cannot fetch adapter {adapter} ({one_line(exc)})",
+                                  "check the hub id, revision or folder") from None
 
 
 def read_adapter(folder: Path) -> tuple[dict, dict]:
@@ -183,7 +184,7 @@ def read_adapter(folder: Path) -> tuple[dict, dict]:
 
     config_path = folder / CONFIG_FILE
     if not config_path.is_file():
-        raise KitError(f"{config_path}: missing; the adapter folder must hold {CONFIG_FILE} and its weights")
+        raise DataError(config_path, f"missing; the adapter folder must hold {CONFIG_FILE} and its weights")
     try:
         raw = json.loads(config_path.read_text(encoding="utf-8"))
         if (folder / WEIGHT_FILES[0]).is_file():
@@ -193,9 +194,9 @@ def read_adapter(folder: Path) -> tuple[dict, dict]:
         elif (folder / WEIGHT_FILES[1]).is_file():
             weights = torch.load(folder / WEIGHT_FILES[1], map_location="cpu", weights_only=True)
         else:
-            raise KitError(f"{folder}: no {' or '.join(WEIGHT_FILES)}; check the adapter folder")
+            raise DataError(folder, f"no {' or '.join(WEIGHT_FILES)}; check the adapter folder")
     except (OSError, ValueError, RuntimeError) as exc:
-        raise KitError(f"cannot read adapter {folder} ({one_line(exc)}); check the adapter folder") from None
+        raise DataError(folder, f"cannot read the adapter ({one_line(exc)}); check the adapter folder") from None
     return raw, weights
 
 
@@ -210,23 +211,23 @@ def attach_adapter(model, raw_config: Mapping, weights: Mapping, where: str = "a
     config = bottleneck_config(raw_config)
     hidden = model.config.hidden_size
     if raw_config.get("hidden_size", hidden) != hidden:
-        raise KitError(f"{where}: adapter hidden_size {raw_config['hidden_size']} != model's {hidden}; "
-                       "pair the adapter with its base model")
+        raise DataError(where, f"adapter hidden_size {raw_config['hidden_size']} != model's {hidden}; "
+                        "pair the adapter with its base model")
     found: dict[tuple[int, str], dict[str, torch.Tensor]] = {}
     names = set()
     for key, tensor in weights.items():
         if "invertible_adapters" in key:
             if config.get("inv_adapter"):
-                raise KitError(f"{where}: invertible adapters are not supported")
+                raise DataError(where, "invertible adapters are not supported")
             continue  # a legacy task adapter's unused invertible weights, dropped as `adapters` does
         match = _KEY.search(key)
         if not match:
-            raise KitError(f"{where}: unexpected weight {key}; only bottleneck adapter weights are supported")
+            raise DataError(where, f"unexpected weight {key}; only bottleneck adapter weights are supported")
         layer, location, _, name, part, kind = match.groups()
         names.add(name)
         found.setdefault((int(layer), location), {})[f"{part}.{kind}"] = tensor
     if len(names) > 1:
-        raise KitError(f"{where}: weights of several adapters ({', '.join(sorted(names))}); keep one per folder")
+        raise DataError(where, f"weights of several adapters ({', '.join(sorted(names))}); keep one per folder")
 
     Bottleneck, AdaptedOutput = _make_adapter_class()
     down = "adapter_down.1" if config["ln_before"] else "adapter_down.0"
@@ -244,10 +245,10 @@ def attach_adapter(model, raw_config: Mapping, weights: Mapping, where: str = "a
             tensors = found.pop((index, location), None)
             if index in leave_out:
                 if tensors:
-                    raise KitError(f"{where}: weights for left-out layer {index}; check {CONFIG_FILE}")
+                    raise DataError(where, f"weights for left-out layer {index}; check {CONFIG_FILE}")
                 continue
             if not tensors:
-                raise KitError(f"{where}: no adapter weights for layer {index} {location}; check {CONFIG_FILE}")
+                raise DataError(where, f"no adapter weights for layer {index} {location}; check {CONFIG_FILE}")
             width = max(1, int(hidden // _reduction(config, index)))
             adapter = Bottleneck(hidden, width, config)
             state = {}
@@ -257,24 +258,24 @@ def attach_adapter(model, raw_config: Mapping, weights: Mapping, where: str = "a
                     if tensor is None and module == "norm_before":  # `adapters` also saves it as adapter_down.0
                         tensor = tensors.get(f"adapter_down.0.{kind}")
                     if tensor is None:
-                        raise KitError(f"{where}: layer {index} {location} lacks {stem}.{kind}")
+                        raise DataError(where, f"layer {index} {location} lacks {stem}.{kind}")
                     state[f"{module}.{kind}"] = tensor
             if config["ln_before"]:
                 for kind in ("weight", "bias"):
                     tensors.pop(f"adapter_down.0.{kind}", None)
             if tensors:
-                raise KitError(f"{where}: layer {index} {location} has unused weights {sorted(tensors)}")
+                raise DataError(where, f"layer {index} {location} has unused weights {sorted(tensors)}")
             try:
                 adapter.load_state_dict(state, strict=True)
             except RuntimeError as exc:
-                raise KitError(f"{where}: adapter weights do not fit the config ({one_line(exc)})") from None
+                raise DataError(where, f"adapter weights do not fit the config ({one_line(exc)})") from None
             owner = layer.attention if location == "attention.output" else layer
             inner = owner.output
             adapted = AdaptedOutput(inner, adapter).to(device=inner.dense.weight.device, dtype=inner.dense.weight.dtype)
             adapted.eval()
             owner.output = adapted
     if found:
-        raise KitError(f"{where}: weights for sublayers the config does not enable: {sorted(found)}")
+        raise DataError(where, f"weights for sublayers the config does not enable: {sorted(found)}")
     return config
 
 

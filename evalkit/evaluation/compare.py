@@ -35,7 +35,7 @@ from itertools import combinations
 
 import pandas as pd
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError, RequestError
 from evalkit.data.collection import Collection
 from evalkit.evaluation.aggregate import ALL
 from evalkit.evaluation.evaluate import paired_by_units, summarize
@@ -79,8 +79,8 @@ def check_common(tables: Mapping[str, pd.DataFrame]) -> None:
     reference = tables[names[0]]
     for name in names[1:]:
         if not len(tables[name].index.intersection(reference.index)):
-            raise KitError(f"runs {names[0]} and {name} have no query in common, so there is nothing to pair; "
-                           "compare runs of the same queries")
+            raise DataError(f"runs {names[0]} and {name}", "have no query in common, so there is nothing to pair; "
+                            "compare runs of the same queries")
 
 
 def pair_test(collection: Collection, table: pd.DataFrame, reference: pd.DataFrame, measure: str, stratum: str,
@@ -97,7 +97,7 @@ def compare(collection: Collection, tables: Mapping[str, pd.DataFrame], measures
     ``reference``), then one row per pair of runs; the one computation of the pairwise tests,
     their Holm adjustment (`FAMILY`) and the marks `evalkit.evaluation.compare_table` prints."""
     if adjust not in ADJUST:
-        raise KitError(f"adjust={adjust!r}: choose holm or none")
+        raise RequestError("adjust", "choose holm or none", value=adjust)
     check_common(tables)
     names = list(tables)
     summaries = {name: summarize(collection, table, aggregate_by) for name, table in tables.items()}

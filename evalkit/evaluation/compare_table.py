@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import RequestError
 from evalkit.core.latex import latex_escape
 from evalkit.data.collection import Collection
 from evalkit.evaluation.aggregate import ALL
@@ -118,7 +118,7 @@ class ComparisonTable:
 
     def format(self, kind: str = "text") -> str:
         if kind not in FORMATS:
-            raise KitError(f"format {kind!r}: choose one of {', '.join(FORMATS)}")
+            raise RequestError("format", f"choose one of {', '.join(FORMATS)}", value=kind)
         return {"text": self.text, "markdown": self.markdown, "latex": self.latex}[kind]()
 
     def __str__(self) -> str:
@@ -136,12 +136,13 @@ def compare_table(collection: Collection, tables: Mapping[str, pd.DataFrame], me
     ``none`` leaves p-values raw (as ranx's report). Its marks are the ``better`` column of
     `evalkit.evaluation.compare.compare`'s rows, kept as the table's `tests`."""
     if adjust not in ADJUST:
-        raise KitError(f"adjust={adjust!r}: choose holm or none")
+        raise RequestError("adjust", "choose holm or none", value=adjust)
     if not 0 < alpha < 1:
-        raise KitError(f"alpha={alpha!r}: give a significance level between 0 and 1, e.g. 0.05")
+        raise RequestError("alpha", "give a significance level between 0 and 1, e.g. 0.05", value=alpha)
     names = list(tables)
     if len(names) > len(LETTERS):
-        raise KitError(f"{len(names)} runs: a comparison table marks at most {len(LETTERS)}; compare fewer runs")
+        raise RequestError("runs",
+                           f"{len(names)} runs: a comparison table marks at most {len(LETTERS)}; compare fewer runs")
     letters = dict(zip(names, LETTERS))
     strata = [*dict.fromkeys(collection.strata.values()), ALL]
     rows = compare(collection, tables, measures, aggregate_by, test, permutations, seed, alpha, adjust)

@@ -13,7 +13,7 @@ from typing import TypeVar
 
 import pandas as pd
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError
 from evalkit.data.collection import Fold
 
 Setting = TypeVar("Setting", bound=Hashable)
@@ -29,7 +29,7 @@ def cross_validate(tables: Mapping[Setting, pd.DataFrame], folds: Mapping[str, F
     seeds) selects nothing and is left out; when no fold is left, the table is empty.
     """
     if not folds:
-        raise KitError("selection needs dev/test folds; this collection defines none")
+        raise DataError("collection", "selection needs dev/test folds; this collection defines none")
     chosen, parts = {}, []
     for name, fold in folds.items():
         dev_ids = [q for q in fold.dev if any(q in t.index for t in tables.values())]
@@ -50,7 +50,7 @@ def best_mean(column: str) -> Callable[[dict[Setting, pd.DataFrame]], Setting]:
     def choose(dev: dict[Setting, pd.DataFrame]) -> Setting:
         means = pd.Series({s: t[column].mean() for s, t in dev.items()}, dtype=float)
         if means.isna().all():
-            raise KitError(f"no dev values of {column} to choose from; check the dev queries")
+            raise DataError("dev queries", f"no dev values of {column} to choose from; check the dev queries")
         return means.index[means.to_numpy().argmax() if not means.isna().any() else means.fillna(-float("inf"))
                            .to_numpy().argmax()]
 

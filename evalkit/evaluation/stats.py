@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError, RequestError
 
 MIN_PAIRED = 5  # fewer paired units than this: no p-value
 TESTS = ("t", "fisher")
@@ -55,7 +55,7 @@ def paired_test(a: pd.Series, b: pd.Series, test: str = "t", groups: Mapping[str
                 permutations: int = PERMUTATIONS, seed: int = PERMUTATION_SEED) -> PairedTest:
     """The paired test of a against b (see the module docstring)."""
     if test not in TESTS:
-        raise KitError(f"test={test!r}: choose one of {', '.join(TESTS)}")
+        raise RequestError("test", f"choose one of {', '.join(TESTS)}", value=test)
     diff = unit_differences(a, b, groups).to_numpy(dtype=float)
     n = len(diff)
     unit = ("query" if n == 1 else "queries") if groups is None else \
@@ -84,7 +84,7 @@ def _randomization_p(diff: np.ndarray, delta: float, permutations: int, seed: in
     extreme as `delta`. The flips are drawn in chunks of rows, one after another from one seeded
     generator, so memory stays bounded and the draws (so the p-value) equal one draw of them all."""
     if isinstance(permutations, bool) or not isinstance(permutations, int | np.integer) or permutations < 1:
-        raise KitError(f"permutations={permutations!r}: give a positive whole number")
+        raise RequestError("permutations", "give a positive whole number", value=permutations)
     rng = np.random.default_rng(seed)
     rows = max(1, SIGN_FLIPS_PER_CHUNK // len(diff))
     extreme, done = 0, 0
@@ -102,7 +102,7 @@ def bootstrap_ci(
     """Percentile bootstrap interval of the mean over queries; deterministic for a seed."""
     data = pd.Series(values).dropna().to_numpy(dtype=float)
     if len(data) < 2:
-        raise KitError("a bootstrap interval needs at least two query values")
+        raise DataError("per-query values", "a bootstrap interval needs at least two query values")
     if np.all(data == data[0]):
         return float(data[0]), float(data[0])
     from scipy import stats  # lazy: scipy costs about a second of start-up; only the interval needs it

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import ir_measures
 
-from evalkit.core.errors import KitError, RequestError
+from evalkit.core.errors import DataError, RequestError
 from evalkit.data.collection import Collection
 from evalkit.data.runs import Run, ranked
 from evalkit.evaluation.measures import parse, parse_measure
@@ -35,7 +35,7 @@ def to_ir_measures(run: Run, collection: Collection, protocol: str = "pool", kee
     run, _ = checked(run, collection, protocol, seeds=seeds, queries=queries)
     judged = judgments(collection, protocol, run)
     if not judged:
-        raise KitError(f"run: none of its queries is judged in {collection.name}; check the query ids")
+        raise DataError("run", f"none of its queries is judged in {collection.name}; check the query ids")
     qrels = [ir_measures.Qrel(qid, doc, grade) for qid, grades in judged.items() for doc, grade in grades.items()]
     scores = ranked_scores({qid: run[qid] for qid in judged}, keep_scores)
     scored = [ir_measures.ScoredDoc(qid, doc, docs[doc]) for qid, docs in scores.items() for doc in ranked(docs)]

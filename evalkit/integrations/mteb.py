@@ -48,7 +48,7 @@ from mteb._evaluators.retrieval_metrics import evaluate_p_mrr_change  # FollowIR
 from mteb.abstasks import AbsTaskRetrieval
 from mteb.abstasks.task_metadata import TaskMetadata
 
-from evalkit.core.errors import KitError, RequestError
+from evalkit.core.errors import DataError, RequestError
 from evalkit.data.collection import BASE, Collection, select_variant
 from evalkit.data.protocols import POOL_PROTOCOLS, protocol_collection
 from evalkit.datasets import load_dataset  # the dataset layer, loaded when no collection is given
@@ -176,7 +176,7 @@ def csfcube_tasks(collection: Collection | None = None, *, protocol: str = "pool
         raise RequestError("collection", "give a kit Collection (evalkit.datasets.load_dataset('csfcube')) or leave it "
                            "out", value=type(collection).__name__)
     if not collection.candidates or not any(q.facet for q in collection.queries.values()):
-        raise KitError(f"{collection.name}: the mteb tasks need CSFCube (judged pools and facet queries)")
+        raise DataError(collection.name, "the mteb tasks need CSFCube (judged pools and facet queries)")
     select_variant(collection, variant)
     chosen = check_request(request, collection).queries  # the measures and the seeds, as every front end's
     collection = protocol_collection(collection if chosen is None else collection.select(list(chosen)), protocol)

@@ -60,7 +60,7 @@ from dataclasses import replace
 import pandas as pd
 import pyterrier as pt
 
-from evalkit.core.errors import KitError, RequestError
+from evalkit.core.errors import DataError, RequestError
 from evalkit.data.collection import BASE, Collection, Query, select_queries, select_variant
 from evalkit.data.protocols import POOL_PROTOCOLS, check_protocol, check_protocol_run, protocol_collection
 from evalkit.data.runs import ranked
@@ -131,8 +131,8 @@ class KitDataset(pt.datasets.Dataset):
         collection's order (``score`` n, ..., 1 and ``rank`` 0, 1, ... along it), the topic's columns
         kept: ``kit.candidates() >> kit.reranker(model)`` reranks what the kit's runs rank."""
         if self.judged.candidates is None:
-            raise KitError(f"{self.collection.name} gives no candidate lists (its models rank the whole corpus); "
-                           "rank it with kit.retriever(model) instead")
+            raise DataError(self.collection.name, "gives no candidate lists (its models rank the whole corpus); "
+                            "rank it with kit.retriever(model) instead")
         return KitCandidates(self)
 
     def measures(self, *names: str) -> list:
@@ -163,7 +163,7 @@ def dataset(collection: Collection | str = "csfcube", *, protocol: str = "pool",
     if isinstance(collection, str):
         collection = load_dataset(collection)
     elif not isinstance(collection, Collection):
-        raise KitError(f"dataset: a {type(collection).__name__} is not a collection; give a dataset spec such as "
+        raise RequestError("dataset", f"a {type(collection).__name__} is not a collection; give a dataset spec such as "
                        "'csfcube' or an evalkit Collection")
     select_variant(collection, variant)
     return KitDataset(collection, protocol, variant, select_queries(collection, seeds=seeds, queries=queries), profile)
@@ -224,10 +224,10 @@ class KitModel:
         """The kit's query `qid` with the frame's text and instruction (None: the frame has no
         ``instruction`` column, the kit's is kept; NaN: no instruction)."""
         if qid not in self.queries:
-            raise KitError(f"query {qid} is not one of this dataset's queries ({self.kit!r}); rank its topics "
-                           "(kit.get_topics())")
+            raise DataError(f"query {qid}", f"is not one of this dataset's queries ({self.kit!r}); rank its topics "
+                            "(kit.get_topics())")
         if not isinstance(text, str):
-            raise KitError(f"query {qid}: the frame's query is {text!r}, not a text; give each row its query text")
+            raise DataError(f"query {qid}", f"the frame's query is {text!r}, not a text; give each row its query text")
         query = self.queries[qid]
         if instruction is None:
             return replace(query, text=text)
@@ -290,8 +290,8 @@ class KitCandidates(_FromTopics):
         for row in inp.to_dict("records"):
             qid = str(row["qid"])
             if qid not in known:
-                raise KitError(f"query {qid} is not one of this dataset's queries ({self.kit!r}); give its topics "
-                               "(kit.get_topics())")
+                raise DataError(f"query {qid}", f"is not one of this dataset's queries ({self.kit!r}); give its topics "
+                                "(kit.get_topics())")
             docs = [d.doc_id for d in self.kit.judged.candidates_of(qid)]
             out += [{**row, "qid": qid, "docno": doc, "score": float(len(docs) - i), "rank": i}
                     for i, doc in enumerate(docs)]
@@ -315,7 +315,7 @@ class KitRetriever(_FromTopics):
             return pd.DataFrame(columns=[*columns, *RESULT_COLUMNS])
         rows = inp.to_dict("records")
         if len({row["qid"] for row in rows}) < len(rows):
-            raise KitError("the topics name a query twice; give each qid once")
+            raise DataError("topics", "the topics name a query twice; give each qid once")
         queries = [self.model.query(str(row["qid"]), row["query"], _instruction_of(row, columns)) for row in rows]
         scored = self.model.score(queries, None)
         out = [{**row, "docno": doc, "score": score, "rank": rank}
@@ -349,12 +349,12 @@ class KitReranker(pt.Transformer):
         for row in inp[kept].to_dict("records"):
             qid, doc = str(row["qid"]), str(row["docno"])
             if doc not in documents:
-                raise KitError(f"query {qid}: document {doc} is not in {self.model.kit.collection.name}; rerank "
-                               "the collection's documents")
+                raise DataError(f"query {qid}", f"document {doc} is not in {self.model.kit.collection.name}; rerank "
+                                "the collection's documents")
             groups.setdefault(qid, []).append({**row, "qid": qid, "docno": doc})
         for qid, group in groups.items():
             if len({r["docno"] for r in group}) < len(group):
-                raise KitError(f"query {qid} lists a document twice; give each (qid, docno) once")
+                raise DataError(f"query {qid}", "lists a document twice; give each (qid, docno) once")
         check_protocol_run({qid: {r["docno"]: 0.0 for r in group} for qid, group in groups.items()},
                            self.model.kit.collection, self.model.kit.protocol, source="reranker input")
         queries = [self.model.query(qid, group[0]["query"], _instruction_of(group[0], kept))

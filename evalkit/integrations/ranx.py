@@ -25,7 +25,7 @@ from pathlib import Path
 
 import ranx
 
-from evalkit.core.errors import KitError, RequestError
+from evalkit.core.errors import DataError, RequestError
 from evalkit.data.collection import BASE, Collection
 from evalkit.data.runs import Run
 from evalkit.data.runstore import load_verified
@@ -65,7 +65,7 @@ def to_ranx(run: Run, collection: Collection, protocol: str = "pool", name: str 
     run, _ = checked(run, collection, protocol, seeds=seeds, queries=queries)
     qrels = judgments(collection, protocol, run)
     if not qrels:
-        raise KitError(f"run: none of its queries is judged in {collection.name}; check the query ids")
+        raise DataError("run", f"none of its queries is judged in {collection.name}; check the query ids")
     scores = ranked_scores({qid: run[qid] for qid in qrels}, keep_scores)
     return ranx.Qrels.from_dict(qrels), ranx.Run.from_dict(scores, name=name)
 
@@ -79,5 +79,5 @@ def from_evaluation(result, variant: str = BASE) -> tuple[ranx.Qrels, ranx.Run]:
     folder = Path(result.runs[variant])
     run = load_verified(folder, {"dataset": collection.name, "data_sha256": collection.identity})
     if run is None:
-        raise KitError(f"{folder}: the stored run is missing or fails its sidecar check; evaluate it again")
+        raise DataError(folder, "the stored run is missing or fails its sidecar check; evaluate it again")
     return to_ranx(run, collection, result.settings["protocol"], name=f"{result.name}--{variant}")

@@ -35,7 +35,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError, KitError
 from evalkit.core.locks import BUSY_MS, is_locked, lock_wait_s, waiting
 
 
@@ -95,7 +95,7 @@ class JudgmentCache:
         present = {row[1] for row in self.db.execute("PRAGMA table_info(judgments)")}
         missing = next((name for name in ("key", *Key._fields, "p", "checksum") if name not in present), None)
         if missing is not None:  # no release wrote such a table
-            raise KitError(f"{self.path}: not a judgment cache of this kit (its judgments table has no {missing} "
+            raise DataError(self.path, f"not a judgment cache of this kit (its judgments table has no {missing} "
                            f"column); delete {self.path.name} to rebuild it (the judgments are then asked again)")
         check = self.db.execute("PRAGMA quick_check").fetchone()[0]
         if check != "ok":
@@ -142,7 +142,7 @@ class JudgmentCache:
     def put(self, judgments: dict[Key, float]) -> None:
         bad = [p for p in judgments.values() if not valid_prob(p)]
         if bad:
-            raise KitError(f"{self.path}: refusing to cache the probability {bad[0]!r}; the model's answer is invalid")
+            raise DataError(self.path, f"refusing to cache the probability {bad[0]!r}; the model's answer is invalid")
         if not judgments:
             return
         columns = ", ".join(("key", *Key._fields, "p", "checksum"))

@@ -34,7 +34,7 @@ from collections import OrderedDict
 import torch
 
 from evalkit.core.devices import device_kind, resolve_device
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError
 from evalkit.llm.backend import Prompts, Usage
 from evalkit.llm.loading import resolve
 
@@ -46,10 +46,10 @@ def _dtype_for(dtype: str | dict[str, str], device: str) -> str:
     if isinstance(dtype, dict):
         kind = device_kind(device)
         if kind not in dtype:
-            raise KitError(f"dtype {dtype} names none for device {kind}; add a '{kind}:' entry")
+            raise DataError("model settings", f"dtype {dtype} names none for device {kind}; add a '{kind}:' entry")
         dtype = dtype[kind]
     if not isinstance(dtype, str) or not isinstance(getattr(torch, dtype, None), torch.dtype):
-        raise KitError(f"dtype {dtype!r} is not a torch dtype; use float32, bfloat16 or float16")
+        raise DataError("model settings", f"dtype {dtype!r} is not a torch dtype; use float32, bfloat16 or float16")
     return dtype
 
 
@@ -62,7 +62,7 @@ class TransformersBackend:
         self.device = resolve_device(device)
         dtype = _dtype_for(dtype, self.device)
         if answer not in ANSWERS:
-            raise KitError(f"answer={answer!r}: choose one of {', '.join(ANSWERS)}")
+            raise DataError(f"answer={answer!r}", f"choose one of {', '.join(ANSWERS)}")
         self.answer = answer
         # the reading changes the judgments, so it keys them (with dtype and device kind)
         self.numerics = f"{dtype} {device_kind(self.device)}" + ("" if answer == "labels" else f" {answer}")
@@ -79,7 +79,7 @@ class TransformersBackend:
         self.pad_id = pad if pad is not None else (self.tokenizer.eos_token_id or 0)
         self._prefixes: OrderedDict[tuple[int, ...], object] = OrderedDict()  # head ids -> KV cache
         if prefix_cache < 1:
-            raise KitError(f"prefix_cache={prefix_cache} must be positive; fix the model settings")
+            raise DataError("model settings", f"prefix_cache={prefix_cache} must be positive; fix the model settings")
         self.prefix_cache = prefix_cache
         # transformers 5 renamed `past_key_values` to `cache`
         self._cache_name = "cache" if "cache" in inspect.signature(self.lm.forward).parameters else "past_key_values"
@@ -102,11 +102,13 @@ class TransformersBackend:
         texts = [self._render(prompts, s) for s in prompts.suffixes]
         cut = texts[0].find(prompts.prefix)
         if cut < 0:
-            raise KitError(f"the chat template of {self.model} changes the message text, so its shared prefix "
-                           "cannot be found; use a template without leading or trailing spaces")
+            raise DataError("LLM template",
+                            f"the chat template of {self.model} changes the message text, so its shared prefix "
+                            "cannot be found; use a template without leading or trailing spaces")
         head = texts[0][:cut + len(prompts.prefix)]
         if not all(t.startswith(head) for t in texts):
-            raise KitError(f"the chat template of {self.model} renders the shared prefix differently per prompt")
+            raise DataError("LLM template",
+                            f"the chat template of {self.model} renders the shared prefix differently per prompt")
         return head, [t[len(head):] for t in texts]
 
     def _ids(self, text: str, special: bool = False) -> list[int]:
@@ -115,8 +117,9 @@ class TransformersBackend:
     def _label_id(self, rest: list[int], rest_text: str, label: str) -> int:
         ids = self._ids(rest_text + label)
         if len(ids) <= len(rest) or ids[:len(rest)] != rest:
-            raise KitError(f"label {label!r} merges with the text before it in the tokenizer of {self.model}; "
-                           "change labels or answer_prefix in the template")
+            raise DataError("LLM template",
+                            f"label {label!r} merges with the text before it in the tokenizer of {self.model}; "
+                            "change labels or answer_prefix in the template")
         return ids[len(rest)]
 
     @torch.no_grad()
@@ -192,8 +195,9 @@ class TransformersBackend:
         labels = torch.tensor([[self._label_id(ids, text, label) for label in prompts.labels]
                                for ids, text in zip(rows, rests)])
         if (labels[:, 0] == labels[:, 1]).any():
-            raise KitError(f"labels {list(prompts.labels)} start with the same token for {self.model}; "
-                           "change them in the template")
+            raise DataError("LLM template",
+                            f"labels {list(prompts.labels)} start with the same token for {self.model}; "
+                            "change them in the template")
         return head, rows, labels
 
     def _read(self, logits: torch.Tensor, label_ids: torch.Tensor, labels) -> list[float]:

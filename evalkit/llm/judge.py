@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Generator, Sequence
 from dataclasses import replace
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError
 from evalkit.llm.backend import Backend, Prompts
 from evalkit.llm.cache import JudgmentCache, Key, text_hash
 from evalkit.llm.schedule import run_tasks
@@ -42,9 +42,10 @@ class Judge:
     def __init__(self, backend: Backend, template: Template, cache: JudgmentCache, disagreement: str = "incumbent",
                  chunk: int = 64):
         if disagreement not in DISAGREEMENT:
-            raise KitError(f"disagreement {disagreement!r} is not one of {DISAGREEMENT}; fix the model settings")
+            raise DataError("model settings",
+                            f"disagreement {disagreement!r} is not one of {DISAGREEMENT}; fix the model settings")
         if chunk < 1:
-            raise KitError(f"chunk={chunk} must be positive; fix the model settings")
+            raise DataError("model settings", f"chunk={chunk} must be positive; fix the model settings")
         self.backend, self.template, self.cache = backend, template, cache
         self.disagreement, self.chunk = disagreement, chunk
         self.tally = Tally()

@@ -15,7 +15,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError, MissingPrerequisite
 from evalkit.core.hashing import files_sha256, folder_revision
 from evalkit.core.packages import package_file
 from evalkit.core.workspace import cache_root
@@ -27,14 +27,14 @@ def _gguf_path(model: str, gguf_file: str | None, revision: str | None) -> Path 
         return package_file(model.removeprefix("pypi:"), gguf_file) if gguf_file else None
     if model.endswith(".gguf"):
         if not Path(model).is_file():
-            raise KitError(f"{model}: GGUF file not found; check the model setting")
+            raise MissingPrerequisite(f"{model}: GGUF file not found", "check the model setting")
         return Path(model)
     if not gguf_file:
         return None
     if Path(model).is_dir():
         path = Path(model) / gguf_file
         if not path.is_file():
-            raise KitError(f"{path}: GGUF file not found; check gguf_file")
+            raise MissingPrerequisite(f"{path}: GGUF file not found", "check gguf_file")
         return path
     from huggingface_hub import hf_hub_download
 
@@ -63,7 +63,7 @@ def convert_gguf(path: Path, sha256: str) -> Path:
         os.replace(tmp, target)
     except OSError as exc:
         if not (target / "config.json").is_file():  # else another process converted it meanwhile
-            raise KitError(f"{path}: cannot convert the GGUF file into {target} ({exc})") from None
+            raise DataError(path, f"cannot convert the GGUF file into {target} ({exc})") from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target

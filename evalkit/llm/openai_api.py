@@ -43,7 +43,7 @@ import time
 import urllib.parse
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError, MissingPrerequisite
 from evalkit.llm.backend import Prompts, Usage
 
 RETRY_STATUS = {429} | set(range(500, 600))
@@ -107,9 +107,9 @@ def _read_bounded(response, deadline: float, url: str) -> bytes:
     announcing or sending more, or sending without end, is a one-line error, not a MemoryError."""
     length = response.getheader("Content-Length")
     if length is not None and length.strip().isdigit() and int(length) > MAX_BODY:
-        raise KitError(f"{url}: the server announced a {int(length)}-byte answer (Content-Length), over the kit's "
-                       f"bound of {MAX_BODY} bytes for a chat completion; check base_url points at a chat completions "
-                       "API")
+        raise DataError(url, f"the server announced a {int(length)}-byte answer (Content-Length), over the kit's "
+                        f"bound of {MAX_BODY} bytes for a chat completion; check base_url points at a chat completions "
+                        "API")
     parts, size = [], 0
     while True:
         if time.monotonic() >= deadline:
@@ -119,8 +119,8 @@ def _read_bounded(response, deadline: float, url: str) -> bytes:
             return b"".join(parts)
         size += len(block)
         if size > MAX_BODY:
-            raise KitError(f"{url}: the server sent more than {MAX_BODY} bytes for one chat completion; check base_url "
-                           "points at a chat completions API")
+            raise DataError(url, f"the server sent more than {MAX_BODY} bytes for one chat completion; check base_url "
+                            "points at a chat completions API")
         parts.append(block)
 
 
@@ -166,11 +166,13 @@ class OpenAIBackend:
         if api_key_env:
             key = os.environ.get(api_key_env)
             if not key:
-                raise KitError(f"environment variable {api_key_env} is empty; export the API key for {self.url}")
+                raise MissingPrerequisite(f"environment variable {api_key_env} is empty",
+                                          f"export the API key for {self.url}")
             self.headers["Authorization"] = f"Bearer {key}"
         if timeout_s <= 0 or max_retries < 0 or max_in_flight < 1:
-            raise KitError(f"timeout_s={timeout_s}, max_retries={max_retries}, max_in_flight={max_in_flight}: "
-                           "give a positive timeout, retries >= 0 and at least one request in flight")
+            raise DataError("model settings",
+                            f"timeout_s={timeout_s}, max_retries={max_retries}, max_in_flight={max_in_flight}: "
+                            "give a positive timeout, retries >= 0 and at least one request in flight")
         self.timeout_s, self.max_retries = timeout_s, max_retries
         self.backoff_s, self.backoff_max_s = backoff_s, backoff_max_s
         self.max_in_flight = max_in_flight
@@ -183,7 +185,7 @@ class OpenAIBackend:
         self.url = base_url.rstrip("/") + "/chat/completions"
         parts = urllib.parse.urlsplit(self.url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise KitError(f"base_url {base_url!r} is not an http(s) URL; e.g. http://localhost:8000/v1")
+            raise DataError("model settings", f"base_url {base_url!r} is not an http(s) URL; e.g. http://localhost:8000/v1")
         path = parts.path + (f"?{parts.query}" if parts.query else "")
         self._target = (parts.scheme, parts.hostname, parts.port, path)
 
@@ -238,11 +240,11 @@ class OpenAIBackend:
         if response.status >= 400:
             if response.status in RETRY_STATUS:
                 raise _Transient(f"HTTP {response.status}", response.getheader("Retry-After"))
-            raise KitError(f"{self.url} answered HTTP {response.status} ({response.reason}); check base_url, model "
-                           "and the API key")
+            raise MissingPrerequisite(f"{self.url} answered HTTP {response.status} ({response.reason})",
+                                      "check base_url, model and the API key")
         if nested_too_deep(raw):
-            raise KitError(f"{self.url}: the server's answer nests more than {MAX_DEPTH} levels of JSON, which no chat "
-                           "completion does; check base_url points at a chat completions API")
+            raise DataError(self.url, f"the server's answer nests more than {MAX_DEPTH} levels of JSON, which no chat "
+                            "completion does; check base_url points at a chat completions API")
         try:
             body = json.loads(raw)
             message = body["choices"][0]["message"]
@@ -286,8 +288,8 @@ class OpenAIBackend:
             if self.server is not None:
                 self.server.check()  # a server that died is one line at once, not retries until they run out
             if attempt == self.max_retries:
-                raise KitError(f"{self.url}: no judgment after {attempt + 1} attempts (last: {status}); "
-                               "check the server or raise max_retries") from None
+                raise MissingPrerequisite(f"{self.url}: no judgment after {attempt + 1} attempts (last: {status})",
+                                          "check the server or raise max_retries") from None
             with self._lock:
                 self.usage.retries += 1
             time.sleep(self._delay(attempt, retry_after))

@@ -41,7 +41,7 @@ import threading
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, replace
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError, KitError, MissingPrerequisite, RequestError
 from evalkit.llm import vllm_server
 from evalkit.llm.backend import Prompts, Usage
 from evalkit.llm.openai_api import OpenAIBackend, api_numerics
@@ -85,7 +85,7 @@ def gpu_ids() -> list[str]:
 
 def _count(replicas) -> int:
     if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
-        raise KitError(f"replicas={replicas!r} must be a positive whole number (the workers of the run)")
+        raise RequestError("workers", "must be a positive whole number (the workers of the run)", value=replicas)
     return replicas
 
 
@@ -98,10 +98,10 @@ class ReplicaSet:
 
     def __init__(self, servers: list, placement: str = "local", before_start=None):
         if not servers:
-            raise KitError("a replica set needs at least one server")
+            raise RequestError("replicas", "names no server; a replica set needs at least one")
         identities = {server.identity for server in servers}
         if len(identities) != 1:
-            raise KitError("the replicas of one model must run one command (their identities differ)")
+            raise DataError("replicas", "the replicas of one model must run one command (their identities differ)")
         self.servers, self.placement = list(servers), placement
         self.identity = identities.pop()
         self.model = servers[0].model
@@ -136,7 +136,7 @@ class ReplicaSet:
             if failures:
                 index, exc = min(failures, key=lambda f: f[0])
                 self.stop()
-                raise KitError(f"{self.where(index)} of {self.model} did not start: {exc}") from None
+                raise DataError(f"{self.where(index)} of {self.model}", f"did not start: {exc}") from None
             self._started = True
 
     def where(self, index: int) -> str:
@@ -180,7 +180,8 @@ def local_replicas(command: ServeCommand, replicas: int) -> ReplicaSet:
     envs: list[dict] = [{} for _ in range(count)]
     if count > 1 and ids and not distributed:
         if count * per > len(ids):
-            raise KitError(f"{count} replicas of {command.model} at {per} GPU(s) each need {count * per} GPUs; "
+            raise RequestError("workers", f"{count} replicas of {command.model} at {per} GPU(s) each need "
+                               f"{count * per} GPUs; "
                            f"{len(ids)} are visible: lower the workers or tensor_parallel_size")
         envs = [{"CUDA_VISIBLE_DEVICES": ",".join(ids[i * per:(i + 1) * per])} for i in range(count)]
     return ReplicaSet([command.server(env=env, label=f"r{i}" if count > 1 else "") for i, env in enumerate(envs)],
@@ -191,7 +192,7 @@ def _ray():
     try:
         import ray  # lazy: the cluster extra; only a run on Ray loads it
     except ImportError:
-        raise KitError("replicas on Ray need the ray package; pip install 'evalkit[cluster]'") from None
+        raise MissingPrerequisite("replicas on Ray need the ray package", "pip install 'evalkit[cluster]'") from None
     return ray
 
 
@@ -238,18 +239,21 @@ def _fits(ray, command: ServeCommand, count: int, whole_node: bool) -> dict:
     need = count * command.gpus
     if gpus:
         if need > gpus:
-            raise KitError(f"{count} replicas of {command.model} at {command.gpus} GPU(s) each need {need} GPUs; the "
+            raise RequestError("workers", f"{count} replicas of {command.model} at {command.gpus} GPU(s) each "
+                               f"need {need} GPUs; the "
                            f"Ray cluster has {gpus:g}: lower the workers or tensor_parallel_size")
         largest = max((node.get("Resources", {}).get("GPU", 0) for node in ray.nodes() if node.get("Alive")),
                       default=0)
         if whole_node and command.gpus > largest:
-            raise KitError(f"a replica of {command.model} needs {command.gpus} GPUs and the largest node of the Ray "
+            raise DataError("model settings", f"a replica of {command.model} needs {command.gpus} GPUs and the "
+                            "largest node of the Ray "
                            f"cluster has {largest:g}: set distributed_executor_backend: ray (vLLM over the cluster's "
                            "nodes) or lower tensor_parallel_size / pipeline_parallel_size")
         return {"num_gpus": command.gpus, "num_cpus": 0}
     cpus = ray.cluster_resources().get("CPU", 0)
     if whole_node and count > cpus:
-        raise KitError(f"{count} replicas of {command.model} need {count} CPUs (one each on a cluster without GPUs); "
+        raise RequestError("workers", f"{count} replicas of {command.model} need {count} CPUs (one each on a "
+                           "cluster without GPUs); "
                        f"the Ray cluster has {cpus:g}: lower the workers")
     return {"num_cpus": 1}
 
@@ -320,10 +324,12 @@ class RayServer:
             return ray.get(getattr(self.actor, method).remote(), timeout=timeout)
         except ray.exceptions.RayTaskError as exc:
             cause = getattr(exc, "cause", None)
-            raise KitError(str(cause) if isinstance(cause, KitError) else
-                           f"{type(cause or exc).__name__}: {str(cause or exc).splitlines()[0]}") from None
+            if isinstance(cause, KitError):
+                raise cause from None  # the replica's own line, of its own kind
+            raise DataError(f"{self.label} of {self.model}",
+                            f"{type(cause or exc).__name__}: {str(cause or exc).splitlines()[0]}") from None
         except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as exc:
-            raise KitError(f"the Ray actor of {self.label} of {self.model} is gone or does not answer "
+            raise DataError(f"the Ray actor of {self.label} of {self.model}", "is gone or does not answer "
                            f"({type(exc).__name__}); its node may have been lost") from None
 
     def ensure_started(self) -> None:
@@ -337,7 +343,7 @@ class RayServer:
             self.actor = ray.remote(ReplicaActor).options(**options).remote(self.command, f"r{self.label.split()[1]}")
             self.base_url, self.node, self.devices, build = self._call("start")
             if build != installed_build(self.command.executable):
-                raise KitError(f"node {self.node} runs another vllm build than this machine (the sha256 of its "
+                raise DataError(f"node {self.node}", "runs another vllm build than this machine (the sha256 of its "
                                "installed RECORD differs), so its judgments would be keyed wrongly; install the same "
                                "vllm on every node")
 

@@ -39,7 +39,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from evalkit.core.errors import KitError, unknown_settings
+from evalkit.core.errors import DataError, RequestError, unknown_settings
 from evalkit.core.workspace import cache_root
 from evalkit.data.runs import ranked
 from evalkit.llm.backend import Backend
@@ -100,7 +100,7 @@ def order_scores(order: Sequence[str]) -> dict[str, float]:
 
 def build_backend(kind: str, settings: dict) -> Backend:
     if kind not in BACKENDS:
-        raise KitError(f"unknown LLM backend {kind!r}; choose one of {sorted(BACKENDS)}")
+        raise DataError("model settings", f"unknown LLM backend {kind!r}; choose one of {sorted(BACKENDS)}")
     cls = BACKENDS[kind]()
     accepted = set(inspect.signature(cls).parameters)
     unknown = set(settings) - accepted
@@ -131,14 +131,17 @@ def _server(kind: str, settings: dict) -> ServeCommand | None:
     serve = options.pop("serve", None)
     if serve is None:
         if options:
-            raise KitError(f"{', '.join(sorted(options))} apply to a server the kit starts; add serve: vllm")
+            raise DataError("model settings",
+                            f"{', '.join(sorted(options))} apply to a server the kit starts; add serve: vllm")
         return None
     if serve != "vllm" or kind != "openai":
-        raise KitError(f"serve: {serve!r} with backend {kind}: the kit starts vllm servers for backend openai "
-                       "(serve: vllm)")
+        raise DataError("model settings",
+                        f"serve: {serve!r} with backend {kind}: the kit starts vllm servers for backend openai "
+                        "(serve: vllm)")
     if "base_url" in settings:
-        raise KitError(f"serve: vllm starts a local server, so base_url {settings['base_url']} is not used; "
-                       "drop one of them")
+        raise DataError("model settings",
+                        f"serve: vllm starts a local server, so base_url {settings['base_url']} is not used; "
+                        "drop one of them")
 
     args = options.get("vllm_args", ())
     return ServeCommand(settings["model"], settings.get("revision"), options.get("tensor_parallel_size"),
@@ -157,20 +160,24 @@ class LLMReranker:
         self.variant = s.pop("variant", "heapsort")
         self.k, self.depth = int(s.pop("k", 20)), int(s.pop("depth", 100))
         if self.method not in DEFAULT_TEMPLATES:
-            raise KitError(f"method {self.method!r} is not one of {sorted(DEFAULT_TEMPLATES)}; fix the model settings")
+            raise DataError("model settings",
+                            f"method {self.method!r} is not one of {sorted(DEFAULT_TEMPLATES)}; fix the model settings")
         if self.variant not in VARIANTS:
-            raise KitError(f"variant {self.variant!r} is not one of {sorted(VARIANTS)}; fix the model settings")
+            raise DataError("model settings",
+                            f"variant {self.variant!r} is not one of {sorted(VARIANTS)}; fix the model settings")
         if self.k < 1 or self.depth < 1:
-            raise KitError(f"k={self.k} and depth={self.depth} must be positive; fix the model settings")
+            raise DataError("model settings",
+                            f"k={self.k} and depth={self.depth} must be positive; fix the model settings")
         template = load_template(s.pop("template", DEFAULT_TEMPLATES[self.method]), s.pop("budgets", None))
         if template.pairwise != (self.method == "prp"):
-            raise KitError(f"template {template.name} does not suit method {self.method}; "
-                           "use a pairwise template ({a}, {b}) for prp and a pointwise one ({candidate}) for pw")
+            raise DataError("model settings", f"template {template.name} does not suit method {self.method}; use a "
+                            "pairwise template ({a}, {b}) for prp and a pointwise one ({candidate}) for pw")
         cache = JudgmentCache(Path(s.pop("cache", None) or cache_root() / "llm" / "judgments.sqlite"))
         disagreement, chunk = s.pop("disagreement", "incumbent"), int(s.pop("chunk", 64))
         self.parallel_queries = int(s.pop("parallel_queries", 64))
         if self.parallel_queries < 1:
-            raise KitError(f"parallel_queries={self.parallel_queries} must be positive; fix the model settings")
+            raise DataError("model settings",
+                            f"parallel_queries={self.parallel_queries} must be positive; fix the model settings")
         if kind == "transformers":
             s.setdefault("prefix_cache", self.parallel_queries)
         self.command = _server(kind, s) if backend is None else None
@@ -191,7 +198,7 @@ class LLMReranker:
         a kit-started server (an API, a server the user runs, a model in this process) are left
         as they are. The replicas are recorded in `describe`, not in any key."""
         if placement not in PLACEMENTS:
-            raise KitError(f"placement {placement!r} is not one of {PLACEMENTS}")
+            raise RequestError("placement", f"is not one of {PLACEMENTS}", value=placement)
         if self.command is None or (workers == 1 and placement == "local"):
             return
         self.replicate((ray_replicas if placement == "ray" else local_replicas)(self.command, workers))
@@ -199,9 +206,10 @@ class LLMReranker:
     def replicate(self, replicas: ReplicaSet) -> None:
         """Send this reranker's prompts to `replicas` (servers of its own command) instead of its one server."""
         if self.command is None:
-            raise KitError("replicas serve a model the kit starts (serve: vllm); this entry has no such server")
+            raise DataError("model settings", "replicas serve a model the kit starts (serve: vllm); this entry has "
+                            "no such server")
         if replicas.identity != self.server.identity:
-            raise KitError(f"the replicas run another command than {self.command.model}'s server; build them from "
+            raise DataError("replicas", f"they run another command than {self.command.model}'s server; build them from "
                            "its command")
         self.server = replicas
         self.judge.backend = ReplicatedBackend(self.judge.backend.template if isinstance(
@@ -231,8 +239,8 @@ class LLMReranker:
             head = order[:self.depth]
             missing = [doc for doc in head if doc not in texts]
             if missing:
-                raise KitError(f"no text for candidate {missing[0]} ({len(missing)} missing); "
-                               "pass (doc_id, text) for every reranked document")
+                raise DataError("candidates", f"no text for candidate {missing[0]} ({len(missing)} missing); "
+                                              "pass (doc_id, text) for every reranked document")
             query = self.judge.for_query(instruction, seed_text, {doc: texts[doc] for doc in head},
                                          sorting=self.variant != "allpairs")
             steps = query.pointwise(head) if self.method == "pw" else \

@@ -26,7 +26,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import TYPE_CHECKING
 
 from evalkit.core import progress
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError
 from evalkit.llm.cache import valid_prob
 
 if TYPE_CHECKING:  # names in annotations only: the judge calls the scheduler, never the other way round
@@ -38,8 +38,8 @@ Task = tuple["QueryJudge", Generator]
 def _checked(judge: Judge, probs: list) -> list[float]:
     bad = [p for p in probs if not valid_prob(p)]
     if bad:
-        raise KitError(f"{judge.backend.model} gave {bad[0]!r} as a label probability; nothing was cached. "
-                       "Check the model (e.g. a float16 overflow: use dtype bfloat16 or float32)")
+        raise DataError(judge.backend.model, f"gave {bad[0]!r} as a label probability; nothing was cached. "
+                        "Check the model (e.g. a float16 overflow: use dtype bfloat16 or float32)")
     return [float(p) for p in probs]
 
 

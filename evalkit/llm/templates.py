@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 
 from evalkit.core import configfile
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError
 
 TEMPLATES_FILE = Path(__file__).resolve().parents[1] / "config" / "llm_templates.yaml"
 PARTS = ("instruction", "seed", "candidate")
@@ -44,11 +44,11 @@ def _check(name: str, path: Path, t: Template) -> None:
     for part, fields in needed.items():
         missing = [f for f in fields if f not in getattr(t, part)]
         if missing:
-            raise KitError(f"{path}: template {name} {part} lacks {', '.join(missing)}; add the placeholder")
+            raise DataError(path, f"template {name} {part} lacks {', '.join(missing)}; add the placeholder")
     if len(t.labels) != 2 or t.labels[0] == t.labels[1]:
-        raise KitError(f"{path}: template {name} needs two different labels, got {list(t.labels)}")
+        raise DataError(path, f"template {name} needs two different labels, got {list(t.labels)}")
     if set(t.budgets) != set(PARTS) or not all(isinstance(v, int) and v > 0 for v in t.budgets.values()):
-        raise KitError(f"{path}: template {name} budgets must give a positive token count for each of {PARTS}")
+        raise DataError(path, f"template {name} budgets must give a positive token count for each of {PARTS}")
 
 
 def load_template(name: str, budgets: dict[str, int] | None = None, path: Path = TEMPLATES_FILE) -> Template:
@@ -56,15 +56,15 @@ def load_template(name: str, budgets: dict[str, int] | None = None, path: Path =
     try:
         table = yaml.safe_load(configfile.read_text(Path(path)))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise KitError(f"{path}: cannot read LLM templates ({exc}); restore the file") from None
+        raise DataError(path, f"cannot read LLM templates ({exc}); restore the file") from None
     if not isinstance(table, dict) or name not in table:
-        raise KitError(f"{path}: no template {name!r}; choose one of {sorted(table or {})}")
+        raise DataError(path, f"no template {name!r}; choose one of {sorted(table or {})}")
     entry = dict(table[name])
     try:
         template = Template(name=name, prefix=entry.pop("prefix"), suffix=entry.pop("suffix"),
                             labels=tuple(entry.pop("labels")),
                             budgets={**entry.pop("budgets", {}), **(budgets or {})}, **entry)
     except (KeyError, TypeError) as exc:
-        raise KitError(f"{path}: template {name} is malformed ({exc}); give prefix, suffix, labels, budgets") from None
+        raise DataError(path, f"template {name} is malformed ({exc}); give prefix, suffix, labels, budgets") from None
     _check(name, path, template)
     return template

@@ -41,7 +41,7 @@ import urllib.request
 from pathlib import Path
 
 from evalkit.core.devices import gpu_count
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError, MissingPrerequisite
 from evalkit.core.hashing import file_sha256
 from evalkit.core.process_guard import guarded
 from evalkit.core.workspace import cache_root
@@ -101,12 +101,13 @@ class VLLMServer:
         for name, size in (("tensor_parallel_size", tensor_parallel_size),
                            ("pipeline_parallel_size", pipeline_parallel_size)):
             if size is not None and int(size) < 1:
-                raise KitError(f"{name}={size} must be positive; fix the model settings")
+                raise DataError("model settings", f"{name}={size} must be positive; fix the model settings")
         if distributed_executor_backend not in (None, *DISTRIBUTED_BACKENDS):
-            raise KitError(f"distributed_executor_backend {distributed_executor_backend!r} is not one of "
+            raise DataError("model settings", f"distributed_executor_backend {distributed_executor_backend!r} is "
+                            "not one of "
                            f"{DISTRIBUTED_BACKENDS}; fix the model settings")
         if not isinstance(args, (list, tuple)) or not all(isinstance(a, str) for a in args):
-            raise KitError(f"vllm_args {args!r} must be a list of strings (one per argument)")
+            raise DataError("model settings", f"vllm_args {args!r} must be a list of strings (one per argument)")
         self.model, self.revision = model, revision
         self.tensor_parallel_size = int(tensor_parallel_size or max(visible_gpus(), 1))
         self.pipeline_parallel_size = int(pipeline_parallel_size or 1)
@@ -167,8 +168,8 @@ class VLLMServer:
 
     def _start(self) -> None:
         if shutil.which(self.executable) is None:
-            raise KitError(f"cannot start {self.executable} serve (no such executable on PATH); install vllm "
-                           "(pip install vllm) or set vllm_executable")
+            raise MissingPrerequisite(f"cannot start {self.executable} serve (no such executable on PATH)",
+                                      "install vllm (pip install vllm) or set vllm_executable")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "wb") as log:  # the guard leads a new process group: the server and its workers
             self.process = subprocess.Popen(guarded(self.argv()), stdout=log, stderr=subprocess.STDOUT,
@@ -178,12 +179,13 @@ class VLLMServer:
         deadline = time.monotonic() + self.ready_timeout_s
         while not self._ready():
             if self.process.poll() is not None:
-                raise KitError(f"vllm serve {self.model} exited with status {self.process.returncode} before it "
-                               f"answered ({self._last_line()}); see {self.log_path}")
+                raise MissingPrerequisite(f"vllm serve {self.model} exited with status {self.process.returncode} "
+                                          f"before it answered ({self._last_line()})", f"see {self.log_path}")
             if time.monotonic() >= deadline:
                 self.stop()
-                raise KitError(f"vllm serve {self.model} did not answer {self.base_url}/models within "
-                               f"ready_timeout_s={self.ready_timeout_s:g} s; stopped it, see {self.log_path}")
+                raise MissingPrerequisite(f"vllm serve {self.model} did not answer {self.base_url}/models within "
+                                          f"ready_timeout_s={self.ready_timeout_s:g} s; stopped it",
+                                          f"see {self.log_path}")
             time.sleep(POLL_S)
 
     def _ready(self) -> bool:
@@ -197,9 +199,9 @@ class VLLMServer:
     def check(self) -> None:
         """A KitError when the started server has exited (called before a request is retried)."""
         if self.process is not None and self.process.poll() is not None:
-            raise KitError(f"the vLLM server of {self.model} exited mid-run (status {self.process.returncode}: "
-                           f"{self._last_line()}); the judgments so far are cached, rerun to resume; see "
-                           f"{self.log_path}")
+            raise MissingPrerequisite(f"the vLLM server of {self.model} exited mid-run "
+                                      f"(status {self.process.returncode}: {self._last_line()})",
+                                      f"the judgments so far are cached, rerun to resume; see {self.log_path}")
 
     def healthy(self, tries: int = 3) -> bool:
         """Whether the started server still runs and lists its model (`tries` times, `POLL_S` apart):

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import RequestError
 from evalkit.data.runstore import slug
 from evalkit.models.identity import folder_identity
 
@@ -71,8 +71,8 @@ def st_spec(location: str, query_template: str | None = None, doc_template: str 
                        ("revision", revision), ("role", role), ("label", label)):
         if value is not None:
             if ";" in value:
-                raise KitError(f"{key} {value!r} contains ';', which separates the parts of an st: model; "
-                               "remove it")
+                raise RequestError("model", f"{key} {value!r} contains ';', which separates the parts of an st: model; "
+                                            "remove it")
             parts.append(f"{key}={value}")
     return ";".join(parts)
 
@@ -81,12 +81,12 @@ def parse_st(name: str) -> tuple[str, dict]:
     """(location, {setting: value}) of an ``st:`` spec."""
     location, *parts = name[len(PREFIX):].split(";")
     if not location.strip():
-        raise KitError(f"model {name!r} names no location; write st:HUB_ID or st:FOLDER")
+        raise RequestError("model", "names no location; write st:HUB_ID or st:FOLDER", value=name)
     settings: dict = {}
     for part in parts:
         key, equals, value = part.partition("=")
         if not equals or key.strip() not in KEYS:
-            raise KitError(f"model {name!r}: part {part!r} is not KEY=VALUE with KEY one of {', '.join(KEYS)}")
+            raise RequestError("model", f"part {part!r} is not KEY=VALUE with KEY one of {', '.join(KEYS)}", value=name)
         settings[KEYS[key.strip()]] = value
     return location.strip(), settings
 
@@ -97,7 +97,7 @@ def st_settings(name: str) -> tuple[dict, str, str, dict | None]:
     role = settings.pop("role", None)
     label = settings.pop("label", None)
     if label is not None and not label.strip():
-        raise KitError(f"model {name!r}: label= is empty; give the name tables should show, or leave it out")
+        raise RequestError("model", "label= is empty; give the name tables should show, or leave it out", value=name)
     query = settings.get("query_template", "{query}")
     role = role or ("instructed" if "{instruction}" in query else "agnostic")
     folder = Path(location).expanduser()
@@ -105,7 +105,8 @@ def st_settings(name: str) -> tuple[dict, str, str, dict | None]:
         location = str(folder.resolve())
         identity = folder_identity(folder)
     elif "/" in location and (location.startswith((".", "/", "~")) or folder.suffix):
-        raise KitError(f"model {name!r}: folder {location} not found; give a sentence-transformers folder or a hub id")
+        raise RequestError("model", f"folder {location} not found; give a sentence-transformers folder or a hub id",
+                           value=name)
     else:
         identity = {"hub_id": location, "revision": settings["revision"]} if settings.get("revision") else None
     return ({"model": location, **settings}, label.strip() if label else f"{PREFIX}{Path(location).name or location}",

@@ -43,7 +43,7 @@ import numpy as np
 import Stemmer
 
 from evalkit.core import progress
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError, KitError, MissingPrerequisite
 from evalkit.core.hashing import file_sha256
 from evalkit.core.locks import exclusive
 from evalkit.data.collection import Document, Query
@@ -68,24 +68,28 @@ class BM25:
         for name, value, low, high in (("k1", k1, 0, math.inf), ("b", b, 0, 1)):
             if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high \
                     or not math.isfinite(value):
-                raise KitError(f"BM25 setting {name}={value!r} must be a finite number in [{low}, {high}]; "
-                               "fix the model's registry entry")
+                raise DataError("model settings",
+                                f"BM25 setting {name}={value!r} must be a finite number in [{low}, {high}]; "
+                                "fix the model's registry entry")
         if method not in METHODS:
-            raise KitError(f"BM25 setting method={method!r} is not one of {', '.join(METHODS)}; "
-                           "fix the model's registry entry")
+            raise DataError("model settings", f"BM25 setting method={method!r} is not one of {', '.join(METHODS)}; "
+                                              "fix the model's registry entry")
         if stemmer is not None and stemmer not in Stemmer.algorithms():
-            raise KitError(f"BM25 setting stemmer={stemmer!r} is not a Snowball stemmer (PyStemmer knows "
-                           f"{', '.join(Stemmer.algorithms())}) nor null; fix the model's registry entry")
+            raise DataError("model settings",
+                            f"BM25 setting stemmer={stemmer!r} is not a Snowball stemmer (PyStemmer knows "
+                            f"{', '.join(Stemmer.algorithms())}) nor null; fix the model's registry entry")
         if not (stopwords is None or isinstance(stopwords, str)
                 or isinstance(stopwords, list) and all(isinstance(w, str) for w in stopwords)):
-            raise KitError(f"BM25 setting stopwords={stopwords!r} must be a language code, a list of words or "
-                           "null; fix the model's registry entry")
+            raise DataError("model settings",
+                            f"BM25 setting stopwords={stopwords!r} must be a language code, a list of words or "
+                            "null; fix the model's registry entry")
         try:
             bm25s.tokenize(["probe"], stopwords=stopwords, show_progress=False)
         except ValueError:
-            raise KitError(f"BM25 setting stopwords={stopwords!r} is not a language bm25s has stopwords for "
-                           "(en, de, nl, fr, es, pt, it, ru, sv, no, zh, tr, ko, da), a list of words or null; "
-                           "fix the model's registry entry") from None
+            raise DataError("model settings",
+                            f"BM25 setting stopwords={stopwords!r} is not a language bm25s has stopwords for "
+                            "(en, de, nl, fr, es, pt, it, ru, sv, no, zh, tr, ko, da), a list of words or null; "
+                            "fix the model's registry entry") from None
         self.k1, self.b, self.method, self.stopwords, self.stemmer_name = k1, b, method, stopwords, stemmer
         self._stemmer = Stemmer.Stemmer(stemmer) if stemmer else None
         self._indexed: tuple[tuple[str, ...], bm25s.BM25 | None] | None = None
@@ -159,8 +163,9 @@ class BM25:
             written = sorted(p.name for p in partial.iterdir())
             if written != sorted(INDEX_FILES):
                 shutil.rmtree(partial, ignore_errors=True)
-                raise KitError(f"bm25s {bm25s.__version__} saved the files {written}, not the ones the kit checks "
-                               f"{sorted(INDEX_FILES)}; install a bm25s release whose save writes those")
+                raise MissingPrerequisite(f"bm25s {bm25s.__version__} saved the files {written}, not the ones the "
+                                          f"kit checks {sorted(INDEX_FILES)}",
+                                          "install a bm25s release whose save writes those")
             sums = {name: file_sha256(partial / name) for name in INDEX_FILES}
             write_atomic(partial / CHECKSUMS, json.dumps({"settings": settings, "files": sums}, indent=1,
                                                          sort_keys=True))  # last: complete
@@ -169,8 +174,8 @@ class BM25:
             shutil.rmtree(partial, ignore_errors=True)
             if folder.is_dir() and (folder / CHECKSUMS).is_file():  # published by another process meanwhile
                 return _load(folder, settings)
-            raise KitError(f"{folder}: cannot write the BM25 index ({exc.strerror or exc}); free disk space or set "
-                           "EVALKIT_CACHE to a writable folder with room") from None
+            raise DataError(folder, f"cannot write the BM25 index ({exc.strerror or exc}); free disk space or set "
+                            "EVALKIT_CACHE to a writable folder with room") from None
         return ids, retriever
 
     def search(self, queries: Sequence[Query], corpus, k: int, exclude=None,
@@ -231,8 +236,8 @@ def _load(folder: Path, settings: dict) -> tuple[list[str], bm25s.BM25] | None:
     `INDEX_FILES` is missing, changed or cut, a file is there that none lists, or ``checksums.json``
     lists other files or records other settings."""
     if folder.is_symlink():
-        raise KitError(f"{folder}: the BM25 index folder is a symbolic link (to {os.readlink(folder)}), which the "
-                       "kit never writes; delete the link to rebuild the index")
+        raise DataError(folder, f"the BM25 index folder is a symbolic link (to {os.readlink(folder)}), which the "
+                        "kit never writes; delete the link to rebuild the index")
     if not folder.exists():
         return None
 

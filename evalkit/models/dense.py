@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError, RequestError
 from evalkit.data.collection import Document, Query
 from evalkit.data.runs import ranked
 from evalkit.retrieval.embeddings import Encoder
@@ -18,22 +18,27 @@ TEMPLATE_FIELDS = {"query_template": ("instruction", "query"), "empty_instructio
                    "doc_template": ("text", "title", "abstract")}
 
 
+def _template_error(argument: str, problem: str) -> RequestError | DataError:
+    """A request's argument (``query_template=``, spelled by each front end) or a model's setting."""
+    return RequestError(argument.rstrip("="), problem) if argument.endswith("=") else DataError(argument, problem)
+
+
 def check_template(argument: str, template, fields: Sequence[str]) -> None:
     """One line when `template` is not a string, is malformed or names a field other than `fields`
     (`argument` is the setting as the caller spells it: ``query_template=``, ``--query-template``)."""
     import string
 
     if not isinstance(template, str):
-        raise KitError(f"{argument} {template!r} is a {type(template).__name__}, not a template string")
+        raise _template_error(argument, f"{template!r} is a {type(template).__name__}, not a template string")
     try:
         named = [field for _, field, _, _ in string.Formatter().parse(template) if field is not None]
     except ValueError as exc:
-        raise KitError(f"{argument} {template!r} is not a template ({exc}); write fields as "
-                       f"{', '.join('{' + f + '}' for f in fields)} and braces as {{{{ }}}}") from None
+        raise _template_error(argument, f"{template!r} is not a template ({exc}); write fields as "
+                           f"{', '.join('{' + f + '}' for f in fields)} and braces as {{{{ }}}}") from None
     unknown = next((f for f in named if f not in fields), None)
     if unknown is not None:
-        raise KitError(f"{argument} {template!r} names field {{{unknown}}}, which does not exist; its fields are "
-                       f"{', '.join('{' + f + '}' for f in fields)}")
+        raise _template_error(argument, f"{template!r} names field {{{unknown}}}, which does not exist; its "
+                           f"fields are {', '.join('{' + f + '}' for f in fields)}")
 
 
 class BiEncoder:
@@ -65,10 +70,10 @@ class BiEncoder:
                                        ("empty_instruction_template", empty_instruction_template, ("{query}",)),
                                        ("doc_template", doc_template, ("{text}", "{abstract}"))):
             if not any(field in template for field in fields):
-                raise KitError(f"{name} {template!r} must contain {' or '.join(fields)}; fix the model config")
+                raise DataError(name, f"{template!r} must contain {' or '.join(fields)}; fix the model config")
         if "{instruction}" in empty_instruction_template:
-            raise KitError("empty_instruction_template is used when the instruction is blank; "
-                           "it must not contain {instruction}")
+            raise DataError("empty_instruction_template", "is used when the instruction is blank; "
+                               "it must not contain {instruction}")
         self.encoder = encoder
         self.query_template = query_template
         self.empty_instruction_template = empty_instruction_template
@@ -77,7 +82,8 @@ class BiEncoder:
         self.first_stage = first_stage
         self.depth = None if depth is None else int(depth)
         if first_stage is not None and (self.depth is None or self.depth < 1):
-            raise KitError(f"depth={depth} must be a positive integer when a first_stage is set; fix the model config")
+            raise RequestError("depth", "must be a positive integer when a first_stage is set; fix the model config",
+                               value=depth)
 
     # -- what subclasses override ---------------------------------------------------------
     def query_string(self, query: Query) -> str:
@@ -207,7 +213,8 @@ class MultiVector:
 
     def __init__(self, encoder: Encoder, matching: str = "ot"):
         if matching not in self.MATCHINGS:
-            raise KitError(f"unknown matching {matching!r}; choose one of {', '.join(self.MATCHINGS)}")
+            raise DataError("model settings",
+                            f"unknown matching {matching!r}; choose one of {', '.join(self.MATCHINGS)}")
         self.encoder = encoder
         self.matching = matching
 

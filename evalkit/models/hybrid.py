@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError
 from evalkit.data.collection import Document, Query
 from evalkit.data.runs import Run
 from evalkit.models.dense import BiEncoder
@@ -27,7 +27,7 @@ class FacetHybrid:
 
     def __init__(self, model: BiEncoder, alpha: float, candidate_facet: bool = False):
         if not 0.0 <= alpha <= 1.0:
-            raise KitError(f"hybrid_alpha={alpha} must lie in [0, 1]; fix the model settings")
+            raise DataError("model settings", f"hybrid_alpha={alpha} must lie in [0, 1]; fix the model settings")
         self.model, self.alpha, self.candidate_facet = model, float(alpha), candidate_facet
         self.reads_instruction = model.reads_instruction
 

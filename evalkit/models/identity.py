@@ -86,7 +86,7 @@ import types
 from functools import cache
 from pathlib import Path, PurePath
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import RequestError
 from evalkit.core.hashing import files_sha256
 
 PLAIN = (str, int, float, bool, complex, type(None))
@@ -556,7 +556,7 @@ def identity_and_reason(obj, revision: str | None = None) -> tuple[dict | None, 
     alone, with a note that the kit could not see everything; else (None, why)."""
     if revision is not None:
         if not str(revision).strip():
-            raise KitError("revision= is empty; give a non-empty revision or leave it out")
+            raise RequestError("revision", "is empty; give a non-empty revision or leave it out")
     found, why = fingerprint(obj)
     kind = type(obj) if not (inspect.isfunction(obj) or inspect.isclass(obj)) else obj
     described = {"object": f"{getattr(kind, '__module__', '?')}.{getattr(kind, '__qualname__', '?')}"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError
 from evalkit.data.collection import Document, Query
 from evalkit.data.runs import ranked
 from evalkit.llm.oracle import oracle
@@ -62,7 +62,8 @@ class OraclePRP:
     def __init__(self, first_stage: Scorer, qrels: Mapping[str, Mapping[str, int]], variant: str = "heapsort",
                  k: int = 20, depth: int = 200):
         if variant not in VARIANTS:
-            raise KitError(f"variant {variant!r} is not one of {sorted(VARIANTS)}; fix the model settings")
+            raise DataError("model settings",
+                            f"variant {variant!r} is not one of {sorted(VARIANTS)}; fix the model settings")
         self.first_stage, self.qrels = first_stage, qrels
         self.variant, self.k, self.depth = variant, int(k), int(depth)
 
@@ -72,7 +73,7 @@ class OraclePRP:
     def score(self, query: Query, candidates: Sequence[Document]) -> dict[str, float]:
         grades = self.qrels.get(query.qid)
         if grades is None:
-            raise KitError(f"the oracle has no grades for query {query.qid}; it needs a judged query")
+            raise DataError("collection", f"the oracle has no grades for query {query.qid}; it needs a judged query")
         order = ranked(self.first_stage.score(query, candidates))
         top = VARIANTS[self.variant](order[:self.depth], oracle(grades), self.k)[:self.k]
         chosen = set(top)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError, KitError
 from evalkit.core.packages import extract_split_zip, package_file
 
 
@@ -28,7 +28,7 @@ def model_folder(root: Path) -> Path:
     """The sentence-transformers folder (holding modules.json) under an extracted archive."""
     found = sorted(root.rglob("modules.json"))
     if not found:
-        raise KitError(f"{root} holds no sentence-transformers folder (modules.json)")
+        raise DataError(root, "holds no sentence-transformers folder (modules.json)")
     return found[0].parent
 
 

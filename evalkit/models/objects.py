@@ -28,7 +28,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError, RequestError
 from evalkit.data.collection import Document, Query
 from evalkit.models.dense import BiEncoder
 from evalkit.models.identity import vectors_identity
@@ -70,31 +70,31 @@ def as_vectors(out, n: int, where: str) -> np.ndarray:
     if hasattr(out, "detach"):
         out = out.detach().cpu().numpy()
     if isinstance(out, dict) or not isinstance(out, (np.ndarray, list, tuple)):
-        raise KitError(f"{where}: encode gave a {type(out).__name__}; return one vector per text (an array of "
-                       f"shape (texts, dim), a tensor or a list of lists of numbers)")
+        raise DataError(where, f"encode gave a {type(out).__name__}; return one vector per text (an array of "
+                        f"shape (texts, dim), a tensor or a list of lists of numbers)")
     if isinstance(out, (list, tuple)):
         lengths = {len(v) if isinstance(v, (list, tuple, np.ndarray)) or hasattr(v, "shape") else None for v in out}
         if len(lengths) > 1 or None in lengths:
-            raise KitError(f"{where}: encode gave vectors of different lengths ({sorted(lengths, key=str)[:4]}); "
-                           "every vector must have the same dimension")
+            raise DataError(where, f"encode gave vectors of different lengths ({sorted(lengths, key=str)[:4]}); "
+                            "every vector must have the same dimension")
         try:
             out = np.array([v.detach().cpu().numpy() if hasattr(v, "detach") else v for v in out])
         except (TypeError, ValueError) as exc:
-            raise KitError(f"{where}: encode gave vectors numpy cannot read ({exc}); return real numbers") from None
+            raise DataError(where, f"encode gave vectors numpy cannot read ({exc}); return real numbers") from None
     kind = out.dtype.kind
     if kind == "c":
-        raise KitError(f"{where}: encode gave complex vectors ({out.dtype}); the kit ranks by cosine of real "
-                       "vectors and does not drop imaginary parts: return real vectors")
+        raise DataError(where, f"encode gave complex vectors ({out.dtype}); the kit ranks by cosine of real "
+                        "vectors and does not drop imaginary parts: return real vectors")
     if kind not in "fiub":
-        raise KitError(f"{where}: encode gave an array of {out.dtype} values, not numbers; return real vectors")
+        raise DataError(where, f"encode gave an array of {out.dtype} values, not numbers; return real vectors")
     with np.errstate(over="ignore", invalid="ignore"):
         vectors = out.astype(np.float32)
     if vectors.ndim != 2 or len(vectors) != n:
-        raise KitError(f"{where}: encode gave an array of shape {vectors.shape} for {n} texts; it must return one "
-                       "vector per text")
+        raise DataError(where, f"encode gave an array of shape {vectors.shape} for {n} texts; it must return one "
+                        "vector per text")
     norms = np.linalg.norm(vectors.astype(np.float64), axis=1, keepdims=True)
     if not np.isfinite(vectors).all() or (norms == 0).any():
-        raise KitError(f"{where}: encode gave a zero or non-finite vector (or one beyond float32); check the model")
+        raise DataError(where, "encode gave a zero or non-finite vector (or one beyond float32); check the model")
     return (vectors / norms).astype(np.float32)
 
 
@@ -166,14 +166,14 @@ def as_score(value, where: str) -> float:
     if hasattr(value, "detach") and getattr(value, "numel", lambda: 0)() == 1:
         value = value.detach().cpu().item()
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, np.integer, np.floating)):
-        raise KitError(f"{where} is {value!r:.60}, a {type(value).__name__}; scores are real numbers")
+        raise DataError(where, f"is {value!r:.60}, a {type(value).__name__}; scores are real numbers")
     try:
         score = float(value)
     except OverflowError:
-        raise KitError(f"{where} is an integer of {len(str(abs(int(value))))} digits, beyond a float; scores must "
-                       "be finite floats") from None
+        raise DataError(where, f"is an integer of {len(str(abs(int(value))))} digits, beyond a float; scores must "
+                        "be finite floats") from None
     if not math.isfinite(score):
-        raise KitError(f"{where} is {score}, a non-finite score; scores must be finite")
+        raise DataError(where, f"is {score}, a non-finite score; scores must be finite")
     return score
 
 
@@ -198,20 +198,20 @@ class CallableScorer:
         if isinstance(out, dict):
             missing = next((d for d in ids if d not in out), None)
             if missing is not None:
-                raise KitError(f"{where} gave no score for document {missing}; score every document it is given")
+                raise DataError(where, f"gave no score for document {missing}; score every document it is given")
             values = [out[d] for d in ids]
         elif isinstance(out, np.ndarray):
             values = list(out.reshape(-1)) if out.ndim <= 1 or out.size == out.shape[0] else None
             if values is None:
-                raise KitError(f"{where} gave an array of shape {out.shape}; return one score per document")
+                raise DataError(where, f"gave an array of shape {out.shape}; return one score per document")
         elif isinstance(out, (list, tuple)):
             values = list(out)
         else:
-            raise KitError(f"{where} gave a {type(out).__name__}; return a list with one score per document (in "
-                           "order) or a {doc_id: score} dict")
+            raise DataError(where, f"gave a {type(out).__name__}; return a list with one score per document (in "
+                            "order) or a {doc_id: score} dict")
         if len(values) != len(ids):
-            raise KitError(f"{where} gave {len(values)} scores for {len(ids)} documents; return one score per "
-                           "document or a {doc_id: score} dict")
+            raise DataError(where, f"gave {len(values)} scores for {len(ids)} documents; return one score per "
+                            "document or a {doc_id: score} dict")
         return {doc: as_score(value, f"{where}, document {doc},") for doc, value in zip(ids, values)}
 
     def describe(self) -> dict:
@@ -229,5 +229,5 @@ def as_scorer(obj, name: str, identity: dict | None, templates: dict):
         return model
     if callable(obj):
         return CallableScorer(obj, name)
-    raise KitError(f"model {name}: {type(obj).__name__} has neither encode() nor score(); give a "
-                   "SentenceTransformer, an object with encode(), a score(query, documents) callable or a Scorer")
+    raise RequestError("model", f"model {name}: {type(obj).__name__} has neither encode() nor score(); give a "
+                       "SentenceTransformer, an object with encode(), a score(query, documents) callable or a Scorer")

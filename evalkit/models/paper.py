@@ -39,7 +39,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from evalkit.core.devices import device_kind, resolve_device
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError
 from evalkit.data.collection import Document, Query
 from evalkit.models.dense import BiEncoder
 from evalkit.retrieval.embeddings import CachedVectors, location_settings
@@ -62,7 +62,7 @@ class PaperBiEncoder(BiEncoder):
                  metric: str = "cosine", encode_documents=None):
         super().__init__(None, "{query}", doc_template, first_stage=first_stage, depth=depth)
         if metric not in ("cosine", "l2"):
-            raise KitError(f"unknown metric {metric!r}; choose cosine or l2")
+            raise DataError("model settings", f"unknown metric {metric!r}; choose cosine or l2")
         self.metric = metric
         self.reference = encoder
         self.encode_documents = encode_documents or encoder.encode_documents
@@ -169,8 +169,8 @@ def _build_instructed(settings: dict, first_stage, family: str, encoder_class, q
     device = resolve_device(s.pop("device", None))
     doc_template = s.pop("doc_template", "{text}")
     if scorer_class is PromptrieverBiEncoder and doc_template != "{text}":
-        raise KitError(f"doc_template {doc_template!r}: Promptriever writes its passages as its authors do "
-                       "(passage:  {title} {text}); drop doc_template from the entry")
+        raise DataError(f"doc_template {doc_template!r}", "Promptriever writes its passages as its authors do "
+                        "(passage:  {title} {text}); drop doc_template from the entry")
     encoder = encoder_class(s.pop("model"), revision=s.pop("revision", None), device=device,
                             max_length=s.pop("max_length", None), batch_size=s.pop("batch_size", 8),
                             dtype=s.pop("dtype", None), **{name: s.pop(name, None) for name in options})
@@ -250,9 +250,11 @@ class OTAspire:
         from evalkit.encoders.aspire import batch_diameter, ot_score
 
         if solver not in ("sinkhorn", "emd"):
-            raise KitError(f"unknown otAspire solver {solver!r}; choose sinkhorn (the authors') or emd")
+            raise DataError("model settings",
+                            f"unknown otAspire solver {solver!r}; choose sinkhorn (the authors') or emd")
         if diameter not in DIAMETERS:
-            raise KitError(f"unknown otAspire diameter {diameter!r}; choose batch (the authors') or pair")
+            raise DataError("model settings",
+                            f"unknown otAspire diameter {diameter!r}; choose batch (the authors') or pair")
         self.reference = encoder
         self.solver = solver
         self.diameter = diameter
@@ -273,8 +275,9 @@ class OTAspire:
 
     def query_rows(self, query: Query) -> np.ndarray:
         if query.seed is None:
-            raise KitError(f"otAspire ranks by a seed paper; query {query.qid} has none (use a query-by-document "
-                           "collection such as CSFCube)")
+            raise DataError("collection",
+                            f"otAspire ranks by a seed paper; query {query.qid} has none (use a query-by-document "
+                            "collection such as CSFCube)")
         rows = self.matrices([query.seed])[0]
         labels = [s.label for s in query.seed.sentences][:len(rows)]
         chosen = [i for i, label in enumerate(labels) if query.facet and label == query.facet]

@@ -31,7 +31,7 @@ from pathlib import Path
 import yaml
 
 from evalkit.core import configfile, extras
-from evalkit.core.errors import DeclarationError, KitError, RequestError, unknown_settings
+from evalkit.core.errors import DataError, DeclarationError, RequestError, unknown_settings
 from evalkit.data.collection import Collection
 from evalkit.models import adhoc, families, hybrid
 from evalkit.models.base import Scorer
@@ -67,7 +67,7 @@ def family_of(model: ModelSpec) -> Family:
     """The declaration of a model's family (`evalkit.models.family`), or a one-line error."""
     found = _declared(model.family)
     if found is None:
-        raise KitError(f"model {model.name}: unknown family {model.family!r}; choose one of {', '.join(FAMILIES)}")
+        raise DataError(f"model {model.name}", f"unknown family {model.family!r}; choose one of {', '.join(FAMILIES)}")
     return found
 
 
@@ -76,8 +76,8 @@ def _declared(name) -> Family | None:
     registration before families declared themselves) is refused with the way to register it."""
     found = FAMILIES.get(name) if isinstance(name, str) else None
     if found is not None and not isinstance(found, Family):
-        raise KitError(f"family {name!r} is registered as a bare builder; register it with "
-                       f"registry.register_family(Family({name!r}, BUILDER)) (evalkit.models.family)")
+        raise DeclarationError(f"family {name!r}", f"is registered as a bare builder; register it with "
+                               f"registry.register_family(Family({name!r}, BUILDER)) (evalkit.models.family)")
     return found
 
 
@@ -128,7 +128,7 @@ class Registry:
     def profile_settings(self, profile: str) -> dict:
         table = self.data["profiles"]  # its shape is checked when read (check_config)
         if profile not in table:
-            raise KitError(f"unknown profile {profile!r}; choose one of {', '.join(table)}")
+            raise RequestError("profile", f"unknown profile {profile!r}; choose one of {', '.join(table)}")
         return table[profile]
 
     def profile_value(self, profile: str, key: str):
@@ -153,21 +153,22 @@ class Registry:
         if adhoc.is_st(name):
             settings, label, role, identity = adhoc.st_settings(name)
             if role not in ROLES:
-                raise KitError(f"model {name}: unknown role {role!r}; choose one of {', '.join(ROLES)}")
+                raise DataError(f"model {name}", f"unknown role {role!r}; choose one of {', '.join(ROLES)}")
             return ModelSpec(name, profile, adhoc.ST_FAMILY, label, role, {**settings, "identity": identity})
         found = self.objects.get(name)
         if found is not None and name not in models:
             return ModelSpec(name, profile, adhoc.PYTHON_FAMILY, found.label, found.role,
                              {"object": name, **found.templates, "identity": found.identity}, found)
         if name not in models:
-            raise KitError(f"unknown model {name!r} in profile {profile}; choose one of {', '.join(models)}")
+            raise RequestError("model",
+                               f"unknown model {name!r} in profile {profile}; choose one of {', '.join(models)}")
         settings = dict(models[name])
         family = settings.pop("family", None)
         if _declared(family) is None:
-            raise KitError(f"model {name}: unknown family {family!r}; choose one of {', '.join(FAMILIES)}")
+            raise DataError(f"model {name}", f"unknown family {family!r}; choose one of {', '.join(FAMILIES)}")
         role = settings.pop("role", "agnostic")
         if role not in ROLES:
-            raise KitError(f"model {name}: unknown role {role!r}; choose one of {', '.join(ROLES)}")
+            raise DataError(f"model {name}", f"unknown role {role!r}; choose one of {', '.join(ROLES)}")
         return ModelSpec(name, profile, family, settings.pop("label", name), role, settings)
 
 
@@ -202,9 +203,9 @@ def _read_config(path: Path) -> dict:
     try:
         data = yaml.safe_load(configfile.read_text(Path(path)))
     except UnicodeDecodeError as exc:
-        raise KitError(f"{path}: the model registry is not UTF-8 text ({exc.reason}); save it as UTF-8") from None
+        raise DataError(path, f"the model registry is not UTF-8 text ({exc.reason}); save it as UTF-8") from None
     except (OSError, yaml.YAMLError) as exc:
-        raise KitError(f"{path}: cannot read the model registry ({' '.join(str(exc).split())})") from None
+        raise DataError(path, f"cannot read the model registry ({' '.join(str(exc).split())})") from None
     return data
 
 
@@ -214,7 +215,7 @@ SHAPE = "profiles: {NAME: {first_stage: MODEL, depth: N, models: {MODEL: {family
 def check_config(path: Path, data) -> None:
     """One-line errors for a registry of the wrong shape (every problem the loaders would hit later)."""
     def fail(where: str, problem: str):
-        raise KitError(f"{path}: {where} {problem}; the registry's shape is {SHAPE}")
+        raise DataError(path, f"{where} {problem}; the registry's shape is {SHAPE}")
 
     if not isinstance(data, dict) or not isinstance(data.get("profiles"), dict) or not data["profiles"]:
         fail("the file", "has no 'profiles' mapping")
@@ -311,7 +312,7 @@ def _build_family(family: Family, settings: dict, profile: str, collection: Coll
     depth = settings.pop("depth", None)
     if name is None:
         if depth is not None:
-            raise KitError(f"depth={depth} needs a first_stage to rerank; add first_stage or remove depth")
+            raise RequestError("depth", "needs a first_stage to rerank; add first_stage or remove depth", value=depth)
         return family.build(settings, profile, collection, first_stage=None, depth=None)
     return family.build(settings, profile, collection, first_stage=build(_first_stage(name, profile), collection),
                         depth=int(depth or profile_value(profile, "depth")))

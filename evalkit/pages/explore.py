@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import NOTEBOOK, RequestError
 from evalkit.evaluation.request import check_options
 from evalkit.pages.explore_views import (
     DEFAULT_K,
@@ -226,7 +226,8 @@ def render(explorer: Explorer, seed: str, models=None, k: int = DEFAULT_K) -> st
     models = list(models or explorer.runs)
     unknown = [m for m in models if m not in explorer.runs]
     if unknown:
-        raise KitError(f"model {unknown[0]} has no run here; choose among {', '.join(explorer.runs)}")
+        raise RequestError("model", f"{unknown[0]} has no run here; choose among {', '.join(explorer.runs)}",
+                           front_end=NOTEBOOK)
     ran = scope(explorer, models)
     note = f"<p><b>Runs:</b> {html.escape(scope_sentence(ran))}.</p>"
     if ran["seed_only"]:

@@ -31,7 +31,7 @@ from typing import TypeVar
 
 import pandas as pd
 
-from evalkit.core.errors import EXPLORE, KitError, RequestError
+from evalkit.core.errors import EXPLORE, DataError, KitError, RequestError
 from evalkit.data.collection import Collection, select_queries
 from evalkit.data.protocols import DEFAULT_PROTOCOL, protocol_collection
 from evalkit.data.runs import Run, ranks
@@ -142,7 +142,7 @@ def load(models, profile: str = "offline", protocol: str = "pool", runs_dir: Pat
     data = csfcube.load()
     collection = csfcube.to_collection(data)
     if seed is None and not every_query:
-        raise KitError("every_query=False needs the seed whose queries to run; give seed=")
+        raise RequestError("seed", "is needed when {every_query:False}: the seed whose queries to run")
     queries = None if seed is None else seed_queries(collection, seed)
     runs, labels, seed_only = {}, {}, []
     for model in models:
@@ -163,7 +163,7 @@ def top_k(explorer: Explorer, model: str, qid: str, k: int = DEFAULT_K) -> pd.Da
     (NaN for a document outside the judged pool, e.g. under the pooled protocol)."""
     run = explorer.runs[model].get(qid)
     if run is None:
-        raise KitError(f"the run of {model} lacks query {qid}; rank every query")
+        raise DataError("run", f"the run of {model} lacks query {qid}; rank every query")
     query = explorer.data.queries[qid]
     order = sorted(run, key=lambda d: (-run[d], d))[:check_k(k)]
     rows = []

@@ -45,17 +45,17 @@ def read_notebook(path: Path):
 
     path = Path(path)
     if path.is_dir():
-        raise KitError(f"{path}: is a folder, not a notebook; give executed .ipynb files")
+        raise DataError(path, "is a folder, not a notebook; give executed .ipynb files")
     if not path.is_file():
-        raise KitError(f"{path}: no such notebook; give executed .ipynb files")
+        raise DataError(path, "no such notebook; give executed .ipynb files")
     try:
         notebook = nbformat.read(str(path), as_version=4)
     except (ValueError, RecursionError, UnicodeDecodeError, KeyError, TypeError, AttributeError,
             nbformat.ValidationError) as exc:
         first = str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise KitError(f"{path}: not a readable .ipynb notebook ({first[:200]}); give executed notebooks") from None
+        raise DataError(path, f"not a readable .ipynb notebook ({first[:200]}); give executed notebooks") from None
     if not isinstance(getattr(notebook, "cells", None), list):
-        raise KitError(f"{path}: not a notebook (no cells); give executed .ipynb files")
+        raise DataError(path, "not a notebook (no cells); give executed .ipynb files")
     return notebook
 
 
@@ -359,8 +359,8 @@ def html_report(notebooks: list[Path], out: Path, smoke: bool = False) -> Path:
     read = [(Path(p), read_notebook(p)) for p in notebooks]
     found = next(((p, s) for p, nb in read if (s := smoke_seeds(p, nb)) is not None), None)
     if found is not None and not smoke:
-        raise KitError(f"{found[0]}: a smoke notebook (SEEDS={found[1]}); a report of smoke runs needs "
-                       "--smoke, or give the full-study notebooks")
+        raise DataError(found[0], f"a smoke notebook (SEEDS={found[1]}); a report of smoke runs needs "
+                        "--smoke, or give the full-study notebooks")
     try:
         title, block = provenance(read)
         protocols = [str(_parameters(nb).get("PROTOCOL", "")) for _, nb in read]
@@ -369,7 +369,8 @@ def html_report(notebooks: list[Path], out: Path, smoke: bool = False) -> Path:
                     for i, ((p, nb), protocol) in enumerate(zip(read, protocols), start=1)]
     except (ValueError, KeyError, TypeError, AttributeError) as exc:  # cells nbformat read but cannot render
         first = str(exc).splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
-        raise KitError(f"cannot render the notebooks ({first}); give notebooks executed by papermill") from None
+        raise DataError("notebooks",
+                        f"cannot render the notebooks ({first}); give notebooks executed by papermill") from None
     sections.append(checks(out))
     links = "" if all(notebook_name(p, nb) == "explore" for p, nb in read) else explore_links(out)
     try:

@@ -35,7 +35,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import RequestError
 from evalkit.data.collection import Collection, Query
 from evalkit.data.protocols import POOL_PROTOCOLS
 from evalkit.datasets import csfcube_download
@@ -92,13 +92,13 @@ def device_of(device: str | None) -> str:
     if device is None:
         return "gpu" if prerequisites.gpu_count() else "cpu"
     if device not in DEVICES:
-        raise KitError(f"device {device!r} is not one of {DEVICES}")
+        raise RequestError("device", f"is not one of {DEVICES}", value=device)
     return device
 
 
 def check_workers(workers) -> int | None:
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
-        raise KitError(f"workers={workers!r} must be a positive whole number")
+        raise RequestError("workers", "must be a positive whole number", value=workers)
     return workers
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import yaml
 
 from evalkit.core.devices import gpu_count  # noqa: F401  (prerequisites.gpu_count: plan reads it here)
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError, MissingPrerequisite
 from evalkit.models import registry
 from evalkit.models.registry import ModelSpec
 
@@ -51,7 +51,7 @@ def costs() -> dict:
     try:
         return yaml.safe_load(COSTS_FILE.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
-        raise KitError(f"{COSTS_FILE}: cannot read the plan's prices and sizes ({exc}); restore the file") from None
+        raise DataError(COSTS_FILE, f"cannot read the plan's prices and sizes ({exc}); restore the file") from None
 
 
 def hub_ids(spec: ModelSpec) -> list[tuple[str, str]]:
@@ -212,7 +212,8 @@ def check_all(specs: list[ModelSpec]) -> None:
     check this before any model loads); nothing when all can run."""
     found = list(dict.fromkeys(f"{m.model}: {m.reason} (fix: {m.fix})" for spec in specs for m in missing(spec)))
     if found:
-        raise KitError(f"{len(found)} missing prerequisite{'s' if len(found) > 1 else ''}: " + "; ".join(found))
+        raise MissingPrerequisite(f"{len(found)} missing prerequisite{'s' if len(found) > 1 else ''}: "
+                                  + "; ".join(found), "apply the fix each one names")
 
 
 def not_run_reason(spec: ModelSpec) -> str | None:

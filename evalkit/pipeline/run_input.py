@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from evalkit.core.errors import DataError, KitError, RequestError
+from evalkit.core.errors import DataError, RequestError
 from evalkit.data.collection import Collection
 from evalkit.data.protocols import DEFAULT_PROTOCOL, check_protocol_run
 from evalkit.data.runs import read_trec, run_label
@@ -30,28 +30,28 @@ def load_any_run(runs: Path, name: str | None, collection: Collection) -> tuple[
         raise DataError(runs, "no such run file or directory; check {reference}")
     if (runs / RANKING).is_file() or (runs / SIDECAR).is_file():
         if not (runs / RANKING).is_file():
-            raise KitError(f"{runs}: a run-store folder without {RANKING}; the run is incomplete: run it again")
+            raise DataError(runs, f"a run-store folder without {RANKING}; the run is incomplete: run it again")
         if name:
             raise RequestError("name", f"picks a run in a folder of ranked files; {runs} is a run-store folder "
                                        "(drop {name})")
         sidecar = read_sidecar(runs)
         if sidecar is None:  # a run-store folder is never written without one: damaged or edited by hand
-            raise KitError(f"{runs}: sidecar.json is missing or damaged, so {RANKING} cannot be verified; run it "
-                           f"again (or give {runs / RANKING} itself to evaluate the file unverified)")
+            raise DataError(runs, f"sidecar.json is missing or damaged, so {RANKING} cannot be verified; run it "
+                            f"again (or give {runs / RANKING} itself to evaluate the file unverified)")
         if sidecar.get("dataset") != collection.name:
             raise DataError(runs, f"the run was made on {sidecar.get('dataset')!r}, not {collection.name!r}; "
                                   "give the {dataset} it was made on")
         if sidecar.get("data_sha256") != collection.identity:
-            raise KitError(f"{runs}: the run was made on other {collection.name} data (data_sha256 differs); "
-                           "run it again on this data")
+            raise DataError(runs, f"the run was made on other {collection.name} data (data_sha256 differs); "
+                            "run it again on this data")
         expected = {"dataset": collection.name, "data_sha256": collection.identity}
         run = load_verified(runs, expected)
         if run is None:
-            raise KitError(f"{runs}: the run fails its check against sidecar.json: "
-                           f"{unverified(runs, expected) or 'it changed while read'}; run it again")
+            raise DataError(runs, f"the run fails its check against sidecar.json: "
+                            f"{unverified(runs, expected) or 'it changed while read'}; run it again")
         return run, sidecar.get("protocol")
     if collection.read_runs is None:
-        raise KitError(f"{runs}: a folder without {RANKING}; give a TREC run file or a run-store folder")
+        raise DataError(runs, f"a folder without {RANKING}; give a TREC run file or a run-store folder")
     if not name:
         raise DataError(runs, "is a folder of ranked files: give {name} to pick a run of them")
     return collection.read_runs(runs, name), None

@@ -42,7 +42,7 @@ from types import ModuleType
 
 from evalkit import datasets, encoders, llm, models, retrieval
 from evalkit.core import hashing, progress
-from evalkit.core.errors import KitError, RequestError
+from evalkit.core.errors import DataError, KitError, MissingPrerequisite, RequestError
 from evalkit.core.hashing import files_sha256
 from evalkit.core.version import __version__
 from evalkit.data import collection as data_collection
@@ -84,10 +84,10 @@ def check_settings(settings: RunSettings, model: ModelSpec, first: ModelSpec | N
     the protocol first, by `bind`): `model` and `first` are the model's and the first stage's specs."""
     collection = with_settings_instructions(settings, collection)
     if settings.variant not in collection.variants:
-        raise KitError(f"{collection.name} has no variant {settings.variant!r}; "
-                       f"choose one of {', '.join(collection.variants)}")
+        raise RequestError("variant", f"{collection.name} has no variant {settings.variant!r}; "
+                                      f"choose one of {', '.join(collection.variants)}")
     if settings.depth is not None and settings.depth < 1:
-        raise KitError(f"depth {settings.depth} must be a positive integer")
+        raise RequestError("depth", "must be a positive integer", value=settings.depth)
     if settings.protocol == "full" and not settings.corpus:
         raise RequestError("protocol", "needs {corpus}, a corpus file; for CSFCube, `evalkit data --corpus` "
                                        "downloads abstracts-preds.zip, then no path is needed", value="full")
@@ -95,12 +95,13 @@ def check_settings(settings: RunSettings, model: ModelSpec, first: ModelSpec | N
         raise RequestError("protocol", f"{collection.name} has no corpus file for the full protocol; use "
                                        "{protocol:pool} or {protocol:pooled}", value="full")
     if settings.index_dtype not in DTYPES:
-        raise KitError(f"index dtype {settings.index_dtype!r} is not one of {', '.join(DTYPES)}")
+        raise RequestError("index_dtype", f"is not one of {', '.join(DTYPES)}", value=settings.index_dtype)
     check_execution(settings.executor, settings.workers)
     missing = sorted(registry.needs(model) - capabilities(collection))
     if missing:
-        raise KitError(f"model {settings.model} cannot rank {collection.name}: it needs {', '.join(missing)} "
-                       f"({NEEDS[missing[0]]}); choose another model")
+        raise RequestError("model",
+                           f"model {settings.model} cannot rank {collection.name}: it needs {', '.join(missing)} "
+                           f"({NEEDS[missing[0]]}); choose another model")
     missing = sorted(registry.needs(first) - capabilities(collection)) if first is not None else []
     if missing:
         raise RequestError("first_stage", f"{first.name} cannot rank {collection.name}: it needs "
@@ -123,7 +124,7 @@ def queries_of(settings: RunSettings, collection: Collection) -> list[Query]:
     qids = list(settings.queries) if settings.queries is not None else list(collection.queries)
     unknown = [q for q in qids if q not in collection.queries]
     if unknown:
-        raise KitError(f"{collection.name} has no query {unknown[0]}; list existing query ids")
+        raise RequestError("queries", f"{collection.name} has no query {unknown[0]}; list existing query ids")
     chosen = [collection.query(qid, settings.variant) for qid in qids]
     return [replace(q, text=with_prompt(q.text, settings.prompt)) for q in chosen]
 
@@ -155,7 +156,7 @@ def candidates_for(settings: RunSettings, collection: Collection, queries: Seque
         return ({qid: [collection.documents[d] for d in hits] for qid, hits in found.items()},
                 {**described, "corpus_size": len(collection.documents)})
     if not getattr(first, "can_search", lambda excluding: False)(True):  # a file corpus is never scored whole
-        raise KitError(f"the full protocol's first stage must be an embedding model; {name} is not")
+        raise RequestError("first_stage", f"the full protocol's first stage must be an embedding model; {name} is not")
     corpus = Corpus.of_file(Path(settings.corpus), collection.read_corpus)
     found = first_stage(first, queries, corpus, depth, collection.exclude, settings.index_dtype, executor)
     texts = documents_of(corpus, {d for hits in found.values() for d in hits})
@@ -389,7 +390,7 @@ def obtain(bound: BoundRun, reuse: Reuse = Reuse.IF_VERIFIED, *, read: bool = Tr
         missing = unavailable(bound)
         if missing is not None:
             if failure is Failure.STRICT:
-                raise KitError(f"{bound.settings.run_name}: {missing[0]}; fix: {missing[1]}")
+                raise MissingPrerequisite(f"{bound.settings.run_name}: {missing[0]}", missing[1])
             return NotRun(f"not run: {missing[0]}")
     try:
         return _obtain(bound, reuse, read)
@@ -402,7 +403,7 @@ def obtain(bound: BoundRun, reuse: Reuse = Reuse.IF_VERIFIED, *, read: bool = Tr
 def _obtain(bound: BoundRun, reuse: Reuse, read: bool) -> Obtained | None:
     folder, key = bound.folder, bound.key
     if folder is None:
-        raise KitError(f"{bound.settings.run_name}: bound without a run store; bind it with the runs folder")
+        raise DataError(bound.settings.run_name, "bound without a run store; bind it with the runs folder")
     if reuse is not Reuse.NEVER and bound.reusable:
         if not read and is_verified(folder, key):
             return Obtained(folder, None)
@@ -414,7 +415,7 @@ def _obtain(bound: BoundRun, reuse: Reuse, read: bool) -> Obtained | None:
     folder = compute(bound)
     run = load_verified(folder, key)
     if run is None:
-        raise KitError(f"{folder}: the run just written does not read back verified; "
-                       "another writer may have replaced it: run again")
+        raise DataError(folder, "the run just written does not read back verified; "
+                        "another writer may have replaced it: run again")
     return Obtained(folder, run)
 

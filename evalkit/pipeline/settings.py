@@ -11,7 +11,7 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from evalkit.core.errors import KitError, RequestError
+from evalkit.core.errors import DataError, RequestError
 from evalkit.core.hashing import file_sha256
 from evalkit.data.collection import BASE
 from evalkit.models import adhoc
@@ -71,8 +71,8 @@ def instructions_identity(path: str) -> dict:
     try:
         return {"file": Path(path).name, "sha256": file_sha256(Path(path))}
     except OSError as exc:
-        raise KitError(f"instructions {path}: cannot read the file ({exc.strerror or exc}); give a YAML file "
-                       "shaped as evalkit/config/instructions.yaml") from None
+        raise DataError(f"instructions {path}", f"cannot read the file ({exc.strerror or exc}); give a YAML file "
+                        "shaped as evalkit/config/instructions.yaml") from None
 
 
 def _digest(text: str) -> str:

@@ -48,7 +48,7 @@ import pandas as pd
 import yaml
 
 from evalkit.core import configfile
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError, RequestError
 from evalkit.data.collection import Collection
 from evalkit.evaluation.evaluate import summarize
 from evalkit.evaluation.selection import best_mean, cross_validate
@@ -63,9 +63,9 @@ def check_prompts(prompts: Sequence[str], source: str = "prompts") -> list[str]:
     """The prompts as a list: non-empty, distinct strings."""
     prompts = list(prompts)
     if not (prompts and all(isinstance(p, str) and p.strip() for p in prompts)):
-        raise KitError(f"{source}: expected a non-empty list of non-empty strings")
+        raise DataError(source, "expected a non-empty list of non-empty strings")
     if len(set(prompts)) != len(prompts):
-        raise KitError(f"{source}: a prompt is listed twice; list each prompt once")
+        raise DataError(source, "a prompt is listed twice; list each prompt once")
     return prompts
 
 
@@ -77,20 +77,20 @@ def load_prompts(path: Path | None = None, which: str = "paper") -> list[str]:
     generic prompts of Promptriever's Table 11, the default) or ``kit_prompts: [...]``
     (which="kit": ten prompts written for the kit)."""
     if which not in PROMPT_SETS:
-        raise KitError(f"unknown prompt set {which!r}; choose one of {', '.join(PROMPT_SETS)}")
+        raise RequestError("prompts", f"unknown prompt set {which!r}; choose one of {', '.join(PROMPT_SETS)}")
     key = PROMPT_SETS[which]
     path = Path(path) if path else GENERIC_PROMPTS
     try:
         data = yaml.safe_load(configfile.read_text(path))
     except FileNotFoundError:
-        raise KitError(f"{path}: prompt file not found; check the path") from None
+        raise DataError(path, "prompt file not found; check the path") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise KitError(f"{path}: cannot read the prompt file ({getattr(exc, 'strerror', None) or exc})") from None
+        raise DataError(path, f"cannot read the prompt file ({getattr(exc, 'strerror', None) or exc})") from None
     except yaml.YAMLError as exc:
-        raise KitError(f"{path}: malformed YAML ({exc}); write 'prompts:' and a list of strings") from None
+        raise DataError(path, f"malformed YAML ({exc}); write 'prompts:' and a list of strings") from None
     prompts = data.get(key) if isinstance(data, dict) else None
     if not isinstance(prompts, list):
-        raise KitError(f"{path}: expected '{key}:' followed by a list of non-empty strings")
+        raise DataError(path, f"expected '{key}:' followed by a list of non-empty strings")
     return check_prompts(prompts, f"{path}: '{key}:'")
 
 
@@ -106,7 +106,8 @@ class Selection:
 def _first_max(values: Mapping[str, float], what: str) -> str:
     series = pd.Series(values, dtype=float)
     if series.isna().all():
-        raise KitError(f"no values of {what} to choose a prompt from; check the test queries' judgments")
+        raise DataError("per-query values",
+                        f"no values of {what} to choose a prompt from; check the test queries' judgments")
     return str(series.idxmax())  # NaN skipped; the first listed among equals
 
 
@@ -127,7 +128,7 @@ def promptriever_choice(measure: str, tiebreak: str = TIEBREAK) -> Callable[[dic
     def choose(dev: dict[str, pd.DataFrame]) -> str:
         rounded = {p: float(f"{trec_eval_value(t[measure].mean()):.1f}") for p, t in dev.items()}
         if all(math.isnan(v) for v in rounded.values()):
-            raise KitError(f"no dev values of {measure} to choose from; check the dev queries")
+            raise DataError("dev queries", f"no dev values of {measure} to choose from; check the dev queries")
         top = max(v for v in rounded.values() if not math.isnan(v))
         tied = [p for p, v in rounded.items() if v == top]
         if len(tied) > 1:
@@ -147,12 +148,12 @@ def select_prompt(collection: Collection, tables: Mapping[str | None, pd.DataFra
     None for the run without one; `measure` as summarized for `stratum`; the dev choice by
     `rule` (module docstring; ``promptriever`` reads the tables' `TIEBREAK` column where present)."""
     if rule not in RULES:
-        raise KitError(f"unknown prompt-selection rule {rule!r}; choose one of {', '.join(RULES)}")
+        raise RequestError("rule", f"unknown prompt-selection rule {rule!r}; choose one of {', '.join(RULES)}")
     if None not in tables:
-        raise KitError("prompt selection needs the run without a prompt (key None); add it")
+        raise DataError("runs", "prompt selection needs the run without a prompt (key None); add it")
     candidates = {p: t for p, t in tables.items() if p is not None}
     if not candidates:
-        raise KitError("no prompts to select from; give at least one")
+        raise RequestError("prompts", "no prompts to select from; give at least one")
 
     def value(table: pd.DataFrame) -> float:
         return summarize(collection, table)[measure][stratum]

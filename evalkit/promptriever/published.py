@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from evalkit.core.cited import read_cited_csv
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError
 
 PUBLISHED = Path(__file__).resolve().parents[1] / "config" / "published_promptriever.csv"
 COLUMNS = ["source", "table", "model", "dataset", "metric", "value", "note"]
@@ -23,5 +23,5 @@ def load_published(path: Path | None = None) -> pd.DataFrame:
     values = pd.to_numeric(table["value"], errors="coerce")
     if values.isna().any():
         row = int(values.isna().idxmax()) + 2
-        raise KitError(f"{path}:{row}: value must be a number")
+        raise DataError(f"{path}:{row}", "value must be a number")
     return table.assign(value=values)

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError, KitError, RequestError
 from evalkit.data.collection import Collection
 from evalkit.datasets import load_dataset, schemes
 from evalkit.datasets.irds import IR_DATASETS
@@ -67,8 +67,8 @@ def dataset_spec(kind: str, source: str) -> str:
     if source in IRDS_SHORT:
         return f"irds:{source}"
     if not Path(source).expanduser().is_dir():
-        raise KitError(f"beir entry `{source}`: folder not found; give a BEIR folder (corpus.jsonl, "
-                       f"queries.jsonl, qrels/test.tsv), or irds:ID for an ir_datasets id (e.g. irds:dl19)")
+        raise DataError(f"beir entry `{source}`", "folder not found; give a BEIR folder (corpus.jsonl, "
+                        "queries.jsonl, qrels/test.tsv), or irds:ID for an ir_datasets id (e.g. irds:dl19)")
     return f"beir:{source}"
 
 
@@ -80,13 +80,14 @@ def load_datasets(beir: Sequence[str], followir: Sequence[str], instructir: Sequ
             spec = dataset_spec(kind, str(source))
             datasets.append(Dataset(spec.partition(":")[0], str(source), load_dataset(spec)))
     if not datasets:
-        raise KitError("no datasets given; name at least one BEIR, FollowIR or InstructIR folder")
+        raise RequestError("beir", "no datasets given; name at least one BEIR, FollowIR or InstructIR folder")
     seen: dict[str, str] = {}
     for dataset in datasets:
         name = dataset.collection.name
         if name in seen:
-            raise KitError(f"`{seen[name]}` and `{dataset.source}` are both named {name}; their runs would share "
-                           "a folder, so rename one folder")
+            raise DataError("datasets",
+                            f"`{seen[name]}` and `{dataset.source}` are both named {name}; their runs would share "
+                            "a folder, so rename one folder")
         seen[name] = dataset.source
     return datasets
 
@@ -95,7 +96,7 @@ def plan_runs(profile: str, models: Sequence[str], datasets: Sequence[Dataset],
               runs_dir: Path) -> list[tuple[RunSettings, Dataset]]:
     """Every (model, dataset) pair as run settings, each checked (bound, `runner.bind`)."""
     if not models:
-        raise KitError("no models given; name at least one model of the profile (see `evalkit models`)")
+        raise RequestError("models", "no models given; name at least one model of the profile (see `evalkit models`)")
     plan = []
     for model in models:
         for dataset in datasets:
@@ -170,7 +171,7 @@ def _check_out(out: Path | None) -> Path | None:
         return None
     out = Path(out)
     if out.is_dir():
-        raise KitError(f"out {out}: a folder; give a CSV file path")
+        raise DataError(out, "a folder; give a CSV file path")
     out.parent.mkdir(parents=True, exist_ok=True)
     return out
 

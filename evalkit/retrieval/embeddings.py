@@ -30,7 +30,7 @@ import numpy as np
 
 from evalkit.core import progress
 from evalkit.core.devices import device_kind, resolve_device
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError, MissingPrerequisite
 from evalkit.core.hashing import fingerprint, folder_revision
 from evalkit.core.workspace import cache_root
 from evalkit.encoders.onnx import EXPORT_VERSION, OPSET, OnnxSentenceEncoder
@@ -84,11 +84,13 @@ class CachedVectors:
     def _check(self, array: np.ndarray) -> np.ndarray:
         array = np.asarray(array, dtype=np.float32)
         if array.ndim != (2 if self.matrices else 1) or array.size == 0:
-            raise KitError(f"the encoder gave an array of shape {array.shape}; expected one non-empty "
-                           f"{'(rows, dim) matrix' if self.matrices else 'vector'} per input")
+            raise DataError("encoder output",
+                            f"the encoder gave an array of shape {array.shape}; expected one non-empty "
+                            f"{'(rows, dim) matrix' if self.matrices else 'vector'} per input")
         if not np.isfinite(array).all():
-            raise KitError(f"the model gave a non-finite vector (fingerprint {self.fingerprint}); nothing was "
-                           "cached: check the model's dtype and inputs")
+            raise DataError("encoder output",
+                            f"the model gave a non-finite vector (fingerprint {self.fingerprint}); nothing was "
+                            "cached: check the model's dtype and inputs")
         return array
 
     def _stored(self, keys: list[str]) -> dict[str, np.ndarray]:
@@ -135,7 +137,8 @@ class CachedVectors:
                 part = todo[start:start + size]
                 arrays = list(compute([by_key[k] for k in part]))
                 if len(arrays) != len(part):
-                    raise KitError(f"the encoder returned {len(arrays)} arrays for {len(part)} inputs")
+                    raise DataError("encoder output",
+                                    f"the encoder returned {len(arrays)} arrays for {len(part)} inputs")
                 fresh = {k: self._check(a) for k, a in zip(part, arrays)}
                 self._store(fresh)
                 memory.update(fresh)
@@ -167,11 +170,14 @@ class Encoder:
                                         ("threads", threads, True)):
             if not (optional and value is None) and (isinstance(value, bool) or not isinstance(value, int)
                                                      or value < 1):
-                raise KitError(f"{option}={value!r} must be a positive integer; fix the model settings")
+                raise DataError("model settings",
+                                f"{option}={value!r} must be a positive integer; fix the model settings")
         if backend not in BACKENDS:
-            raise KitError(f"backend {backend!r} is not one of {list(BACKENDS)}; fix the model settings")
+            raise DataError("model settings",
+                            f"backend {backend!r} is not one of {list(BACKENDS)}; fix the model settings")
         if backend == "onnx" and devices:
-            raise KitError("backend onnx runs on the CPU in one process; remove devices or use backend torch")
+            raise DataError("model settings",
+                            "backend onnx runs on the CPU in one process; remove devices or use backend torch")
         self.backend = backend
         self.threads = threads
         self.cache_dir = cache_dir
@@ -213,7 +219,8 @@ class Encoder:
                 kwargs = {} if Path(self.location).is_dir() else {"revision": self.revision}
                 self._model = SentenceTransformer(self.location, device=self.device, **kwargs)
             except OSError as exc:
-                raise KitError(f"cannot load model {self.location} ({exc}); check the hub id or folder") from None
+                raise MissingPrerequisite(f"cannot load model {self.location} ({exc})",
+                                          "check the hub id or folder") from None
             if self.max_seq_length:
                 self._model.max_seq_length = self.max_seq_length
         return self._model

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from evalkit.core.devices import device_kind, resolve_device
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError
 from evalkit.data.runs import ranked
 
 UNIT = 2.0 ** -24  # float32 unit roundoff
@@ -118,8 +118,8 @@ def search_device() -> str:
         usable = (kind == "cuda" and torch.cuda.is_available() and (not index or index.isdigit()
                   and int(index) < torch.cuda.device_count())) or (kind == "mps" and torch.backends.mps.is_available())
         if not usable:
-            raise KitError(f"EVALKIT_SEARCH_DEVICE={named!r} is not a device of this machine; use cpu, cuda or "
-                           f"cuda:N with N below the number of visible GPUs, or unset it")
+            raise DataError(f"EVALKIT_SEARCH_DEVICE={named!r}", "is not a device of this machine; use cpu, cuda or "
+                            "cuda:N with N below the number of visible GPUs, or unset it")
     return device
 
 

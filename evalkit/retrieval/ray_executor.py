@@ -43,7 +43,7 @@ import numpy as np
 import ray
 from ray.exceptions import RayActorError, RayTaskError
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError, KitError, MissingPrerequisite, RequestError
 from evalkit.core.workspace import cache_root
 from evalkit.retrieval.exact_search import merge_top, spans
 from evalkit.retrieval.vector_index import VectorIndex
@@ -160,8 +160,8 @@ class RayExecutor:
             try:
                 ray.init(address=address, **quiet)
             except Exception as exc:  # Ray's connection errors have no common type
-                raise KitError(f"cannot join the Ray cluster at RAY_ADDRESS={address} ({one_line(exc)}); start it "
-                               "(ray start --head) or unset RAY_ADDRESS for a local one") from None
+                raise MissingPrerequisite(f"cannot join the Ray cluster at RAY_ADDRESS={address} ({one_line(exc)})",
+                                          "start it (ray start --head) or unset RAY_ADDRESS for a local one") from None
             self.cluster, self.owned = f"joined at {address}", False
         else:
             cores = os.cpu_count() or 1
@@ -173,9 +173,9 @@ class RayExecutor:
                 except Exception as exc:  # a start that timed out: Ray raises a bare Exception
                     ray.shutdown()
                     if attempt + 1 == START_ATTEMPTS:
-                        raise KitError(f"the local Ray cluster did not start ({one_line(exc)}); run again when the "
-                                       "machine is less loaded, or start Ray yourself (ray start --head) and set "
-                                       "RAY_ADDRESS") from None
+                        raise MissingPrerequisite(f"the local Ray cluster did not start ({one_line(exc)})",
+                                                  "run again when the machine is less loaded, or start Ray yourself "
+                                                  "(ray start --head) and set RAY_ADDRESS") from None
             self.cluster, self.owned = "local", True
 
     def _workers(self, encode, stores) -> list:
@@ -187,8 +187,8 @@ class RayExecutor:
         try:
             self.payload = ray.put((encode, stores))
         except Exception as exc:  # cloudpickle's errors have no common type
-            raise KitError(f"the model cannot be sent to Ray workers ({one_line(exc)}); run it with the local "
-                           "executor") from None
+            raise RequestError("executor", f"cannot send the model to Ray workers ({one_line(exc)}); run it "
+                               "with {executor:local}") from None
         self.payload_id = owner
         if self.actors:
             return self.actors
@@ -196,8 +196,8 @@ class RayExecutor:
         gpus, cpus = int(resources.get("GPU", 0)), float(resources.get("CPU", 1))
         count = self.wanted or gpus or max(1, int(cpus))
         if gpus and count > gpus:
-            raise KitError(f"{count} Ray workers asked for, the cluster has {gpus} GPUs (one per worker); ask for "
-                           f"at most {gpus} workers")
+            raise RequestError("workers", f"asks for {count} Ray workers; the cluster has {gpus} GPUs (one per "
+                               f"worker): ask for at most {gpus}", value=count)
         share = cpus / count
         self.threads = 1 if gpus else max(1, int(share))
         options = {"num_gpus": 1, "num_cpus": 1} if gpus else \
@@ -235,10 +235,10 @@ class RayExecutor:
                 out.append(ray.get(ref))
             except RayTaskError as exc:
                 self.discard()
-                raise KitError(f"Ray worker {number + 1} of {self.count}: {one_line(exc)}") from None
+                raise DataError(f"Ray worker {number + 1} of {self.count}", one_line(exc)) from None
             except RayActorError as exc:
                 self.discard()
-                raise KitError(f"Ray worker {number + 1} of {self.count} died and was restarted {RESTARTS} "
+                raise DataError(f"Ray worker {number + 1} of {self.count}", f"died and was restarted {RESTARTS} "
                                f"times ({one_line(exc)}); check the workers' memory and logs") from None
         return out
 

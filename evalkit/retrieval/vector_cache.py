@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError, KitError
 from evalkit.core.locks import BUSY_MS, is_locked, lock_wait_s, waiting
 
 
@@ -98,8 +98,8 @@ class EmbeddingCache:
             self.db.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vector BLOB, checksum TEXT)")
         present = {row[1] for row in self.db.execute("PRAGMA table_info(vectors)")}
         if not {"key", "vector", "checksum"} <= present:
-            raise KitError(f"{self.path}: not an embedding cache of this kit (its vectors table has no checksum "
-                           f"column); delete {self.path.name} to rebuild it (its texts are encoded again)")
+            raise DataError(self.path, f"not an embedding cache of this kit (its vectors table has no checksum "
+                            f"column); delete {self.path.name} to rebuild it (its texts are encoded again)")
         self.dim = self._stored_dim()
 
     def _stored_dim(self) -> int | None:
@@ -114,8 +114,8 @@ class EmbeddingCache:
         if row is not None:
             text = str(row[0])
             if not text.isdigit() or int(text) < 1:
-                raise KitError(f"{self.path}: the embedding cache is damaged (its recorded dimension is "
-                               f"{row[0]!r}); delete {self.path.name} to rebuild it (its texts are encoded again)")
+                raise DataError(self.path, f"the embedding cache is damaged (its recorded dimension is "
+                                f"{row[0]!r}); delete {self.path.name} to rebuild it (its texts are encoded again)")
             return int(text)
         row = self.db.execute("SELECT length(vector) FROM vectors LIMIT 1").fetchone()  # an older file
         return row[0] // 4 if row and row[0] and row[0] % 4 == 0 else None
@@ -164,16 +164,16 @@ class EmbeddingCache:
         for key, value in items.items():
             vector = np.asarray(value, dtype=np.float32)
             if vector.ndim != 1 or vector.shape[0] == 0:
-                raise KitError(f"{self.path}: the model gave a vector of shape {vector.shape}; "
-                               "expected one non-empty vector per text")
+                raise DataError(self.path, f"the model gave a vector of shape {vector.shape}; "
+                                "expected one non-empty vector per text")
             if not np.isfinite(vector).all():
-                raise KitError(f"{self.path}: the model gave NaN or infinite vector values; nothing was cached "
-                               "(check the model's weights and dtype)")
+                raise DataError(self.path, "the model gave NaN or infinite vector values; nothing was cached "
+                                "(check the model's weights and dtype)")
             if self.dim is None:
                 self.dim = vector.shape[0]
             if vector.shape[0] != self.dim:
-                raise KitError(f"{self.path}: the model gave {vector.shape[0]}-dimensional vectors where the "
-                               f"cache holds {self.dim}; delete {self.path.name} to rebuild it")
+                raise DataError(self.path, f"the model gave {vector.shape[0]}-dimensional vectors where the "
+                                f"cache holds {self.dim}; delete {self.path.name} to rebuild it")
             blob = vector.tobytes()
             rows.append((key, blob, checksum(self.fingerprint, key, blob)))
 

@@ -44,7 +44,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from evalkit.core import configfile, progress
-from evalkit.core.errors import KitError, RequestError
+from evalkit.core.errors import DataError, KitError, RequestError
 from evalkit.core.locks import exclusive
 from evalkit.core.workspace import cache_root
 from evalkit.data.collection import Document
@@ -75,8 +75,8 @@ class VectorIndex:
         self.folder = Path(folder)
         meta = read_meta(self.folder)
         if meta is None or not meta.get("complete"):
-            raise KitError(f"{self.folder / 'meta.json'}: the vector index is missing or incomplete; "
-                           "run again to build it")
+            raise DataError(self.folder / 'meta.json', "the vector index is missing or incomplete; "
+                            "run again to build it")
         self.meta = meta
         self.dim, self.dtype, self.max_norm = meta["dim"], np.dtype(meta["dtype"]), meta["max_norm"]
         verify(self.folder, meta)
@@ -111,12 +111,12 @@ class VectorIndex:
                         try:
                             _build(folder, corpus, encode, dtype, meta, executor, stores)
                         except OSError as exc:  # a full disk, a read-only cache: the folder and the fix
-                            raise KitError(f"{folder}: cannot write the vector index ({exc.strerror or exc}); free "
-                                           "space there or point EVALKIT_CACHE elsewhere, then run again (the "
-                                           "batches already committed are kept)") from None
+                            raise DataError(folder, f"cannot write the vector index ({exc.strerror or exc}); free "
+                                            "space there or point EVALKIT_CACHE elsewhere, then run again (the "
+                                            "batches already committed are kept)") from None
         index = cls(folder)
         if not index.ids:
-            raise KitError(f"{corpus.name}: the corpus holds no documents")
+            raise DataError(corpus.name, "the corpus holds no documents")
         return index
 
     def search(self, query_vectors: np.ndarray, k: int, exclude: Sequence[str | None], metric: str,
@@ -127,8 +127,8 @@ class VectorIndex:
         merges shards' tops into the whole index's, exactly)."""
         queries = np.ascontiguousarray(query_vectors, dtype=np.float32)
         if queries.shape[1] != self.dim:
-            raise KitError(f"{self.folder}: the index holds {self.dim}-dimensional vectors, the queries have "
-                           f"{queries.shape[1]}; delete the folder to rebuild it")
+            raise DataError(self.folder, f"the index holds {self.dim}-dimensional vectors, the queries have "
+                            f"{queries.shape[1]}; delete the folder to rebuild it")
         row_of = {doc: i for i, doc in enumerate(self.ids)} if any(exclude) else {}
         skip = np.array([row_of.get(e, -1) if e else -1 for e in exclude], dtype=np.int64)
 
@@ -319,14 +319,14 @@ def _build(folder: Path, corpus: Corpus, encode, dtype: str, meta: dict | None, 
         if dim is None:
             dim = vectors.shape[1]
         if vectors.shape != (len(batch), dim):
-            raise KitError(f"{folder}: the model gave vectors of shape {vectors.shape} for {len(batch)} documents "
-                           f"of a {dim}-dimensional index; delete the folder to rebuild it")
+            raise DataError(folder, f"the model gave vectors of shape {vectors.shape} for {len(batch)} documents "
+                            f"of a {dim}-dimensional index; delete the folder to rebuild it")
         stored = vectors.astype(dtype)
         norms = np.linalg.norm(stored.astype(np.float64), axis=1)
         if not np.isfinite(norms).all():
             bad = batch[int(np.flatnonzero(~np.isfinite(norms))[0])].doc_id
-            raise KitError(f"{folder}: the model gave document {bad} a vector with a NaN or infinite value (as "
-                           f"{dtype}); check the model (or use index dtype float32 where float16 overflows)")
+            raise DataError(folder, f"the model gave document {bad} a vector with a NaN or infinite value (as "
+                            f"{dtype}); check the model (or use index dtype float32 where float16 overflows)")
         max_norm = max(max_norm, float(norms.max()))
         data = stored.tobytes()
         with open(vectors_path, "ab") as fh:
@@ -348,10 +348,10 @@ def _build(folder: Path, corpus: Corpus, encode, dtype: str, meta: dict | None, 
         batch = []
         for position, document in enumerate(corpus.read()):
             if any(c.isspace() for c in document.doc_id) or not document.doc_id:
-                raise KitError(f"{corpus.name}: document id {document.doc_id!r} is empty or holds whitespace")
+                raise DataError(corpus.name, f"document id {document.doc_id!r} is empty or holds whitespace")
             if position < done:  # committed by an earlier run: not encoded again
                 if kept[position] != document.doc_id:
-                    raise KitError(f"{folder}: the corpus changed under a partial index; delete the folder")
+                    raise DataError(folder, "the corpus changed under a partial index; delete the folder")
                 rows = position + 1
                 bar.update(1)
                 continue
@@ -369,8 +369,8 @@ def _build(folder: Path, corpus: Corpus, encode, dtype: str, meta: dict | None, 
             rows = commit(batch, vectors, rows)
             bar.update(len(batch))
     if rows < done:
-        raise KitError(f"{folder}: the corpus changed under a partial index (it has {rows} documents, the index "
-                       f"{done}); delete the folder")
+        raise DataError(folder, f"the corpus changed under a partial index (it has {rows} documents, the index "
+                        f"{done}); delete the folder")
     _write_meta(folder, rows, dim or 0, dtype, max_norm, corpus, blocks, complete=True,
                 ids_sha256=hashlib.sha256(ids_path.read_bytes()).hexdigest())
 

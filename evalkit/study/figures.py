@@ -26,7 +26,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from evalkit.core.errors import KitError  # noqa: E402
+from evalkit.core.errors import DeclarationError  # noqa: E402
 from evalkit.data.runs import write_atomic  # noqa: E402
 from evalkit.evaluation.stats import interval_or_nan
 from evalkit.models import registry
@@ -46,7 +46,7 @@ def save_figure(fig: plt.Figure, name: str, fig_dir: Path, caption: str) -> list
     """Write `name`.png, `name`.svg (no timestamps, fixed SVG ids) and `name`.caption.txt, which
     `image` shows under the figure, and close the figure. Every figure has a caption."""
     if not str(caption).strip():
-        raise KitError(f"figure {name}: give it a caption (what it shows and the setting)")
+        raise DeclarationError(f"figure {name}", "give it a caption (what it shows and the setting)")
     fig_dir = Path(fig_dir)
     fig_dir.mkdir(parents=True, exist_ok=True)
     paths = [fig_dir / f"{name}.png", fig_dir / f"{name}.svg"]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError, MissingPrerequisite
 from evalkit.evaluation.evaluate import PMRR
 from evalkit.study.hybrid_study import measure_of
 from evalkit.study.rows import ran
@@ -28,14 +28,16 @@ def read_tables(tables_dir: Path, tag: str, names: tuple[str, ...] = TABLES) -> 
     for name in names:
         path = Path(tables_dir) / f"{name}-{tag}.csv"
         if not path.is_file():
-            raise KitError(f"{path} is missing; build it first (make {name}) with the same PROFILE, PROTOCOL, SEEDS")
+            raise MissingPrerequisite(f"{path} is missing",
+                                      f"build it first (make {name}) with the same PROFILE, PROTOCOL, SEEDS")
         found[name] = ran(pd.read_csv(path))  # "not run" rows hold no values
     measures = {measure_of(found[n]) for n in ("sensitivity", "hybrid") if n in found}
     if "relevance" in found:
         measures |= set(found["relevance"].loc[found["relevance"].source == "kit", "measure"])
     if len(measures) > 1:
-        raise KitError(f"the tables of {tag} were built with different DISCOUNTs ({', '.join(sorted(measures))}); "
-                       "rebuild them with one")
+        raise DataError("tables",
+                        f"the tables of {tag} were built with different DISCOUNTs ({', '.join(sorted(measures))}); "
+                        "rebuild them with one")
     return found
 
 

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from evalkit.core.errors import KitError, RequestError
+from evalkit.core.errors import RequestError
 from evalkit.data.collection import Collection
 from evalkit.data.protocols import check_protocol, protocol_collection
 from evalkit.data.runs import Run
@@ -88,7 +88,7 @@ def human_per_query(annotators: Annotators, measures: Sequence[str], collection:
     by each query's `annotators` (`Scheme.human`): the mean over the two annotator slots.
     `lists` (qid -> document ids) overrides the recipe's lists."""
     if recipe not in RECIPES:
-        raise KitError(f"unknown Human recipe {recipe!r}; choose one of {', '.join(RECIPES)}")
+        raise RequestError("recipe", f"unknown Human recipe {recipe!r}; choose one of {', '.join(RECIPES)}")
     if recipe == "pool" and protocol != "pool":
         raise RequestError("recipe", f"ranks the judged pool whatever the protocol; use {{recipe:protocol}} for the "
                                      f"{protocol} list", value="pool")

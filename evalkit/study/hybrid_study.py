@@ -12,7 +12,7 @@ import math
 
 import pandas as pd
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError, RequestError
 from evalkit.data.collection import Collection
 from evalkit.evaluation.evaluate import PMRR, summarize
 from evalkit.evaluation.selection import cross_validate
@@ -45,7 +45,8 @@ def _model_rows(study: Study, collection: Collection, model: str, candidate_face
     measure = study.measure
     scorer, candidates, _ = prepare(bind(study.settings(model, collection), collection, study.runs_dir))
     if not isinstance(scorer, BiEncoder):
-        raise KitError(f"the facet hybrid needs an embedding model (family dense, no hybrid_alpha); {model} is not one")
+        raise RequestError("model", f"the facet hybrid needs an embedding model (family dense, no hybrid_alpha); "
+                           f"{model} is not one")
     whole, facet = hybrid.components(hybrid.FacetHybrid(scorer, 1.0, candidate_facet), collection, candidates)
     tables = hybrid.curve(collection, whole, facet, measure)
     chosen_table, chosen = cross_validate(tables, collection.folds, hybrid.alpha_chooser(measure))
@@ -92,5 +93,5 @@ def measure_of(table: pd.DataFrame) -> str:
     """The relevance measure column of a hybrid or sensitivity table."""
     found = [c for c in table.columns if c.startswith("nDCG")]
     if len(found) != 1:
-        raise KitError(f"table has relevance columns {found}; rebuild it with one DISCOUNT")
+        raise DataError("table", f"table has relevance columns {found}; rebuild it with one DISCOUNT")
     return found[0]

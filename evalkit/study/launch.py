@@ -34,7 +34,7 @@ import threading
 import time
 from pathlib import Path
 
-from evalkit.core.errors import KitError, kit_error_names, report
+from evalkit.core.errors import DataError, KitError, RequestError, kit_error_names, report
 from evalkit.core.progress import announce_notebook
 from evalkit.core.workspace import resolve
 from evalkit.models import registry
@@ -126,8 +126,8 @@ def _tag(given: dict[str, str]) -> str:
     it would name the outputs after something else, or lead outside OUTPUT_DIR."""
     computed = tag_of(given)
     if given.get("TAG") and given["TAG"] != computed:
-        raise KitError(f"{PREFIX}TAG={given['TAG']!r}: TAG is computed from the parameters ({computed} here) and "
-                       f"names the outputs after them; unset {PREFIX}TAG")
+        raise DataError(f"{PREFIX}TAG={given['TAG']!r}", f"TAG is computed from the parameters ({computed} here) and "
+                        f"names the outputs after them; unset {PREFIX}TAG")
     return computed
 
 
@@ -142,8 +142,8 @@ def _typed(name: str, text: str, declared: dict) -> object:
     try:
         return type(default)(text)
     except ValueError:
-        raise KitError(f"{name}={text!r} is not a number; give a number (the notebook's default is "
-                       f"{default})") from None
+        raise DataError(f"{name}={text!r}", f"is not a number; give a number (the notebook's default is "
+                        f"{default})") from None
 
 
 def notebook_parameters(notebook: Path, given: dict[str, str]) -> dict[str, object]:
@@ -193,7 +193,7 @@ def check_models(name: str, given: dict[str, str]) -> None:
                 try:
                     registry.spec(model, profile)
                 except KitError as exc:
-                    raise KitError(f"{parameter}: {exc}") from None
+                    raise KitError(f"{parameter}: {exc.problem if isinstance(exc, RequestError) else exc}") from None
 
 
 def run(name: str, given: dict[str, str], root: Path = Path(".")) -> Path:
@@ -203,7 +203,7 @@ def run(name: str, given: dict[str, str], root: Path = Path(".")) -> Path:
 
     source = root / NOTEBOOKS / f"{name}.ipynb"
     if not source.is_file():
-        raise KitError(f"no notebook {source}; choose one of {', '.join(sorted(OUTPUTS))} or explore")
+        raise DataError("notebooks", f"no notebook {source}; choose one of {', '.join(sorted(OUTPUTS))} or explore")
     given = {**given, "TAG": _tag(given)}
     output_dir = resolve(given.get("OUTPUT_DIR") or "build")
     folder = output_dir / "notebooks"
@@ -220,7 +220,7 @@ def run(name: str, given: dict[str, str], root: Path = Path(".")) -> Path:
         expected = OUTPUTS.get(name)
         table = output_dir / "tables" / expected.format(tag=given["TAG"]) if expected else None
         if table is not None and not table.is_file():
-            raise KitError(f"notebooks/{name}.ipynb ran but did not write {table}; see its last cells")
+            raise DataError(f"notebooks/{name}.ipynb", f"ran but did not write {table}; see its last cells")
         os.replace(tmp, out)
         write_stage_time(str(output_dir), stem, time.perf_counter() - started)  # beside the tables, never in one
     except papermill.PapermillExecutionError as exc:

@@ -39,7 +39,7 @@ import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from evalkit.core.errors import NOTEBOOK, KitError, RequestError
+from evalkit.core.errors import NOTEBOOK, DataError, KitError, RequestError
 from evalkit.core.workspace import resolve
 from evalkit.data.collection import Collection, select_queries, selection_ids
 from evalkit.data.protocols import POOL_PROTOCOLS
@@ -144,7 +144,8 @@ def request_of(protocol: str, discount: str | None = None, seeds: tuple[str, ...
 def _tag(given: str, profile: str, protocol: str, seeds: str, **content: str | None) -> str:
     if given:
         if path_part(given) != given:
-            raise KitError(f"TAG {given!r} is not a plain file-name part; use letters, digits and . _ + - only")
+            raise RequestError("tag", "is not a plain file-name part; use letters, digits and . _ + - only",
+                               value=repr(given))
         return given
     return build_tag(profile, protocol, seeds, **{k: v for k, v in content.items() if v is not None})
 
@@ -155,7 +156,7 @@ def study_models(profile: str, notebook: str, models: str = "") -> tuple[str, ..
     default = study.get(STUDY_LISTS[notebook])
     names = split(models) or ([default] if isinstance(default, str) else list(default or []))
     if not names:
-        raise KitError(f"MODELS is empty and profile {profile} lists no {notebook} models; name some models")
+        raise RequestError("model", f"is empty and profile {profile} lists no {notebook} models; name some models")
     for name in names:
         registry.spec(name, profile)  # one-line error listing the valid names
     return tuple(dict.fromkeys(names))
@@ -178,23 +179,24 @@ def _check(notebook: str, PROFILE: str, PROTOCOL: str, SEEDS: str, OUTPUT_DIR: s
            RUNS_DIR: str, CORPUS: str, MODELS: str | None, REFERENCE_MODEL: str | None, DISCOUNT: str | None,
            INSTRUCTIONS: str | None, OFFICIAL: str | None, TAG: str) -> Study:
     if notebook not in STUDY_LISTS:
-        raise KitError(f"unknown study notebook {notebook!r}; choose one of {', '.join(STUDY_LISTS)}")
+        raise DataError("study notebook",
+                        f"unknown study notebook {notebook!r}; choose one of {', '.join(STUDY_LISTS)}")
     registry.profile_settings(PROFILE)
     seeds = seeds_of(SEEDS)
     check_options(request_of(PROTOCOL, DISCOUNT, seeds))  # the rules of every front end's request
     content = {"MODELS": MODELS, "REFERENCE_MODEL": REFERENCE_MODEL, "DISCOUNT": DISCOUNT, "CORPUS": CORPUS,
                "INSTRUCTIONS": INSTRUCTIONS, "OFFICIAL": OFFICIAL}  # as given: the tag make computed from the same
     if OFFICIAL is not None and OFFICIAL not in ("yes", "no"):
-        raise KitError(f"OFFICIAL={OFFICIAL!r}: give yes (add the release's official measures) or no")
+        raise RequestError("official", "give yes (add the release's official measures) or no", value=repr(OFFICIAL))
     if OFFICIAL == "yes" and PROTOCOL not in POOL_PROTOCOLS:
-        raise KitError(f"OFFICIAL=yes: the official measures are defined on the judged pools; use PROTOCOL pool "
-                       f"or released, not {PROTOCOL}")
+        raise RequestError("official", f"the official measures are defined on the judged pools; use {{protocol}} pool "
+                           f"or released, not {PROTOCOL}", value="yes")
     if PROTOCOL == "full" and not CORPUS:
         CORPUS = csfcube_download.resolve(None) or ""  # noqa: N806
         if not CORPUS:
             raise RequestError("protocol", csfcube_download.MISSING, value="full")
     if CORPUS and not Path(CORPUS).is_file():
-        raise KitError(f"CORPUS {CORPUS} is not a file; give the path of abstracts-preds.zip")
+        raise RequestError("corpus", "is not a file; give the path of abstracts-preds.zip", value=CORPUS)
     measure = None if DISCOUNT is None else DISCOUNTS[DISCOUNT]
     models = study_models(PROFILE, notebook, MODELS) if MODELS is not None else ()
     reference = None
@@ -204,15 +206,15 @@ def _check(notebook: str, PROFILE: str, PROTOCOL: str, SEEDS: str, OUTPUT_DIR: s
         if not REFERENCE_MODEL and reference not in models:  # the profile's reference is not run: the first model
             reference = models[0] if models else ""
         if not reference:
-            raise KitError("REFERENCE_MODEL is empty and the profile names no study reference; name one")
+            raise RequestError("reference", "is empty and the profile names no study reference; name one")
         registry.spec(reference, PROFILE)
         if reference not in models:
-            raise KitError(f"REFERENCE_MODEL {reference} is not among the models run; add it to MODELS")
+            raise RequestError("reference", f"{reference} is not among the models run; add it to {{model}}")
     instructions = None
     if INSTRUCTIONS:
         if not Path(INSTRUCTIONS).expanduser().is_file():
-            raise KitError(f"INSTRUCTIONS {INSTRUCTIONS}: no such file; give a YAML file shaped as "
-                           "evalkit/config/instructions.yaml")
+            raise RequestError("instructions", "no such file; give a YAML file shaped as "
+                               "evalkit/config/instructions.yaml", value=INSTRUCTIONS)
         instructions = str(Path(INSTRUCTIONS).expanduser())
         load_instructions(Path(instructions))  # its shape, in one line
     if strict():  # fail early: every row's missing prerequisites in one line, before any model loads
@@ -241,5 +243,5 @@ def strict() -> bool:
     """``EVALKIT_STRICT`` (``make ... STRICT=1``): a row that cannot run stops the study."""
     value = os.environ.get(STRICT_ENV, "").strip().lower()
     if value not in ("", "0", "1", "true", "false", "yes", "no"):
-        raise KitError(f"{STRICT_ENV}={value!r}: give 1 (stop at the first row that cannot run) or 0")
+        raise DataError(f"{STRICT_ENV}={value!r}", "give 1 (stop at the first row that cannot run) or 0")
     return value in ("1", "true", "yes")

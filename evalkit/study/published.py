@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from evalkit.core.cited import read_cited_csv
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError
 
 PUBLISHED = Path(__file__).resolve().parents[1] / "config" / "published_mysore.csv"
 PUBLISHED_METRICS = {"relevance": "ndcg@20", "p-MRR": "p-mrr"}  # metric names of the published file
@@ -27,12 +27,12 @@ def load_published(path: Path | None = None) -> pd.DataFrame:
     for column in COLUMNS:
         values = pd.to_numeric(table[column], errors="coerce")
         if values.isna().any():
-            raise KitError(f"{path}:{int(values.isna().idxmax()) + 2}: {column} must be a number")
+            raise DataError(f"{path}:{int(values.isna().idxmax()) + 2}", f"{column} must be a number")
         table[column] = values
     for line, marks in enumerate(table["not_significant"], start=2):
         if marks not in ("", REFERENCE) and not set(marks.split(";")) <= set(COLUMNS):
-            raise KitError(f"{path}:{line}: not_significant lists columns of {', '.join(COLUMNS)} "
-                           f"(';'-separated), '{REFERENCE}' or nothing")
+            raise DataError(f"{path}:{line}", f"not_significant lists columns of {', '.join(COLUMNS)} "
+                            f"(';'-separated), '{REFERENCE}' or nothing")
     return table
 
 
@@ -40,7 +40,8 @@ def published_rows(kind: str) -> list[dict]:
     """The paper's rows (x100, full-corpus protocol) of "relevance" (Table 1, NDCG@20, with its
     significance marks) or "p-MRR" (Table 2)."""
     if kind not in PUBLISHED_METRICS:
-        raise KitError(f"no published rows of {kind!r}; choose one of {', '.join(PUBLISHED_METRICS)}")
+        raise DataError("published record",
+                        f"no published rows of {kind!r}; choose one of {', '.join(PUBLISHED_METRICS)}")
     table = load_published()
     table = table[table.table == PUBLISHED_TABLES[kind]]
     extra = {"measure": "NDCG@20 (paper)"} if kind == "relevance" else {}

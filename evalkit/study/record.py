@@ -27,7 +27,7 @@ from pathlib import Path
 import pandas as pd
 
 from evalkit.core.cited import read_cited_csv
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError, KitError, RequestError
 from evalkit.data.collection import Collection
 from evalkit.data.protocols import protocol_collection
 from evalkit.data.runs import ranked
@@ -51,14 +51,14 @@ def load_record(path: Path | None = None) -> pd.DataFrame:
     for i, row in table.iterrows():
         where = f"{path}:{i + 2}"
         if row["metric"] not in MEASURES:
-            raise KitError(f"{where}: metric {row['metric']!r} must be one of {', '.join(MEASURES)}")
+            raise DataError(where, f"metric {row['metric']!r} must be one of {', '.join(MEASURES)}")
         if not row["source"].strip():
-            raise KitError(f"{where}: every figure needs its source")
+            raise DataError(where, "every figure needs its source")
     for part in PARTS:
         values = pd.to_numeric(table[part].replace("", math.nan), errors="coerce")
         bad = values.isna() & (table[part] != "") | (values < 0) | (values > 100)
         if bad.any():
-            raise KitError(f"{path}:{int(bad.idxmax()) + 2}: {part} must be a number between 0 and 100 or blank")
+            raise DataError(f"{path}:{int(bad.idxmax()) + 2}", f"{part} must be a number between 0 and 100 or blank")
         table[part] = values
     return table
 
@@ -105,8 +105,8 @@ def check_models(record: pd.DataFrame, models: tuple[str, ...] | None) -> None:
     rows = kit_rows(record)
     unknown = sorted(set(models or ()) - set(rows["kit_model"]))
     if unknown:
-        raise KitError(f"model {unknown[0]} has no row in the published record; choose among "
-                       f"{', '.join(dict.fromkeys(rows['kit_model']))}")
+        raise RequestError("model", f"model {unknown[0]} has no row in the published record; choose among "
+                                    f"{', '.join(dict.fromkeys(rows['kit_model']))}")
 
 
 def verify(record: pd.DataFrame, collection: Collection, runs_dir: Path,

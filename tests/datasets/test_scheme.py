@@ -113,10 +113,10 @@ def test_a_bare_scheme_and_a_named_one(registry):
     register(Scheme("hub", NAME, lambda text: seen.append(text) or "hub collection", argument="ID",
                     help="a collection by id"))
     assert load_dataset(" tiny ") == "tiny collection"
-    with pytest.raises(KitError, match=r"^`tiny:x`: tiny takes no folder \(the kit holds it\); write tiny$"):
+    with pytest.raises(KitError, match=r"^dataset='tiny:x': tiny takes no folder \(the kit holds it\); write tiny$"):
         load_dataset("tiny:x")
     assert load_dataset("hub:a/b:c") == "hub collection" and seen == ["a/b:c"]  # the text after the first colon
-    with pytest.raises(KitError, match=r"^`hub:`: nothing after 'hub:'; use csfcube, .*, tiny or hub:ID$"):
+    with pytest.raises(KitError, match=r"^dataset='hub:': nothing after 'hub:'; use csfcube, .*, tiny or hub:ID$"):
         load_dataset("hub:")
 
 

@@ -128,7 +128,7 @@ def test_the_launcher_passes_declared_parameters_literally_and_typed(tmp_path, m
     assert seen == {"MODELS": HOSTILE[1], "K": 7, "OUTPUT_DIR": str(tmp_path / "build"),
                     "TAG": launch.tag_of(given)}  # SEEDS and PROFILE are not declared: not passed
     assert out.is_file() and not list(out.parent.glob("*.tmp.ipynb"))
-    with pytest.raises(KitError, match=r"K='seven' is not a number"):
+    with pytest.raises(KitError, match=r"K='seven': is not a number"):
         launch.run("echo", {**given, "K": "seven"}, root=tmp_path)
 
 

@@ -115,7 +115,7 @@ def test_every_exported_latex_table_compiles(workspace, tmp_path):
 
 
 def test_summary_names_a_missing_table(tmp_path):
-    with pytest.raises(Exception, match=r"sensitivity-offline-pool\.csv is missing; build it first"):
+    with pytest.raises(Exception, match=r"sensitivity-offline-pool\.csv is missing; fix: build it first"):
         findings.read_tables(tmp_path, "offline-pool", ("sensitivity",))
 
 

@@ -225,7 +225,7 @@ def test_a_missing_executable_is_one_line(vllm):
     from evalkit.llm.vllm_server import VLLMServer
 
     server = VLLMServer("fake/llm-7b", tensor_parallel_size=1, executable="no-such-vllm")
-    with pytest.raises(KitError, match=r"cannot start no-such-vllm serve .*; install vllm"):
+    with pytest.raises(KitError, match=r"cannot start no-such-vllm serve .*; fix: install vllm"):
         server.ensure_started()
 
 

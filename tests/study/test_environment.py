@@ -63,7 +63,7 @@ def test_the_lock_wait_must_be_a_positive_number_of_seconds(tmp_path, monkeypatc
                 lambda: locks.exclusive(tmp_path / "x.lock", "index").__enter__()):
         with pytest.raises(KitError) as raised:
             use()
-        assert str(raised.value).startswith(f"EVALKIT_LOCK_WAIT_S={value.strip()!r} is not a positive number")
+        assert str(raised.value).startswith(f"EVALKIT_LOCK_WAIT_S={value.strip()!r}: is not a positive number")
 
 
 def test_a_good_lock_wait_is_read(monkeypatch):
@@ -83,7 +83,7 @@ def test_a_cache_that_is_not_a_folder_is_one_line_not_damage(tmp_path, monkeypat
         target = tmp_path / "cache-file"
         target.write_text("not a folder")
     monkeypatch.setenv("EVALKIT_CACHE", str(target))
-    expected = f"EVALKIT_CACHE={target} is not a directory; point it at a folder"
+    expected = f"EVALKIT_CACHE={target}: is not a directory; point it at a folder"
     for use in (cache_root, csfcube.cache_dir, lambda: CachedVectors({"model": "fake"})):
         with pytest.raises(KitError) as raised:
             use()

@@ -45,7 +45,7 @@ from typing import Any
 import ir_measures
 import pandas as pd
 
-from evalkit.core.errors import DeclarationError, KitError
+from evalkit.core.errors import DataError, DeclarationError, RequestError
 from evalkit.data.collection import Collection
 from evalkit.data.runs import ranked
 
@@ -134,21 +134,22 @@ class Parsed:
 def check_cutoff(name: str, digits: str) -> int:
     """The cut-off written in a measure name: a positive integer of at most `MAX_K` (as ``--k``)."""
     if digits.startswith("0") and digits.strip("0"):
-        raise KitError(f"measure {name!r}: write the cut-off without leading zeros ({digits.lstrip('0')}), so that "
-                       "one measure has one name")
+        raise RequestError("measures",
+                           f"measure {name!r}: write the cut-off without leading zeros ({digits.lstrip('0')}), so that "
+                           "one measure has one name")
     k = int(digits) if len(digits) <= len(str(MAX_K)) else MAX_K + 1
     if k < 1:
-        raise KitError(f"measure {name!r}: cut-off k={k} must be a positive integer")
+        raise RequestError("measures", f"measure {name!r}: cut-off k={k} must be a positive integer")
     if k > MAX_K:
-        raise KitError(f"measure {name[:40]!r}: cut-off is absurdly large; give at most {MAX_K:,}")
+        raise RequestError("measures", f"measure {name[:40]!r}: cut-off is absurdly large; give at most {MAX_K:,}")
     return k
 
 
 def check_level(relevance_level: int) -> None:
     """One line unless the collection's relevance level is a positive integer grade."""
     if isinstance(relevance_level, bool) or not isinstance(relevance_level, numbers.Integral) or relevance_level < 1:
-        raise KitError(f"relevance_level={relevance_level!r} must be a positive integer grade "
-                       "(e.g. 1, or 2 for CSFCube)")
+        raise DataError(f"relevance_level={relevance_level!r}", "must be a positive integer grade "
+                        "(e.g. 1, or 2 for CSFCube)")
 
 
 def rank_scores(run: RunScores) -> dict[str, dict[str, float]]:

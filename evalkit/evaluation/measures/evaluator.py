@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import ir_measures
 import pandas as pd
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import RequestError
 from evalkit.evaluation.measures.base import Qrels, RunScores, check_level, rank_scores
 from evalkit.evaluation.measures.registry import parse
 
@@ -22,8 +22,9 @@ def parse_measure(name: str, relevance_level: int) -> ir_measures.Measure:
     """The ir_measures measure for a ranking measure name; binary measures get ``rel=relevance_level``."""
     parsed = parse(name)
     if not parsed.spec.ranking:
-        raise KitError(f"measure {name!r} is not computed from one query's ranking; evaluate it on a collection "
-                       "(evalkit.evaluation.evaluate.per_query)")
+        raise RequestError("measures",
+                           f"measure {name!r} is not computed from one query's ranking; evaluate it on a collection "
+                           "(evalkit.evaluation.evaluate.per_query)")
     return parsed.spec.ir_measure(parsed.cutoff, relevance_level)
 
 
@@ -36,7 +37,7 @@ def judged_values(qrels: Qrels, run: RunScores, measures: Sequence[str], relevan
     names = list(measures)
     check_level(relevance_level)
     if len(set(names)) < len(names):
-        raise KitError(f"measure names repeat in {names}; list each measure once")
+        raise RequestError("measures", f"measure names repeat in {names}; list each measure once")
     by_measure = {parse_measure(name, relevance_level): name for name in names}
     table = pd.DataFrame(index=pd.Index(sorted(run), name="qid"), columns=names, dtype=float)
     judged = {qid: dict(qrels[qid]) for qid in run if qrels.get(qid)}  # libraries score every qrels query

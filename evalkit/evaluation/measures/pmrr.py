@@ -23,7 +23,7 @@ from typing import Any
 
 import pandas as pd
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError, RequestError
 from evalkit.data.collection import Collection
 from evalkit.data.runs import ranks
 from evalkit.evaluation.measures.base import FORBIDS, PAIR, STRATUM_MEAN, MeasureSpec, Qrels, RunScores, check_level
@@ -70,15 +70,15 @@ def p_mrr(qrels: Qrels, run: RunScores, pairs: Mapping[str, str], relevance_leve
     """
     check_level(relevance_level)
     if ties not in PMRR_TIES:
-        raise KitError(f"p-MRR tie order {ties!r} is not one of {', '.join(PMRR_TIES)}; choose one")
+        raise RequestError("pmrr_ties", f"p-MRR tie order {ties!r} is not one of {', '.join(PMRR_TIES)}; choose one")
     rank_of = ranks if ties == "kit" else ranks_ids_descending
     rank_maps: dict[str, dict[str, int]] = {}
     values = {}
     for qid, other in pairs.items():
         for needed in (qid, other):
             if needed not in run:
-                raise KitError(f"the run lacks query {needed} of the p-MRR pair {qid} -> {other}; rank the "
-                               "candidates under both instructions, or pass only the pairs the run covers")
+                raise DataError("run", f"the run lacks query {needed} of the p-MRR pair {qid} -> {other}; rank the "
+                                       "candidates under both instructions, or pass only the pairs the run covers")
             if needed not in rank_maps:
                 rank_maps[needed] = rank_of(run[needed])
         changed = changed_documents(qrels.get(qid, {}), qrels.get(other, {}), relevance_level)

@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from evalkit.core.errors import DeclarationError, KitError
+from evalkit.core.errors import DeclarationError, KitError, RequestError
 from evalkit.evaluation.measures.ap import AP
 from evalkit.evaluation.measures.base import FORBIDS, NEEDS, MeasureSpec, Parsed, check_cutoff
 from evalkit.evaluation.measures.csfcube_map import MAP_CSFCUBE
@@ -71,7 +71,7 @@ def register(spec: MeasureSpec) -> MeasureSpec:
 def unregister(spec: MeasureSpec) -> None:
     """Remove a registered declaration (the kit's own stay)."""
     if spec in BUILT_IN:
-        raise KitError(f"{spec.help} is one of the kit's measures; it cannot be unregistered")
+        raise DeclarationError(spec.help, "is one of the kit's measures; it cannot be unregistered")
     if spec in _declared:
         _declared.remove(spec)
 
@@ -92,27 +92,29 @@ def parse(name: str) -> Parsed:
     family = match["family"] if match else None
     specs = [s for s in _declared if s.family == family]
     if not specs:
-        raise KitError(f"unknown measure {name!r}; use {measure_help()}")
+        raise RequestError("measures", f"unknown measure {name!r}; use {measure_help()}")
     separator, digits = match["separator"], match["digits"]
     if separator is None:
         spec = next((s for s in specs if s.cutoff != NEEDS), None)
         if spec is None:
-            raise KitError(f"measure {name!r} needs a cut-off; write e.g. {family}{specs[0].separator}20")
+            raise RequestError("measures",
+                               f"measure {name!r} needs a cut-off; write e.g. {family}{specs[0].separator}20")
         return Parsed(spec, name, None)
     if all(s.cutoff == FORBIDS for s in specs):
         note = next((f" ({s.cutoff_note})" for s in specs if s.cutoff_note), "")
-        raise KitError(f"measure {name!r} takes no cut-off{note}; write {family}")
+        raise RequestError("measures", f"measure {name!r} takes no cut-off{note}; write {family}")
     spec = next((s for s in specs if s.separator == separator and s.cutoff != FORBIDS), None)
     if spec is None:
         takers = ", ".join(dict.fromkeys(s.family for s in _declared if s.separator == separator))
         other = next(s.separator for s in specs if s.cutoff != FORBIDS)
         kind = "a percentage cut-off" if separator == "%" else "a cut-off @k"
-        raise KitError(f"measure {name!r}: only {takers} takes {kind}; "
-                       f"write {family}{other}{'k' if other == '@' else 'p'}")
+        raise RequestError("measures", f"measure {name!r}: only {takers} takes {kind}; "
+                                       f"write {family}{other}{'k' if other == '@' else 'p'}")
     k = check_cutoff(name, digits)
     if k > spec.max_cutoff:
         kind = "a percentage cut-off" if separator == "%" else "the cut-off"
-        raise KitError(f"measure {name!r}: {kind} is at most {spec.max_cutoff}; write e.g. {family}{separator}20")
+        raise RequestError("measures",
+                           f"measure {name!r}: {kind} is at most {spec.max_cutoff}; write e.g. {family}{separator}20")
     return Parsed(spec, name, k)
 
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError
 from evalkit.data.collection import Collection
 from evalkit.evaluation.measures.base import NEEDS, ONE_VALUE, MeasureSpec
 
@@ -26,7 +26,7 @@ def robustness(values: Mapping[str, float], groups: Mapping[str, Sequence[str]])
         missing = [q for q, s in zip(qids, scores) if s is None or math.isnan(s)]
         if missing or not qids:
             what = f"instance {missing[0]}" if missing else "any instance"
-            raise KitError(f"no value for {what} of query {group!r}; evaluate every instance")
+            raise DataError("per-query values", f"no value for {what} of query {group!r}; evaluate every instance")
         minima.append(min(scores))
     return sum(minima) / len(minima) if minima else math.nan
 

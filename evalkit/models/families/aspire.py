@@ -5,7 +5,7 @@ reranks nothing."""
 
 from __future__ import annotations
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError
 from evalkit.data.collection import Collection
 from evalkit.models import hybrid
 from evalkit.models.base import Scorer
@@ -18,7 +18,7 @@ def build(settings: dict, profile: str, collection: Collection, first_stage: Sco
     from evalkit.models import paper
 
     if first_stage is not None:
-        raise KitError("family aspire takes no first_stage; it is a first-stage model of the paper")
+        raise DataError("model settings", "family aspire takes no first_stage; it is a first-stage model of the paper")
     settings, _ = hybrid.split(settings)  # otAspire has no facet hybrid: its keys are dropped, as ever
     return paper.build_aspire(settings)
 

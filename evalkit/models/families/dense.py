@@ -5,7 +5,7 @@ model's top ``depth``; with ``hybrid_alpha``, the registry puts the facet hybrid
 
 from __future__ import annotations
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import DataError
 from evalkit.data.collection import Collection
 from evalkit.models.base import Scorer
 from evalkit.models.dense import BiEncoder
@@ -19,8 +19,8 @@ def encoder(settings: dict):
     from evalkit.retrieval.embeddings import Encoder
 
     if settings.get("adapter"):
-        raise KitError(f"adapter {settings['adapter']}: the dense family (sentence-transformers) takes no adapter; "
-                       "use family paper-cls for a BERT model with an AdapterHub adapter (Specter2)")
+        raise DataError(f"adapter {settings['adapter']}", "the dense family (sentence-transformers) takes no adapter; "
+                        "use family paper-cls for a BERT model with an AdapterHub adapter (Specter2)")
     return Encoder(resolve_location(settings["model"]), revision=settings.get("revision"),
                    max_seq_length=settings.get("max_seq_length"), batch_size=settings.get("batch_size", 32),
                    devices=settings.get("devices"), backend=settings.get("backend", "torch"),

@@ -4,7 +4,7 @@ it has no registry entry: its identity keys its runs."""
 
 from __future__ import annotations
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import RequestError
 from evalkit.data.collection import Collection
 from evalkit.models import adhoc
 from evalkit.models.base import Scorer
@@ -17,7 +17,7 @@ def build(settings: dict, profile: str, collection: Collection) -> Scorer:
 
     found = settings.get("object")
     if not isinstance(found, adhoc.PythonModel):  # a spec without its object: read back from a sidecar
-        raise KitError(f"model {found} is a Python object of another process; pass the object again")
+        raise RequestError("model", f"model {found} is a Python object of another process; pass the object again")
     return as_scorer(found.model, found.name, found.identity, found.templates)
 
 
