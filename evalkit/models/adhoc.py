@@ -1,5 +1,6 @@
 """Models without a registry entry: ``st:`` specs (CLI, notebooks' MODELS lists) and Python
-objects registered by the API (`evalkit.api`), each with the identity that keys its runs.
+objects the API hands a registry value (`evalkit.api`, `evalkit.models.registry.Registry.with_object`),
+each with the identity that keys its runs.
 
 An ``st:`` spec names a sentence-transformers model by hub id or local folder, with optional
 ``;key=value`` parts::

@@ -3,21 +3,27 @@
 Each family declares itself in one module of `evalkit.models.families` (its builder and a
 `Family`, `evalkit.models.family`: whether it loads weights from ``model``, what it needs of a
 collection, whether it reranks a first stage, how `evalkit plan` prices it, its GPU dtype);
-the registry reads their list (`families.ALL`) and what `register_family` adds from outside
-the kit. Builders receive the entry's settings, the profile and the collection being ranked
-(an oracle reads its grades), and a first stage built here when their family reranks one:
+a registry reads their list (`families.ALL`, `KIT`) and the families added from outside the
+kit (`Registry.with_family`, or `register_family` for this process). Builders receive the
+entry's settings, the profile and the collection being ranked (an oracle reads its grades), and
+a first stage built here when their family reranks one:
 an embedding entry naming ``first_stage`` reranks that model's top ``depth`` (default: the
 profile's); LLM and oracle entries always rerank one (default: the profile's). `needs` says,
 before anything is built, what a model requires of a collection, so that a model that cannot
 serve one is refused in one line.
 
 Set ``EVALKIT_MODELS`` to a YAML file of the same shape to use your own registry. It is read
-and checked once per file version (`load`: keyed by its path, modification time and size, and
-the families registered) into a `Registry` value, which a run binds once
-(`evalkit.pipeline.runner.bind`). Models without an entry (`evalkit.models.adhoc`):
-``st:LOCATION`` specs (family ``dense``), and Python objects a registry value carries
-(`Registry.with_object`, family ``python``; their spec holds the object). `identity` says what pins the user code
-and files behind a model, so that its runs are never reused after they change.
+and checked once per file version and families (`load`: keyed by its path, modification time
+and size, and the families) into a `Registry` value, which a run binds once
+(`evalkit.pipeline.runner.bind`). A spec the value makes (`Registry.spec`) carries what it
+resolved: its family's declaration, the spec of the first stage it reranks and the profile's
+depth, so that `build`, `needs`, `identity` and the prerequisite checks look nothing up by name.
+Models without an entry (`evalkit.models.adhoc`): ``st:LOCATION`` specs (family ``dense``), and
+Python objects a registry value carries (`Registry.with_object`, family ``python``; their spec
+holds the object). What a process registers by name (`register_family`,
+`evalkit.register_model`) is held by one object, `PROCESS`; `current` is its registry value,
+what a front end binds by default. `identity` says what pins the user code and files behind a
+model, so that its runs are never reused after they change.
 """
 
 from __future__ import annotations
