@@ -73,7 +73,7 @@ def check_registry(stand_ins: dict[str, str], device: str) -> Path:
             else:
                 placed["device"] = where
             if family in ("gritlm", "promptriever"):
-                placed["dtype"] = "float32" if where == "cpu" else registry.FAMILIES[family].gpu_dtype
+                placed["dtype"] = "float32" if where == "cpu" else registry.KIT[family].gpu_dtype
             models[f"{name}@{where}"] = placed
     path = Path(tempfile.mkdtemp(prefix="gpu-check-")) / "models.yaml"
     path.write_text(yaml.safe_dump({"profiles": {"check": {"first_stage": f"scincl@{device}", "depth": 200,

@@ -173,7 +173,7 @@ def register_model(model, name: str | None = None, *, revision: str | None = Non
     (`evalkit.models.identity`). `evaluate` does not need this: it ranks the object it is given."""
     found = _register(model, name, revision, profile, query_template, doc_template, empty_instruction_template,
                       label, role)[0]
-    adhoc.register(found)
+    registry.register_model(found)  # the process's registrations (`registry.PROCESS`)
     return found.name
 
 

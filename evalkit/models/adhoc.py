@@ -1,5 +1,6 @@
 """Models without a registry entry: ``st:`` specs (CLI, notebooks' MODELS lists) and Python
-objects registered by the API (`evalkit.api`), each with the identity that keys its runs.
+objects the API hands a registry value (`evalkit.api`, `evalkit.models.registry.Registry.with_object`),
+each with the identity that keys its runs.
 
 An ``st:`` spec names a sentence-transformers model by hub id or local folder, with optional
 ``;key=value`` parts::
@@ -22,7 +23,6 @@ A run name must be one TREC field and a folder name (`evalkit.data.runstore.chec
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -51,11 +51,6 @@ class PythonModel:
     label: str
     role: str
     templates: dict
-
-
-# name -> PythonModel: only what `evalkit.register_model` made usable by name in this process (the study
-# notebooks' MODELS lists); `evalkit.evaluate` passes its object in a registry value instead
-_REGISTERED: dict[str, PythonModel] = {}
 
 
 def is_st(name: str) -> bool:
@@ -119,14 +114,3 @@ def run_name_of(name: str) -> str:
         return name
     location, _ = parse_st(name)
     return f"st-{slug(Path(location).name or location)}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
-
-
-def register(found: PythonModel) -> None:
-    """Make a Python model object rankable by name in this process (`evalkit.register_model`); a new
-    object under a name replaces the old one (its identity keys its runs)."""
-    _REGISTERED[found.name] = found
-
-
-def registered() -> Mapping[str, PythonModel]:
-    """A snapshot of the objects `register` made rankable by name (read once per bound run)."""
-    return dict(_REGISTERED)

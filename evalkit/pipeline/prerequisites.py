@@ -202,7 +202,7 @@ def missing(spec: ModelSpec) -> list[Missing]:
                                                        f"folder holding {hub_id}"))
     first = s.get("first_stage")
     if first:
-        for item in missing(registry.spec(first, spec.profile)):
+        for item in missing(registry.first_of(spec)):  # the spec's first stage, as its registry resolved it
             found.append(Missing(spec.name, f"first stage {first}: {item.reason}", item.fix))
     return found
 

@@ -81,8 +81,8 @@ def with_prompt(text: str, prompt: str | None) -> str:
 def check_settings(settings: RunSettings, model: ModelSpec, first: ModelSpec | None,
                    collection: Collection) -> None:
     """Every setting checked before any model is built or anything is scored (`bind`, once a run;
-    the protocol first, by `bind`): `model` and `first` are the model's and the first stage's specs."""
-    collection = with_settings_instructions(settings, collection)
+    the protocol first, by `bind`): `model` and `first` are the model's and the first stage's specs,
+    `collection` the run's (`run_collection`)."""
     if settings.variant not in collection.variants:
         raise RequestError("variant", f"{collection.name} has no variant {settings.variant!r}; "
                                       f"choose one of {', '.join(collection.variants)}")
@@ -118,9 +118,20 @@ def capabilities(collection: Collection) -> set[str]:
     return found
 
 
+def run_collection(settings: RunSettings, collection: Collection) -> Collection:
+    """The collection as the run sees it: under its instruction file (`with_settings_instructions`)
+    and as its protocol ranks it (`evalkit.data.protocols.protocol_collection`: ``released``
+    excludes nothing). `bind` computes it once; every step of the run reads it."""
+    return protocol_collection(with_settings_instructions(settings, collection), settings.protocol)
+
+
 def queries_of(settings: RunSettings, collection: Collection) -> list[Query]:
     """The selected queries under the run's variant and prompt, in collection order."""
-    collection = with_settings_instructions(settings, collection)
+    return selected_queries(settings, with_settings_instructions(settings, collection))
+
+
+def selected_queries(settings: RunSettings, collection: Collection) -> list[Query]:
+    """`queries_of` on a collection already under the run's instruction file (`run_collection`)."""
     qids = list(settings.queries) if settings.queries is not None else list(collection.queries)
     unknown = [q for q in qids if q not in collection.queries]
     if unknown:
@@ -140,12 +151,12 @@ def candidates_for(settings: RunSettings, collection: Collection, queries: Seque
     """Candidates per query under the protocol (None: a pool protocol over a whole corpus, which
     the model ranks itself, `KEEP` kept), and the protocol's description for the sidecar; on the
     pooled and full protocols `first_spec` ranks the corpus and keeps the top `depth`
-    (`first_stage_of`), its corpus encoded and searched by `executor` (default in-process)."""
+    (`first_stage_of`), its corpus encoded and searched by `executor` (default in-process). `collection`
+    is the run's, as its protocol ranks it (`run_collection`)."""
     if settings.protocol in POOL_PROTOCOLS:
         if collection.candidates is None:
             return None, {"protocol": settings.protocol, "corpus_size": len(collection.documents), "keep": KEEP}
-        given = protocol_collection(collection, settings.protocol)
-        return {q.qid: given.candidates_of(q.qid) for q in queries}, {"protocol": settings.protocol}
+        return {q.qid: collection.candidates_of(q.qid) for q in queries}, {"protocol": settings.protocol}
     name = first_spec.name
     first = registry.build(first_spec, collection)
     described = {"protocol": settings.protocol, "first_stage": name, "first_stage_model": first.describe(),
@@ -305,8 +316,10 @@ def unavailable(bound: BoundRun) -> tuple[str, str] | None:
 
 @dataclass(frozen=True)
 class BoundRun:
-    """One run, bound once (`bind`): its settings, the collection, the model's spec (a Python
-    object attached, `evalkit.models.adhoc.PythonModel`), the first stage's spec and depth
+    """One run, bound once (`bind`): its settings, the collection as the run sees it
+    (`run_collection`: under its instruction file, with its protocol's exclusions), the model's
+    spec (its family and first stage resolved by the registry it was bound with, a Python object
+    attached, `evalkit.models.adhoc.PythonModel`), the first stage's spec and depth
     (pooled and full; None on the pool protocols), the selected queries, the key a stored run must
     match (`sidecar_key`; its ``model_identity`` None: never reused) and the run's folder. Every
     step of the run reads these; none is looked up again."""
@@ -337,12 +350,13 @@ def bind(settings: RunSettings, collection: Collection, runs_dir: Path | None,
     found = registry if registry is not None else models_registry.current()
     model = found.spec(settings.model, settings.profile)
     first, depth = first_stage_of(settings, found)
-    check_settings(settings, model, first, collection)
+    seen = run_collection(settings, collection)
+    check_settings(settings, model, first, seen)
     # the run name must round-trip through a TREC file, stored or not
     folder = run_folder(runs_dir if runs_dir is not None else Path(), settings, collection.name)
     folder = folder if runs_dir is not None else None
-    key = sidecar_key(settings, model, collection)
-    return BoundRun(settings, collection, model, first, depth, tuple(queries_of(settings, collection)), key, folder)
+    key = sidecar_key(settings, model, collection)  # the data as given: its identity, whatever the protocol
+    return BoundRun(settings, seen, model, first, depth, tuple(selected_queries(settings, seen)), key, folder)
 
 
 def first_stage_of(settings: RunSettings, registry: Registry) -> tuple[ModelSpec | None, int | None]:

@@ -32,7 +32,7 @@ from evalkit.data.runs import Run
 from evalkit.datasets.scheme import Annotators
 from evalkit.evaluation.evaluate import per_query
 from evalkit.models import registry
-from evalkit.pipeline.runner import RunSettings, candidates_for, first_stage_of, queries_of
+from evalkit.pipeline.runner import RunSettings, candidates_for, first_stage_of, run_collection, selected_queries
 
 RECIPES = ("pool", "protocol")
 UNJUDGED = 0.0  # an annotator's score for a listed document they did not grade
@@ -62,7 +62,8 @@ def protocol_lists(collection: Collection, protocol: str, profile: str = "offlin
                            first_stage=first_stage, depth=depth,
                            queries=tuple(queries) if queries is not None else None, corpus=corpus)
     first, kept = first_stage_of(settings, registry.current())  # "human" is no model: nothing else is bound
-    chosen, described = candidates_for(settings, collection, queries_of(settings, collection), first, kept)
+    seen = run_collection(settings, collection)  # as the protocol ranks it (released: the seed too)
+    chosen, described = candidates_for(settings, seen, selected_queries(settings, seen), first, kept)
     return {qid: [d.doc_id for d in docs] for qid, docs in chosen.items()}, described
 
 

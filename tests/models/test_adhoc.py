@@ -105,12 +105,11 @@ def test_a_registry_folder_and_a_user_family_are_keyed_by_their_content(collecti
         "folder": {"family": "dense", "model": str(tiny)}, "custom": {"family": "custom"}}}}}))
     monkeypatch.setenv("EVALKIT_MODELS", str(registry_file))
     assert "folder" in registry.identity(registry.spec("folder", "mine"))
-    monkeypatch.setitem(registry.FAMILIES, "custom", Family("custom", words))
     settings = RunSettings(model="custom", profile="mine", queries=QUERIES)
-    key = bind(settings, collection, None).key
+    key = bind(settings, collection, None, registry.load().with_family(Family("custom", words))).key
     assert key["model_identity"]["family_code"]["object"].endswith("words")
-    monkeypatch.setitem(registry.FAMILIES, "custom", Family("custom", titles))
-    assert bind(settings, collection, None).key["model_identity"] != key["model_identity"]
+    again = bind(settings, collection, None, registry.load().with_family(Family("custom", titles))).key
+    assert again["model_identity"] != key["model_identity"]
 
 
 def test_a_user_registry_without_study_reference_uses_the_first_model(tmp_path, monkeypatch):

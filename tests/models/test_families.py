@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -71,9 +72,9 @@ def toy_collection(sentences: bool) -> Collection:
 
 @pytest.fixture
 def toy_family(tmp_path, monkeypatch):
-    """Writes the toy family's file with a declaration, imports it, registers it (for this test
-    only) and points the registry at a profile using it; returns the module."""
-    monkeypatch.setattr(registry, "FAMILIES", dict(registry.FAMILIES))  # registrations end with the test
+    """Writes the toy family's file with a declaration, imports it, and points the registry at a
+    profile using it; returns the module and a registry value with the family added (nothing
+    registered in the process)."""
     weights = tmp_path / "toy-weights"
     weights.mkdir()
     (weights / "weights.bin").write_bytes(b"\x00\x01")
@@ -91,28 +92,27 @@ def toy_family(tmp_path, monkeypatch):
         (tmp_path / f"{name}.py").write_text(TOY.replace("{declaration}", declaration))
         importlib.invalidate_caches()
         module = importlib.import_module(name)
-        registry.register_family(module.FAMILY)
-        return module
+        return module, registry.load().with_family(module.FAMILY)
 
     return declare
 
 
 def test_a_family_declared_in_one_file_is_built_priced_and_read_by_its_declaration(toy_family, monkeypatch):
-    toy = toy_family(DECLARED)
-    spec = registry.spec("toy", "t")
+    toy, models = toy_family(DECLARED)
+    spec = models.spec("toy", "t")
     scorer = registry.build(spec, toy_collection(True))
     assert isinstance(scorer, toy.Toy) and scorer.first_stage is None and scorer.depth is None
-    reranker = registry.build(registry.spec("toy-reranker", "t"), toy_collection(True))
+    reranker = registry.build(models.spec("toy-reranker", "t"), toy_collection(True))
     assert isinstance(reranker.first_stage, BM25) and reranker.depth == 7  # the profile's depth, built by the registry
     # needs: sentences, so a collection whose seeds are not split is refused before anything is built
     assert registry.needs(spec) == {"sentences"}
-    runner.bind(RunSettings(model="toy", dataset="toys", profile="t"), toy_collection(True), None)
+    runner.bind(RunSettings(model="toy", dataset="toys", profile="t"), toy_collection(True), None, models)
     with pytest.raises(KitError, match="it needs sentences"):
-        runner.bind(RunSettings(model="toy", dataset="toys", profile="t"), toy_collection(False), None)
+        runner.bind(RunSettings(model="toy", dataset="toys", profile="t"), toy_collection(False), None, models)
     # weighted: the entry must name its weights, and their folder's files key its runs (as the builder's code does)
-    found = registry.identity(spec)
-    assert set(found) == {"family_code", "folder"}
-    assert found["family_code"]["object"].endswith("build")
+    pinned = registry.identity(spec)
+    assert set(pinned) == {"family_code", "folder"}
+    assert pinned["family_code"]["object"].endswith("build")
     # priced as an encoder: every candidate of the two queries once, and the two queries
     monkeypatch.setattr(prerequisites, "gpu_count", lambda: 0)
     collection = toy_collection(True)
@@ -120,7 +120,7 @@ def test_a_family_declared_in_one_file_is_built_priced_and_read_by_its_declarati
     assert row.texts == 4 + 2 and row.hours > 0
     # its GPU dtype, and the backend it declares remote makes an entry an API model (no hub weights to fetch)
     assert prerequisites.gpu_dtype(spec) == "bfloat16"
-    remote = registry.spec("toy-remote", "t")
+    remote = models.spec("toy-remote", "t")
     assert prerequisites.is_api(remote) and prerequisites.hub_ids(remote) == []
     assert not prerequisites.is_api(spec)
 
@@ -128,17 +128,17 @@ def test_a_family_declared_in_one_file_is_built_priced_and_read_by_its_declarati
 def test_the_same_builder_without_the_traits_is_read_as_declared(toy_family, tmp_path, monkeypatch):
     """The contrast of the test above: a registry that ignored the declaration would give both
     declarations the same needs, identity, plan and dtype."""
-    toy_family(PLAIN)
-    spec = registry.spec("toy", "t")
+    _, found = toy_family(PLAIN)
+    spec = found.spec("toy", "t")
     assert registry.needs(spec) == set()
-    runner.bind(RunSettings(model="toy", dataset="toys", profile="t"), toy_collection(False), None)
+    runner.bind(RunSettings(model="toy", dataset="toys", profile="t"), toy_collection(False), None, found)
     assert set(registry.identity(spec)) == {"family_code"}  # not weighted: its folder is not read
     monkeypatch.setattr(prerequisites, "gpu_count", lambda: 0)
     collection = toy_collection(True)
     row = plan.row_plan(spec, list(collection.queries.values()), collection, "pool")
     assert row.texts == 0 and row.hours == 0  # scoring only
     assert prerequisites.gpu_dtype(spec) == "float32"
-    assert not prerequisites.is_api(registry.spec("toy-remote", "t"))
+    assert not prerequisites.is_api(found.spec("toy-remote", "t"))
 
 
 def test_a_weighted_family_refuses_an_entry_without_weights(toy_family, tmp_path, monkeypatch):
@@ -147,42 +147,40 @@ def test_a_weighted_family_refuses_an_entry_without_weights(toy_family, tmp_path
     path.write_text(yaml.safe_dump({"profiles": {"t": {"models": {"toy": {"family": "toy"}}}}}))
     monkeypatch.setenv("EVALKIT_MODELS", str(path))
     assert registry.model_names("t") == ["toy"]  # read (and cached) while no family toy is known
-    toy_family(DECLARED)
     with pytest.raises(KitError, match="model 'toy' of profile 't' names no 'model'"):
-        registry.spec("toy", "t")
+        toy_family(DECLARED)
 
 
-def test_register_family_takes_a_declaration_and_keeps_the_kits_own(monkeypatch):
-    monkeypatch.setattr(registry, "FAMILIES", dict(registry.FAMILIES))
-    with pytest.raises(KitError, match="takes a Family"):
-        registry.register_family(lambda settings, profile, collection: None)
-    with pytest.raises(KitError, match="family 'bm25': one of the kit's families has this name"):
-        registry.register_family(Family("bm25", lambda settings, profile, collection: None))
-    registry.FAMILIES["bare"] = lambda settings, profile, collection: None  # how families were registered before
-    with pytest.raises(KitError, match=r"registered as a bare builder; register it with registry.register_family"):
-        registry.family_of(registry.ModelSpec("m", "offline", "bare", "M", "probe", {}))
+def test_register_family_takes_a_declaration_and_keeps_the_kits_own():
+    for register in (registry.Registrations().register_family, registry.load().with_family):
+        with pytest.raises(KitError, match="takes a Family"):
+            register(lambda settings, profile, collection: None)
+        with pytest.raises(KitError, match="family 'bm25': one of the kit's families has this name"):
+            register(Family("bm25", lambda settings, profile, collection: None))
+    with pytest.raises(KitError, match="was not made by a registry"):  # a spec no registry resolved
+        registry.family_of(registry.ModelSpec("m", "offline", "bm25", "M", "probe", {}))
     with pytest.raises(KitError, match="first_stage 'sometimes'.*work 'tokens'"):
         Family("odd", print, first_stage="sometimes", work="tokens")
     with pytest.raises(KitError, match=r"needs \['vectors'\]"):
         Family("odd", print, needs={"vectors"})
 
 
-def test_the_registry_puts_the_facet_hybrid_over_a_family_that_takes_it(monkeypatch):
+def test_the_registry_puts_the_facet_hybrid_over_a_family_that_takes_it():
     """`Family.hybrid`: an entry setting ``hybrid_alpha`` gets the hybrid over its family's scorer,
     the builder seeing the entry's settings without the hybrid's; a family without the trait gets
     the entry's settings as they are and no hybrid (fails when the registry ignores the trait)."""
     base = registry.spec("minilm", "offline")
     mixed = registry.ModelSpec("minilm-h", "offline", base.family, "h", "aspect",
                                {**base.settings, "hybrid_alpha": 0.25, "hybrid_candidate_facet": True})
-    scorer = registry.build(mixed, None)
+    scorer = registry.build(registry.load().resolve(mixed), None)
     assert isinstance(scorer, FacetHybrid) and isinstance(scorer.model, BiEncoder)
     assert (scorer.alpha, scorer.candidate_facet) == (0.25, True)
     assert type(registry.build(base, None)) is BiEncoder
     seen = []
     plain = Family("plain", lambda settings, profile, collection: seen.append(settings) or BM25())
-    monkeypatch.setattr(registry, "FAMILIES", dict(registry.FAMILIES))
-    registry.register_family(plain)
-    built = registry.build(registry.ModelSpec("p", "offline", "plain", "P", "probe", {"hybrid_alpha": 0.5}), None)
+    found = registry.load().with_family(plain)
+    built = registry.build(found.resolve(registry.ModelSpec("p", "offline", "plain", "P", "probe",
+                                                            {"hybrid_alpha": 0.5})), None)
     assert type(built) is BM25 and seen == [{"hybrid_alpha": 0.5}]
 
 
@@ -195,7 +193,7 @@ def test_every_family_module_is_registered_once():
     assert sorted(f.name for f in declared) == sorted(f.name for f in families.ALL)
     assert len({f.name for f in families.ALL}) == len(families.ALL)
     assert all(f in families.ALL for f in declared)
-    assert list(registry.FAMILIES) == [f.name for f in families.ALL]
+    assert list(registry.load().families) == list(registry.KIT) == [f.name for f in families.ALL]
 
 
 def test_the_kit_families_declare_the_traits_the_study_relies_on():
@@ -246,16 +244,15 @@ def _entry_of(family: Family) -> dict:
 
 
 @pytest.mark.parametrize("family", families.ALL, ids=lambda f: f.name)
-def test_every_kit_family_refuses_an_unknown_setting_in_one_line_before_building(family, monkeypatch):
+def test_every_kit_family_refuses_an_unknown_setting_in_one_line_before_building(family):
     """A misspelled key (``batch_sise``) is refused by the one registry rule, the same line for
     every family, and before the builder runs (so no weights load and no default is used silently)."""
     assert family.settings is not None, f"family {family.name} does not declare its settings"
     built = []
-    monkeypatch.setitem(registry.FAMILIES, family.name, Family(
-        family.name, lambda *a, **k: built.append(a), weighted=family.weighted, needs=family.needs,
-        first_stage=family.first_stage, work=family.work, hybrid=family.hybrid, gpu_dtype=family.gpu_dtype,
-        api_backends=family.api_backends, settings=family.settings))
-    model = registry.ModelSpec("m", "offline", family.name, "m", "agnostic", {**_entry_of(family), "batch_sise": 8})
+    watched = replace(family, build=lambda *a, **k: built.append(a))  # the kit's own, its builder watched
+    found = replace(registry.load(), families={**registry.KIT, family.name: watched})
+    model = found.resolve(registry.ModelSpec("m", "offline", family.name, "m", "agnostic",
+                                             {**_entry_of(family), "batch_sise": 8}))
     with pytest.raises(KitError) as caught:
         registry.build(model, toy_collection(True))
     assert str(caught.value).startswith(f"model m (family {family.name}): no setting 'batch_sise'; its settings are ")

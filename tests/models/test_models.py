@@ -201,11 +201,12 @@ def test_needs_say_what_a_model_requires_of_a_collection():
     assert needs("bm25") == needs("minilm") == needs("minilm-probe") == set()
     assert needs("minilm-aspire-ot") == needs("minilm-aspire-maxsim") == {"sentences"}
     assert needs("oracle-prp") == {"qrels"}  # over an embedding first stage, which needs nothing
+    resolve = registry.load().resolve
     hybrid = registry.ModelSpec("h", "offline", "dense", "h", "aspect", {"model": "x", "hybrid_alpha": 0.5})
-    assert registry.needs(hybrid) == {"sentences", "facets"}
+    assert registry.needs(resolve(hybrid)) == {"sentences", "facets"}
     over_multivector = registry.ModelSpec("o", "offline", "oracle", "o", "oracle",
                                           {"first_stage": "minilm-aspire-ot"})
-    assert registry.needs(over_multivector) == {"sentences", "qrels"}
+    assert registry.needs(resolve(over_multivector)) == {"sentences", "qrels"}
 
 
 def test_blank_instruction_uses_the_plain_query_not_an_empty_slot(tiny_st, tmp_path):
@@ -245,7 +246,7 @@ def test_cached_vectors_store_matrices_row_by_row(tmp_path):
 
 
 def test_paper_families_are_registered_and_need_what_their_model_needs():
-    assert {"gritlm", "promptriever", "paper-cls", "aspire"} <= set(registry.FAMILIES)
+    assert {"gritlm", "promptriever", "paper-cls", "aspire"} <= set(registry.load().families)
 
     def needs(name):
         return registry.needs(registry.spec(name, "paper"))
@@ -254,7 +255,7 @@ def test_paper_families_are_registered_and_need_what_their_model_needs():
     assert needs("gritlm-7b") == needs("promptriever") == set()  # over SciNCL, which needs nothing
     aspire_first = registry.ModelSpec("g", "paper", "gritlm", "g", "instructed",
                                       {"model": "x", "first_stage": "otaspire"})
-    assert registry.needs(aspire_first) == {"sentences"}
+    assert registry.needs(registry.load().resolve(aspire_first)) == {"sentences"}
 
 
 def test_paper_cls_queries_are_papers_through_the_document_template():

@@ -16,6 +16,8 @@ otAspire's row (its per-batch diameter) is tested in test_encoder_aspire.py.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from tiny_models import WORDS, build_sentence_transformer, build_tiny_bert
@@ -93,8 +95,7 @@ def test_sbmpnet1b_row_scores_the_best_facet_sentence_cosine(collection, tmp_pat
     folder = build_sentence_transformer(tmp_path / "st")
     entry = registry.spec("mpnet-sbmpnet1b", "offline")
     assert (entry.family, entry.settings["matching"]) == ("multivector", "max")
-    scorer = registry.build(registry.ModelSpec(entry.name, entry.profile, entry.family, entry.label, entry.role,
-                                               {**entry.settings, "model": str(folder)}), collection)
+    scorer = registry.build(replace(entry, settings={**entry.settings, "model": str(folder)}), collection)
     query, candidates = collection.query(QID), _candidates(collection)[:-1]
     scores = scorer.score(query, candidates)
     model = SentenceTransformer(str(folder), device="cpu")

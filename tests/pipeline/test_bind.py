@@ -10,9 +10,11 @@ import pytest
 
 from evalkit import api, cli
 from evalkit.core.errors import KitError
+from evalkit.data.collection import Collection, Document, Query
 from evalkit.data.runs import ranked
 from evalkit.models import registry
 from evalkit.models.adhoc import PythonModel
+from evalkit.models.family import Family
 from evalkit.pipeline import prerequisites, runner
 from evalkit.pipeline.runner import Failure, NotRun, Reuse, RunSettings, bind, obtain
 
@@ -65,12 +67,14 @@ def test_evaluate_puts_no_object_in_a_process_global(tmp_path):
 def test_the_registry_file_is_read_and_checked_once_per_version(tmp_path, monkeypatch):
     checks = []
     real = registry.check_config
-    monkeypatch.setattr(registry, "check_config", lambda path, data: checks.append(path) or real(path, data))
+    monkeypatch.setattr(registry, "check_config", lambda path, data, families: checks.append(path) or real(
+        path, data, families))
     path = tmp_path / "models.yaml"
     path.write_text("profiles: {t: {models: {bm25: {family: bm25}}}}\n")
     monkeypatch.setenv("EVALKIT_MODELS", str(path))
-    first = registry.load()
-    assert registry.load() is first and registry.spec("bm25", "t").settings == {} and len(checks) == 1
+    process = registry.PROCESS.families  # the process's families, as `registry.spec` reads the file with them
+    first = registry.load(process)
+    assert registry.load(process) is first and registry.spec("bm25", "t").settings == {} and len(checks) == 1
     path.write_text("profiles: {t: {models: {bm25: {family: bm25, k1: 0.9}}}}\n")
     os.utime(path, ns=(1, 1))  # another version, whatever the clock's resolution
     assert registry.spec("bm25", "t").settings == {"k1": 0.9} and len(checks) == 2
@@ -128,3 +132,114 @@ def test_failures_say_why_or_raise(collection, tmp_path, monkeypatch, executions
     assert obtain(bound, failure=Failure.REASON) == NotRun("not run: the server died")
     with pytest.raises(KitError, match="the server died"):
         obtain(bound)
+
+
+def test_two_registries_in_one_process_see_only_their_own_models_and_families():
+    """Registries are values: adding an object or a family makes a new one, seen by nothing else
+    (the process's registrations included)."""
+    words = Family("words-b", lambda settings, profile, collection: None)
+    base = registry.load()
+    with_a = base.with_object(PythonModel("only-a", by_length, {"test": "a"}, "only-a", "agnostic", TEMPLATES))
+    with_b = base.with_family(words)
+    assert with_a.knows("only-a", "offline") and with_a.spec("only-a", "offline").obj.model is by_length
+    for other in (base, with_b, registry.current()):
+        assert not other.knows("only-a", "offline")
+        with pytest.raises(KitError, match="unknown model 'only-a'"):
+            other.spec("only-a", "offline")
+    assert with_b.family("words-b") is words
+    assert all(r.family("words-b") is None for r in (base, with_a, registry.current(), registry.load()))
+
+
+def test_the_process_registrations_give_values_that_later_registrations_leave_alone():
+    process = registry.Registrations()
+    before = process.registry()
+    words = Family("words-p", lambda settings, profile, collection: None)
+    process.register_family(words)
+    process.register_model(PythonModel("only-p", by_length, {"test": "p"}, "only-p", "agnostic", TEMPLATES))
+    after = process.registry()
+    assert after.family("words-p") is words and after.knows("only-p", "offline")
+    assert before.family("words-p") is None and not before.knows("only-p", "offline")
+    assert registry.current().family("words-p") is None  # another process's registrations: not this one's
+
+
+ORACLE_REGISTRY = """\
+profiles:
+  t:
+    first_stage: bm25
+    depth: 5
+    models:
+      bm25: {family: bm25}
+      oracle-bm25: {family: oracle, role: oracle}
+      loop-a: {family: oracle, first_stage: loop-b}
+      loop-b: {family: oracle, first_stage: loop-a}
+"""
+
+
+def no_lookups(monkeypatch) -> list[str]:
+    """Make every way to a registry entry by name raise from now on; the names tried."""
+    tried = []
+
+    def refuse(name):
+        def refused(*args, **kwargs):
+            tried.append(name)
+            raise AssertionError(f"{name} looked up after bind")
+        return refused
+
+    for name in ("current", "load", "spec", "profile_value", "profile_settings", "model_names"):
+        monkeypatch.setattr(registry, name, refuse(name))
+    for name in ("spec", "_spec", "resolve", "profile_settings", "profile_value", "family"):
+        monkeypatch.setattr(registry.Registry, name, refuse(f"Registry.{name}"), raising=False)
+    return tried
+
+
+@pytest.mark.parametrize("model", ["oracle-bm25", "user-object"])
+def test_a_bound_run_looks_nothing_up_after_bind(model, collection, tmp_path, monkeypatch, executions):
+    """The model's family and first stage (the profile's, for the oracle), the protocol's first
+    stage and the user's object are resolved by `bind`: making the run (its prerequisites checked,
+    the first stages built) reads the bound run only. Fails when `build`, `needs`, `identity` or
+    the prerequisites look a first stage up by name."""
+    path = tmp_path / "models.yaml"
+    path.write_text(ORACLE_REGISTRY)
+    monkeypatch.setenv("EVALKIT_MODELS", str(path))
+    found = registry.load().with_object(PythonModel("user-object", by_length, {"test": "o"}, "user-object",
+                                                    "agnostic", TEMPLATES))
+    bound = bind(RunSettings(model=model, profile="t", protocol="pooled", depth=5, queries=QUERIES), collection,
+                 tmp_path / "runs", found)
+    assert bound.first_stage.name == "bm25"
+    tried = no_lookups(monkeypatch)
+    run = obtain(bound, failure=Failure.STRICT).run
+    assert tried == [] and len(executions) == 1 and set(run) == set(QUERIES)
+    assert all(len(run[qid]) == 5 for qid in QUERIES)  # the first stage's top 5, reranked
+    if model == "user-object":  # ranked by this object: the longest of the first stage's top 5 first
+        for qid in QUERIES:
+            lengths = {d: len(collection.documents[d].text) for d in run[qid]}
+            assert lengths[ranked(run[qid])[0]] == max(lengths.values())
+
+
+def test_a_first_stage_loop_is_refused_in_one_line(tmp_path, monkeypatch):
+    path = tmp_path / "models.yaml"
+    path.write_text(ORACLE_REGISTRY)
+    monkeypatch.setenv("EVALKIT_MODELS", str(path))
+    with pytest.raises(KitError, match=r"model loop-b: its first stages loop \(loop-a -> loop-b -> loop-a\)"):
+        registry.spec("loop-a", "t")
+
+
+def test_the_bound_collection_is_the_one_the_protocol_ranks(collection, tmp_path):
+    """``released`` excludes nothing, the other protocols what the collection does; the key keeps
+    the identity of the data as given, whatever the protocol."""
+    released = bind(RunSettings(model="bm25", protocol="released", queries=QUERIES), collection, tmp_path)
+    pool = bind(RunSettings(model="bm25", queries=QUERIES), collection, tmp_path)
+    assert collection.exclude and released.collection.exclude == {} and pool.collection.exclude == collection.exclude
+    assert released.key["data_sha256"] == pool.key["data_sha256"] == collection.identity
+
+
+def test_released_ranks_a_whole_corpus_with_nothing_excluded(tmp_path):
+    """A collection without candidate lists is ranked over its whole corpus: its excluded
+    document is left out on ``pool`` and ranked on ``released``, which judges it."""
+    documents = {d: Document(d, f"title {d}", "graph neural networks" if d != "d3" else "graphs")
+                 for d in ("d1", "d2", "d3")}
+    queries = {"q": Query("q", "graph networks", "")}
+    small = Collection("small", documents, queries, {"q": {"d1": 1, "d2": 1}}, exclude={"q": "d1"})
+    runs = {protocol: obtain(bind(RunSettings(model="bm25", dataset="small", protocol=protocol), small,
+                                  tmp_path)).run for protocol in ("pool", "released")}
+    assert set(runs["pool"]["q"]) == {"d2", "d3"} and set(runs["released"]["q"]) == {"d1", "d2", "d3"}

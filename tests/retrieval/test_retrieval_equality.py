@@ -47,10 +47,11 @@ def as_list(run: dict) -> dict:
 
 @pytest.fixture()
 def planted_family(monkeypatch, tmp_path):
-    """A registry family "planted" whose model reads vectors from a table set by the test."""
+    """A registry family "planted" whose model reads vectors from a table set by the test: the
+    tables and a registry value with the family."""
     tables = {}
-    monkeypatch.setitem(registry.FAMILIES, "planted", Family(
-        "planted", lambda settings, profile, collection: table_scorer(tables[collection.name], settings["metric"])))
+    family = Family("planted",
+                    lambda settings, profile, collection: table_scorer(tables[collection.name], settings["metric"]))
     models = {"ip": {"family": "planted", "metric": "cosine"}, "l2": {"family": "planted", "metric": "l2"},
               "bm25": {"family": "bm25"}}
     path = tmp_path / "models.yaml"
@@ -58,15 +59,16 @@ def planted_family(monkeypatch, tmp_path):
     monkeypatch.setenv("EVALKIT_MODELS", str(path))
     monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(runner, "KEEP", KEEP)
-    return tables
+    return tables, registry.load().with_family(family)
 
 
 @pytest.mark.parametrize("kind", ["ties", "gaussian"])
 @pytest.mark.parametrize("model, metric", [("ip", "cosine"), ("l2", "l2")])
 def test_whole_corpus_run_equals_the_exhaustive_ranking(planted_family, tmp_path, kind, model, metric):
     collection, table = planted(kind)
-    planted_family[collection.name] = table
-    bound = bind(RunSettings(model=model, dataset=collection.name, profile="test"), collection, tmp_path)
+    tables, models = planted_family
+    tables[collection.name] = table
+    bound = bind(RunSettings(model=model, dataset=collection.name, profile="test"), collection, tmp_path, models)
     folder = obtain(bound, Reuse.NEVER).folder
     got = as_list(read_trec(folder / RANKING))
     want = exhaustive(table_scorer(table, metric), collection, KEEP)
@@ -85,9 +87,10 @@ def test_an_excluded_document_is_never_ranked_and_the_rest_is_unchanged(planted_
     from dataclasses import replace
 
     collection = replace(collection, exclude=exclude)
-    planted_family[collection.name] = table
+    tables, models = planted_family
+    tables[collection.name] = table
     model = "ip" if metric == "cosine" else "l2"
-    bound = bind(RunSettings(model=model, dataset=collection.name, profile="test"), collection, tmp_path)
+    bound = bind(RunSettings(model=model, dataset=collection.name, profile="test"), collection, tmp_path, models)
     folder = obtain(bound, Reuse.NEVER).folder
     got = as_list(read_trec(folder / RANKING))
     assert got == exhaustive(table_scorer(table, metric), collection, KEEP, exclude)
@@ -97,9 +100,10 @@ def test_an_excluded_document_is_never_ranked_and_the_rest_is_unchanged(planted_
 @pytest.mark.parametrize("kind", ["ties", "gaussian"])
 def test_pooled_first_stage_keeps_the_exhaustive_top_depth(planted_family, tmp_path, kind):
     collection, table = planted(kind, seed=2)
-    planted_family[collection.name] = table
+    tables, models = planted_family
+    tables[collection.name] = table
     settings = RunSettings(model="ip", dataset=collection.name, profile="test", protocol="pooled", depth=25)
-    folder = obtain(bind(settings, collection, tmp_path), Reuse.NEVER).folder
+    folder = obtain(bind(settings, collection, tmp_path, models), Reuse.NEVER).folder
     got = read_trec(folder / RANKING)  # the model is its own first stage: its run rescores the top 25
     want = exhaustive(table_scorer(table, "cosine"), collection, 25)
     assert {qid: set(scores) for qid, scores in got.items()} == {qid: {d for d, _ in found}
