@@ -92,7 +92,7 @@ def cache_bytes(cache: Path) -> int:
 def child(corpus: Path) -> None:
     """One first-stage run of the full protocol; prints a JSON line of its figures."""
     from evalkit.datasets import csfcube
-    from evalkit.pipeline.runner import RunSettings, candidates_for, queries_of
+    from evalkit.pipeline.runner import RunSettings, bind, candidates_for
     from evalkit.retrieval import embeddings
 
     made = []
@@ -106,7 +106,8 @@ def child(corpus: Path) -> None:
     collection = csfcube.load_collection()
     settings = RunSettings(model="tiny", profile="bench", protocol="full", corpus=str(corpus))
     start = time.perf_counter()
-    chosen, described = candidates_for(settings, collection, queries_of(settings, collection))
+    bound = bind(settings, collection, None)  # the run as the runner binds it, stored nowhere
+    chosen, described = candidates_for(bound.settings, bound.collection, bound.queries, bound.first_stage, bound.depth)
     wall = time.perf_counter() - start
     print(json.dumps({"wall_s": round(wall, 1), "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
                                                                      / 1024, 1),
