@@ -47,10 +47,11 @@ from evalkit.core.hashing import files_sha256
 from evalkit.core.version import __version__
 from evalkit.data import collection as data_collection
 from evalkit.data import protocols as data_protocols
-from evalkit.data.collection import Collection, Document, Query
+from evalkit.data.collection import Collection, Document, Query, select_variant
 from evalkit.data.protocols import POOL_PROTOCOLS, check_protocol, protocol_collection
 from evalkit.data.runs import Run, ranked
 from evalkit.data.runstore import is_verified, load_verified, run_folder, write_run
+from evalkit.evaluation.request import check_cutoff
 from evalkit.llm.templates import TEMPLATES_FILE
 from evalkit.models import registry
 from evalkit.models import registry as models_registry  # `bind` has a parameter named registry
@@ -83,11 +84,8 @@ def check_settings(settings: RunSettings, model: ModelSpec, first: ModelSpec | N
     """Every setting checked before any model is built or anything is scored (`bind`, once a run;
     the protocol first, by `bind`): `model` and `first` are the model's and the first stage's specs,
     `collection` the run's (`run_collection`)."""
-    if settings.variant not in collection.variants:
-        raise RequestError("variant", f"{collection.name} has no variant {settings.variant!r}; "
-                                      f"choose one of {', '.join(collection.variants)}")
-    if settings.depth is not None and settings.depth < 1:
-        raise RequestError("depth", "must be a positive integer", value=settings.depth)
+    select_variant(collection, settings.variant)  # the request's rules, as every front end's
+    check_cutoff("depth", settings.depth)
     if settings.protocol == "full" and not settings.corpus:
         raise RequestError("protocol", "needs {corpus}, a corpus file; for CSFCube, `evalkit data --corpus` "
                                        "downloads abstracts-preds.zip, then no path is needed", value="full")

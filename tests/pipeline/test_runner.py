@@ -120,11 +120,11 @@ def test_released_protocol_ranks_the_seed_in_its_own_pools(collection, tmp_path)
 
 
 @pytest.mark.parametrize("field, value, message", [
-    ("variant", "nope", "choose one of base, generic"),
+    ("variant", "nope", "has the variants base, generic"),
     ("protocol", "nope", "choose one of pool, released, pooled, full"),
     ("model", "nope", "choose one of tiny, tiny-probe, bm25, tiny-oracle, tiny-prp, tiny-aspire"),
     ("queries", ("123_method",), "has no query 123_method"),
-    ("depth", 0, "must be a positive integer"),
+    ("depth", 0, "give a positive whole number"),
 ])
 def test_bad_settings_get_one_line_errors(collection, qids, tmp_path, field, value, message):
     with pytest.raises(KitError, match=message) as err:
