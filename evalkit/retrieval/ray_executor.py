@@ -161,7 +161,7 @@ class RayExecutor:
                 ray.init(address=address, **quiet)
             except Exception as exc:  # Ray's connection errors have no common type
                 raise MissingPrerequisite(f"cannot join the Ray cluster at RAY_ADDRESS={address} ({one_line(exc)})",
-                                          "start it (ray start --head) or unset RAY_ADDRESS for a local one") from None
+                                          "start it (`ray start --head`) or unset RAY_ADDRESS for a local one") from None
             self.cluster, self.owned = f"joined at {address}", False
         else:
             cores = os.cpu_count() or 1
@@ -175,7 +175,7 @@ class RayExecutor:
                     if attempt + 1 == START_ATTEMPTS:
                         raise MissingPrerequisite(f"the local Ray cluster did not start ({one_line(exc)})",
                                                   "run again when the machine is less loaded, or start Ray yourself "
-                                                  "(ray start --head) and set RAY_ADDRESS") from None
+                                                  "(`ray start --head`) and set RAY_ADDRESS") from None
             self.cluster, self.owned = "local", True
 
     def _workers(self, encode, stores) -> list:
