@@ -62,9 +62,22 @@ def spell(field: str, front_end: str = API) -> str:
 class KitError(Exception):
     """A user-facing problem (bad input, missing data); the CLI prints it as one line and exits 2."""
 
+    def __reduce__(self):
+        # pickled whole (its line and its fields), so an error raised in another process (a Ray
+        # worker, a process pool) comes back as itself: the kinds below take their fields, not the line
+        return _restored, (type(self), self.args, dict(self.__dict__))
+
     def for_front_end(self, front_end: str) -> KitError:
         """This error as `front_end` words it (a plain `KitError` names no field: itself)."""
         return self
+
+
+def _restored(kind: type, args: tuple, fields: dict) -> KitError:
+    """A `KitError` of `kind` with its line (`args`) and `fields`, as it was pickled (`__reduce__`)."""
+    error = Exception.__new__(kind)
+    Exception.__init__(error, *args)
+    error.__dict__.update(fields)
+    return error
 
 
 def given(field: str, value: object, front_end: str = API) -> str:

@@ -142,7 +142,7 @@ def load(models, profile: str = "offline", protocol: str = "pool", runs_dir: Pat
     data = csfcube.load()
     collection = csfcube.to_collection(data)
     if seed is None and not every_query:
-        raise RequestError("seed", "is needed when {every_query:False}: the seed whose queries to run")
+        raise RequestError("seed", "is needed when every_query is False: the seed whose queries to run")
     queries = None if seed is None else seed_queries(collection, seed)
     runs, labels, seed_only = {}, {}, []
     for model in models:

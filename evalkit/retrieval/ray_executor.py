@@ -161,7 +161,8 @@ class RayExecutor:
                 ray.init(address=address, **quiet)
             except Exception as exc:  # Ray's connection errors have no common type
                 raise MissingPrerequisite(f"cannot join the Ray cluster at RAY_ADDRESS={address} ({one_line(exc)})",
-                                          "start it (`ray start --head`) or unset RAY_ADDRESS for a local one") from None
+                                          "start it (`ray start --head`) or unset RAY_ADDRESS for a local "
+                                          "one") from None
             self.cluster, self.owned = f"joined at {address}", False
         else:
             cores = os.cpu_count() or 1

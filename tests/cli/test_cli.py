@@ -561,7 +561,7 @@ BAD_RUNS = {
     "unknown_model": (lambda c: _run(c, "--model", "nope"), ["unknown model 'nope'"]),
     "unknown_profile": (lambda c: _run(c, "--profile", "nope"), ["unknown profile 'nope'"]),
     "unknown_first_stage": (lambda c: _run(c, "--protocol", "pooled", "--first-stage", "nope"), ["'nope'"]),
-    "unknown_variant": (lambda c: _run(c, "--variant", "generic"), ["variant 'generic'"]),
+    "unknown_variant": (lambda c: _run(c, "--variant", "generic"), ["--variant generic: beir has the variants base"]),
     "full_without_corpus": (lambda c: _run(c, "--protocol", "full"), ["--corpus"]),
     "corpus_with_pool": (lambda c: _run(c, "--corpus", str(c["file"])), ["--corpus", "full"]),
     "missing_corpus": (lambda c: _run(c, "--protocol", "full", "--corpus", "/no/corpus.zip"), ["/no/corpus.zip"]),

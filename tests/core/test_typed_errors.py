@@ -7,10 +7,12 @@ know (`ALLOWED`)."""
 from __future__ import annotations
 
 import ast
+import pickle
 from pathlib import Path
 
 import pytest
 
+from evalkit.core import errors
 from evalkit.core.errors import (
     CLI,
     NOTEBOOK,
@@ -125,3 +127,16 @@ def test_the_library_raises_the_typed_kinds(raise_it, kind, carried):
     with pytest.raises(kind) as raised:
         raise_it()
     assert getattr(raised.value, carried[0]) == carried[1]
+
+
+def test_every_kind_of_kit_error_survives_pickling_with_its_line_and_fields():
+    """An error raised in a Ray worker or another process reaches the driver as itself (Ray pickles
+    it; a kind whose constructor takes fields, not the line, failed to unpickle before)."""
+    made = [errors.KitError("plain line"), errors.RequestError("workers", "must be positive", value=0),
+            errors.DataError("run.trec", "has no rows"), errors.MissingPrerequisite("ray", "pip install ray"),
+            errors.DeclarationError("measure 'Hits'", "needs a name")]
+    kinds = {type(e) for e in made}
+    assert all(issubclass(k, errors.KitError) for k in kinds)
+    for error in made:
+        back = pickle.loads(pickle.dumps(error))
+        assert type(back) is type(error) and str(back) == str(error) and back.__dict__ == error.__dict__

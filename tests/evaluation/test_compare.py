@@ -107,7 +107,7 @@ def test_a_subset_on_which_the_fold_aggregate_is_undefined_says_so(cached_data, 
 
 @pytest.mark.parametrize("extra, message", [
     (["--runs", "{0}"], "given twice"),
-    (["--runs", "{1}", "--name", "specter"], "--name picks the official files of one folder"),
+    (["--runs", "{1}", "--name", "specter"], "--name: picks the official files of one folder"),
 ])
 def test_bad_comparisons_fail_in_one_line(cached_data, capsys, runs, extra, message):
     argv = ["evaluate", "--dataset", "csfcube", "--runs", str(runs[0])] + [a.format(*runs) for a in extra]

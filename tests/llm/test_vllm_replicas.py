@@ -109,7 +109,7 @@ def test_a_replica_that_cannot_start_is_one_line_naming_it(vllm):
     replicas = local_replicas(model.command, 3)
     replicas.servers[2].env["FAKE_VLLM_MODE"] = "exit"
     model.replicate(replicas)
-    with pytest.raises(KitError, match=r"^replica 3 of 3 of fake/llm-7b did not start: vllm serve fake/llm-7b exited "
+    with pytest.raises(KitError, match=r"^replica 3 of 3 of fake/llm-7b: did not start: vllm serve fake/llm-7b exited "
                                        r"with status 3 before it answered \(fake vllm: CUDA out of memory\)"):
         model.rerank_many(jobs())
     assert all(server.process is None for server in replicas.servers)  # the others stopped too
@@ -129,7 +129,7 @@ def test_local_replicas_split_the_visible_gpus(monkeypatch):
         local_replicas(ServeCommand("m", tensor_parallel_size=3), 2)
     one = local_replicas(ServeCommand("m"), 1).servers[0]
     assert one.env == {} and one.tensor_parallel_size == 4  # one replica: as one server
-    with pytest.raises(KitError, match="replicas=0 must be a positive whole number"):
+    with pytest.raises(KitError, match="workers=0: must be a positive whole number"):
         local_replicas(ServeCommand("m"), 0)
 
 
@@ -171,9 +171,9 @@ def test_use_workers_leaves_entries_without_a_kit_started_server_alone(vllm):
     backend = model.judge.backend
     model.use_workers(3, "ray")
     assert model.judge.backend is backend and "serving" not in model.describe()
-    with pytest.raises(KitError, match="placement 'slurm' is not one of"):
+    with pytest.raises(KitError, match="placement='slurm': is not one of"):
         LLMReranker(settings(vllm, "p.sqlite")).use_workers(2, "slurm")
-    with pytest.raises(KitError, match="the replicas run another command"):
+    with pytest.raises(KitError, match="replicas: they run another command"):
         LLMReranker(settings(vllm, "c.sqlite")).replicate(local_replicas(ServeCommand("other/model"), 2))
 
 

@@ -174,7 +174,8 @@ def test_cli_runs_a_variant_of_a_user_instruction_file(cached_data, tiny, capsys
     assert sidecar["instructions"] == ["Same background.", "Same method."]
     assert sidecar["run_settings"]["instructions"]["file"] == "my.yaml"
     assert len(sidecar["run_settings"]["instructions"]["sha256"]) == 64
-    _one_line_error(capsys, [*argv[:-2], "--variant", "generic", "--runs-dir", str(tmp_path)], "no variant 'generic'")
+    _one_line_error(capsys, [*argv[:-2], "--variant", "generic", "--runs-dir", str(tmp_path)],
+                    "--variant generic: csfcube has the variants base, terse")
 
 
 def test_an_edited_instruction_file_makes_the_run_again(collection, tmp_path):

@@ -175,7 +175,7 @@ def test_one_seeds_page_reuses_stored_full_runs_and_marks_collection_values_it_l
     assert list(warm_scores["nDCG_csfcube@20 (query)"]) == list(scores["nDCG_csfcube@20 (query)"])
     assert list(warm_scores["p-MRR (query)"]) == list(scores["p-MRR (query)"])
     assert "make relevance" not in explore.render(warm, SEED)
-    with pytest.raises(KitError, match="needs the seed"):
+    with pytest.raises(KitError, match="seed= is needed when every_query is False"):
         explore_views.load(["bm25"], runs_dir=runs_dir, every_query=False)
 
 

@@ -202,7 +202,7 @@ def test_a_served_models_judgments_split_over_replicas_and_the_rest_stays_on_the
     api = [plan.row_plan(registry.spec("api-prp", "t"), queries, collection, "pool", w, "gpu") for w in (None, 4)]
     assert api[0].hours == api[1].hours and api[1].gpu_hours == 0
     assert "runs on the driver: the workers do not shorten it" in api[1].notes
-    with pytest.raises(Exception, match="workers=0 must be a positive whole number"):
+    with pytest.raises(Exception, match="workers=0: must be a positive whole number"):
         plan.plan("t", "pool", collection, ["bm25"], workers=0)
 
 
@@ -215,4 +215,4 @@ def test_cli_plan_workers(monkeypatch, capsys):
     assert result["total"]["gpu_hours"] == pytest.approx(sum(r["gpu_hours"] for r in result["rows"]))
     assert result["total"]["gpu_hours"] > 0
     assert cli.main(["plan", "--profile", "paper", "--workers", "0"]) == 2
-    assert "--workers '0' is not a positive whole number" in capsys.readouterr().err
+    assert "--workers 0: is not a positive whole number" in capsys.readouterr().err

@@ -163,7 +163,7 @@ def test_multivector_model_is_refused_on_a_collection_without_sentences(tmp_path
     assert "\n" not in message
     assert "tiny-aspire cannot rank hand: it needs sentences" in message and "choose another model" in message
     bind(RunSettings(model="tiny", dataset="hand", profile="test"), hand, None)  # an embedder is fine
-    with pytest.raises(KitError, match="no variant 'definition'"):
+    with pytest.raises(KitError, match="variant='definition': hand has the variants base"):
         bind(RunSettings(model="tiny", dataset="hand", profile="test", variant="definition"), hand, None)
 
 

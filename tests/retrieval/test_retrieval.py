@@ -111,7 +111,7 @@ def test_the_run_records_the_index_dtype_in_its_name_and_sidecar(tmp_path, monke
     sidecar = json.loads((folder / SIDECAR).read_text())
     assert folder.name == "tiny--index-float16"
     assert sidecar["run_settings"]["index_dtype"] == "float16" and sidecar["corpus_size"] == 6
-    with pytest.raises(KitError, match="index dtype 'int8'"):
+    with pytest.raises(KitError, match="index_dtype='int8': is not one of"):
         obtain(bind(RunSettings(model="tiny", dataset=collection.name, profile="test", index_dtype="int8"),
                 collection, tmp_path / "r"), Reuse.NEVER)
 

@@ -128,7 +128,7 @@ def test_a_notebooks_tag_parameter_must_be_a_plain_name_part(given_tag):
 
     with pytest.raises(KitError) as raised:
         params.check("hybrid", PROFILE="offline", PROTOCOL="pool", TAG=given_tag)
-    assert str(raised.value).startswith(f"TAG {given_tag!r} is not a plain file-name part")
+    assert str(raised.value).startswith(f"TAG={given_tag!r}: is not a plain file-name part")
 
 
 def test_make_s_executor_and_workers_reach_every_run_of_a_notebook(monkeypatch):
