@@ -49,6 +49,15 @@ from evalkit.llm.backend import Prompts, Usage
 RETRY_STATUS = {429} | set(range(500, 600))
 
 
+
+def gathered(futures: list[Future]) -> list[float]:
+    """The futures' results in order; those not yet run are cancelled when one fails (or on an interrupt)."""
+    try:
+        return [future.result() for future in futures]
+    finally:
+        for future in futures:
+            future.cancel()
+
 class _Transient(Exception):
     """A failure worth retrying; its text is the status reported if retries run out."""
 
@@ -318,9 +327,4 @@ class OpenAIBackend:
         return [self._pool.submit(self._judge, prompts, suffix) for suffix in prompts.suffixes]
 
     def first_label_probs(self, prompts: Prompts) -> list[float]:
-        futures = self.submit(prompts)
-        try:
-            return [future.result() for future in futures]
-        finally:
-            for future in futures:
-                future.cancel()
+        return gathered(self.submit(prompts))

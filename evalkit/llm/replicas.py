@@ -44,7 +44,7 @@ from dataclasses import dataclass, replace
 from evalkit.core.errors import DataError, KitError, MissingPrerequisite, RequestError
 from evalkit.llm import vllm_server
 from evalkit.llm.backend import Prompts, Usage
-from evalkit.llm.openai_api import OpenAIBackend, api_numerics
+from evalkit.llm.openai_api import OpenAIBackend, api_numerics, gathered
 from evalkit.llm.vllm_server import VLLMServer, executable_identity
 
 PLACEMENTS = ("local", "ray")  # replicas on this machine, or on a Ray cluster
@@ -467,9 +467,4 @@ class ReplicatedBackend:
         return futures
 
     def first_label_probs(self, prompts: Prompts) -> list[float]:
-        futures = self.submit(prompts)
-        try:
-            return [future.result() for future in futures]
-        finally:
-            for future in futures:
-                future.cancel()
+        return gathered(self.submit(prompts))
