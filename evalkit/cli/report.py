@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from evalkit.cli.options import check_output_file, same_file
-from evalkit.core.errors import DataError, RequestError
+from evalkit.core.errors import RequestError
 
 
 def cmd_report(args: argparse.Namespace) -> None:
@@ -14,16 +14,11 @@ def cmd_report(args: argparse.Namespace) -> None:
     from evalkit.pages.report import html_report, read_notebook
 
     notebooks = [Path(p) for p in args.notebooks]
-    for path in notebooks:
-        if path.is_dir():
-            raise DataError(path, "is a folder, not a notebook; give executed .ipynb files")
-        if not path.is_file():
-            raise DataError(path, "no such notebook; give executed .ipynb files")
+    for path in notebooks:  # each a readable notebook (read_notebook's one-line errors), before the output
+        read_notebook(path)
     out = check_output_file(Path(args.out), "--out")
     if any(same_file(out, p) for p in notebooks):
         raise RequestError("out", "is one of the notebooks; write the report elsewhere", value=out)
-    for path in notebooks:
-        read_notebook(path)
     print(html_report(notebooks, out, smoke=args.smoke))
 
 
