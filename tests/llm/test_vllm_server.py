@@ -155,7 +155,9 @@ def test_serve_settings_are_checked(vllm):
 
 
 PARENT = """
-import sys, time
+import signal, sys, time
+for sig in (signal.SIGTERM, signal.SIGHUP):  # as a kit run from a terminal has them, even under nohup
+    signal.signal(sig, signal.SIG_DFL)
 from evalkit.llm.vllm_server import VLLMServer
 server = VLLMServer("fake/llm-7b", tensor_parallel_size=1, ready_timeout_s=60)
 server.ensure_started()
@@ -190,7 +192,10 @@ def test_no_descendant_of_a_kit_started_server_outlives_the_kit(vllm, monkeypatc
         pids += [int((vllm / name).read_text()) for name in ("pid", "worker.pid")]
         assert len(set(pids)) >= 2 and all(running(pid) for pid in pids)
         parent.send_signal(getattr(signal, sig))
-        parent.wait(30)
+        try:
+            parent.wait(60)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the parent did not end within 60 s of {sig}")
         deadline = time.monotonic() + 10
         while any(running(pid) for pid in pids) and time.monotonic() < deadline:
             time.sleep(0.05)
