@@ -8,6 +8,7 @@ from pathlib import Path
 
 from evalkit.cli.options import choices, split_ids, split_list
 from evalkit.core.errors import RequestError
+from evalkit.core.workers import parse_workers
 from evalkit.data.collection import select_queries
 from evalkit.data.protocols import DEFAULT_PROTOCOL, PROTOCOLS, check_protocol
 from evalkit.datasets import csfcube
@@ -31,11 +32,7 @@ def cmd_plan(args: argparse.Namespace) -> None:
     collection = csfcube.load_collection()
     seeds = split_list(args.seeds or None)
     queries = select_queries(collection, seeds)
-    workers = None
-    if args.workers:  # empty (make plan without WORKERS): in one process
-        if not args.workers.strip().isdigit() or int(args.workers) < 1:
-            raise RequestError("workers", "is not a positive whole number; e.g. 8", value=args.workers)
-        workers = int(args.workers)
+    workers = parse_workers(args.workers)  # empty (make plan without WORKERS): in one process
     result = plan(args.profile, args.protocol, collection, models, queries, args.corpus, workers, args.device)
     print(json.dumps(result, indent=1) if args.json else render(result))
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from evalkit.cli.options import check_runs_dir, choices, full_corpus, split_list
 from evalkit.core.errors import RequestError
+from evalkit.core.workers import parse_workers
 from evalkit.data.collection import check_selection, select_queries
 from evalkit.data.protocols import DEFAULT_PROTOCOL, POOL_PROTOCOLS, PROTOCOLS, check_protocol
 from evalkit.datasets import load_dataset
@@ -57,6 +58,7 @@ def cmd_run(args: argparse.Namespace) -> None:
     queries = split_list(args.queries)
     seeds = split_list(args.seeds or None)
     check_selection(seeds, queries)  # the request's rule, before anything is loaded
+    workers = parse_workers(args.workers)
     model = _model_spec(args)
     if args.instructions is not None and not Path(args.instructions).is_file():
         raise RequestError("instructions", "no such file; give a YAML file shaped as evalkit/config/instructions.yaml",
@@ -68,7 +70,7 @@ def cmd_run(args: argparse.Namespace) -> None:
     settings = RunSettings(model=model, dataset=args.dataset, profile=args.profile, protocol=args.protocol,
                            variant=args.variant, prompt=args.prompt, first_stage=args.first_stage, depth=args.depth,
                            queries=queries, corpus=args.corpus, instructions=args.instructions,
-                           index_dtype=args.index_dtype, executor=args.executor, workers=args.workers)
+                           index_dtype=args.index_dtype, executor=args.executor, workers=workers)
     bound = bind(settings, collection, runs_dir)  # checked once (an unknown --first-stage too), before any work
     print(obtain(bound, read=False).folder)  # a matching stored run is reused, not rewritten or parsed
 
@@ -110,7 +112,7 @@ def add_parser(command) -> None:
     run.add_argument("--executor", choices=("local", "ray"), default="local",
                      help="where a whole corpus is encoded and searched: local (this process) or ray (the Ray "
                           "cluster RAY_ADDRESS names, else a local one for this run); the numbers are the same")
-    run.add_argument("--workers", type=int, metavar="N",
+    run.add_argument("--workers", metavar="N",  # checked by the one rule (evalkit.core.workers), not argparse
                      help="--executor ray: workers (default one per GPU of the cluster, else one per CPU)")
     run.add_argument("--runs-dir", required=True, metavar="DIR",
                      help="run store: DIR/PROFILE/DATASET/PROTOCOL/NAME/{run.trec,sidecar.json}")

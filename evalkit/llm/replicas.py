@@ -42,6 +42,7 @@ from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, replace
 
 from evalkit.core.errors import DataError, KitError, MissingPrerequisite, RequestError
+from evalkit.core.workers import PROBLEM, check_workers
 from evalkit.llm import vllm_server
 from evalkit.llm.backend import Prompts, Usage
 from evalkit.llm.openai_api import OpenAIBackend, api_numerics, gathered
@@ -84,9 +85,10 @@ def gpu_ids() -> list[str]:
 
 
 def _count(replicas) -> int:
-    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
-        raise RequestError("workers", "must be a positive whole number (the workers of the run)", value=replicas)
-    return replicas
+    """The number of replicas: the run's worker count, by the one rule (`evalkit.core.workers`)."""
+    if replicas is None:
+        raise RequestError("workers", PROBLEM, value=replicas)
+    return check_workers(replicas)
 
 
 def _label(index: int, count: int) -> str:

@@ -36,6 +36,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
 from evalkit.core.errors import RequestError
+from evalkit.core.workers import check_workers
 from evalkit.data.collection import Collection, Query
 from evalkit.data.protocols import POOL_PROTOCOLS
 from evalkit.datasets import csfcube_download
@@ -94,12 +95,6 @@ def device_of(device: str | None) -> str:
     if device not in DEVICES:
         raise RequestError("device", f"is not one of {DEVICES}", value=device)
     return device
-
-
-def check_workers(workers) -> int | None:
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
-        raise RequestError("workers", "must be a positive whole number", value=workers)
-    return workers
 
 
 def spread(row: RowPlan, work_s: float, workers: int | None, gpus_each: int, device: str, what: str) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from evalkit.core.errors import DataError, RequestError
 from evalkit.core.hashing import file_sha256
+from evalkit.core.workers import check_workers
 from evalkit.data.collection import BASE
 from evalkit.models import adhoc
 
@@ -58,11 +59,7 @@ def check_execution(executor, workers) -> None:
     count (a positive integer) only for Ray."""
     if executor not in EXECUTORS:
         raise RequestError("executor", f"is not one of {', '.join(EXECUTORS)}", value=executor)
-    if workers is None:
-        return
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise RequestError("workers", "must be a positive integer (Ray workers)", value=workers)
-    if executor != "ray":
+    if check_workers(workers) is not None and executor != "ray":
         raise RequestError("workers", "applies to the Ray executor; add {executor:ray} or drop it", value=workers)
 
 

@@ -40,6 +40,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from evalkit.core.errors import NOTEBOOK, DataError, KitError, RequestError
+from evalkit.core.workers import parse_workers
 from evalkit.core.workspace import resolve
 from evalkit.data.collection import Collection, select_queries, selection_ids
 from evalkit.data.protocols import POOL_PROTOCOLS
@@ -231,10 +232,7 @@ def execution() -> tuple[str, int | None]:
     runs' whole corpora are encoded and searched; not in the build tag, the numbers do not depend
     on it (`evalkit.pipeline.settings.check_execution`)."""
     executor = os.environ.get(EXECUTOR_ENV, "").strip() or "local"
-    text = os.environ.get(WORKERS_ENV, "").strip()
-    workers = int(text) if text.isdigit() else None
-    if text and workers is None:
-        raise RequestError("workers", "must be a positive integer (Ray workers)", value=text)
+    workers = parse_workers(os.environ.get(WORKERS_ENV))
     check_execution(executor, workers)
     return executor, workers
 

@@ -675,7 +675,8 @@ def test_evaluate_pmrr_ties_selects_mteb_order(cached_data, capsys, collection, 
 
 @pytest.mark.parametrize("extra, line", [
     (["--workers", "2"], "evalkit: error: --workers 2: applies to the Ray executor; add --executor ray or drop it"),
-    (["--executor", "ray", "--workers", "0"], "evalkit: error: --workers 0: must be a positive integer (Ray workers)"),
+    (["--executor", "ray", "--workers", "0"],
+     "evalkit: error: --workers 0: must be a positive whole number (Ray workers)"),
 ])
 def test_run_refuses_an_executor_request_in_one_line_naming_the_option(tmp_path, capsys, extra, line):
     beir = write_beir(tmp_path / "beir")

@@ -215,4 +215,4 @@ def test_cli_plan_workers(monkeypatch, capsys):
     assert result["total"]["gpu_hours"] == pytest.approx(sum(r["gpu_hours"] for r in result["rows"]))
     assert result["total"]["gpu_hours"] > 0
     assert cli.main(["plan", "--profile", "paper", "--workers", "0"]) == 2
-    assert "--workers 0: is not a positive whole number" in capsys.readouterr().err
+    assert "--workers 0: must be a positive whole number (Ray workers)" in capsys.readouterr().err

@@ -1,0 +1,32 @@
+"""The one rule for a worker count: how many Ray workers a run, a plan or an LLM's replicas are
+spread over. Every front end (the API's ``workers=``, the CLI's ``--workers``, make's and the
+notebooks' ``WORKERS``) and every layer that takes a count (`evalkit.pipeline.settings`,
+`evalkit.pipeline.plan`, `evalkit.llm.replicas`) checks it here, so each refuses the same values
+with the same problem, spelled as its front end names the field (`evalkit.core.errors.spell`).
+It lives in the core layer because the LLM layer, below the pipeline, needs it too."""
+
+from __future__ import annotations
+
+from evalkit.core.errors import RequestError
+
+PROBLEM = "must be a positive whole number (Ray workers)"
+
+
+def check_workers(workers) -> int | None:
+    """`workers` when it is None (not given: one per GPU of the cluster, else one per core) or a
+    positive whole number; else a RequestError of the field ``workers``."""
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise RequestError("workers", PROBLEM, value=workers)
+    return workers
+
+
+def parse_workers(text: str | None) -> int | None:
+    """A worker count given as text (``--workers`` of `evalkit plan`, ``WORKERS``): None when blank,
+    else the whole number it writes, checked by `check_workers` (``1.5``, ``abc``, ``-1``: the same
+    refusal as the number 0)."""
+    text = (text or "").strip()
+    if not text:
+        return None
+    if not text.isdigit():
+        raise RequestError("workers", PROBLEM, value=text)
+    return check_workers(int(text))
