@@ -47,8 +47,8 @@ from evalkit.evaluation.request import (
     check_measure_names,
     check_options,
     check_request,
-    check_test,
 )
+from evalkit.evaluation.stats import check_test
 from evalkit.models import adhoc, registry
 from evalkit.models.adhoc import is_st
 from evalkit.models.dense import TEMPLATE_FIELDS, check_template

@@ -25,8 +25,8 @@ from evalkit.evaluation.compare import FAMILY
 from evalkit.evaluation.evaluate import SCALE, compared_measures
 from evalkit.evaluation.measures import PMRR_TIES
 from evalkit.evaluation.outcome import evaluate_tables, score_runs
-from evalkit.evaluation.request import PairedTestSettings, check_options, check_request
-from evalkit.evaluation.stats import TESTS
+from evalkit.evaluation.request import check_options, check_request
+from evalkit.evaluation.stats import TESTS, PairedTestSettings
 from evalkit.pipeline.run_input import one_protocol, read_run, run_labels
 
 

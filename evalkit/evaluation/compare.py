@@ -39,8 +39,7 @@ from evalkit.core.errors import DataError, RequestError
 from evalkit.data.collection import Collection
 from evalkit.evaluation.aggregate import ALL
 from evalkit.evaluation.evaluate import paired_by_units, summarize
-from evalkit.evaluation.request import ALPHA  # the one significance level of the marks
-from evalkit.evaluation.stats import PERMUTATION_SEED, PERMUTATIONS, holm, paired_test
+from evalkit.evaluation.stats import ALPHA, PERMUTATION_SEED, PERMUTATIONS, check_test, holm, paired_test
 
 COLUMNS = ["measure", "stratum", "run", "against", "aggregate", "delta", "t", "p", "p_holm", "n", "better", "note"]
 ADJUST = ("holm", "none")
@@ -83,6 +82,13 @@ def check_common(tables: Mapping[str, pd.DataFrame]) -> None:
                             "compare runs of the same queries")
 
 
+def check_adjust(adjust: object) -> str:
+    """The p-value adjustment over a comparison's pairs: one of `ADJUST`."""
+    if adjust not in ADJUST:
+        raise RequestError("adjust", "choose holm or none", value=adjust)
+    return adjust
+
+
 def pair_test(collection: Collection, table: pd.DataFrame, reference: pd.DataFrame, measure: str, stratum: str,
               test: str = "t", permutations: int = PERMUTATIONS, seed: int = PERMUTATION_SEED):
     """`evalkit.evaluation.stats.paired_test` of `table` against `reference` over a stratum's units."""
@@ -96,8 +102,9 @@ def compare(collection: Collection, tables: Mapping[str, pd.DataFrame], measures
     """The rows of the module docstring: per measure and stratum, the first run's row (``note``
     ``reference``), then one row per pair of runs; the one computation of the pairwise tests,
     their Holm adjustment (`FAMILY`) and the marks `evalkit.evaluation.compare_table` prints."""
-    if adjust not in ADJUST:
-        raise RequestError("adjust", "choose holm or none", value=adjust)
+    check_adjust(adjust)
+    fisher = test == "fisher"  # the request's one rule of the test and its options (a direct call too)
+    check_test(test, alpha, permutations if fisher else None, seed if fisher else None)
     check_common(tables)
     names = list(tables)
     summaries = {name: summarize(collection, table, aggregate_by) for name, table in tables.items()}

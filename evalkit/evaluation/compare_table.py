@@ -28,9 +28,9 @@ from evalkit.core.errors import RequestError
 from evalkit.core.latex import latex_escape
 from evalkit.data.collection import Collection
 from evalkit.evaluation.aggregate import ALL
-from evalkit.evaluation.compare import ADJUST, ALPHA, FAMILY, compare
+from evalkit.evaluation.compare import FAMILY, compare
 from evalkit.evaluation.evaluate import SCALE, paired_by_units
-from evalkit.evaluation.stats import MIN_PAIRED, PERMUTATION_SEED, PERMUTATIONS
+from evalkit.evaluation.stats import ALPHA, MIN_PAIRED, PERMUTATION_SEED, PERMUTATIONS
 
 FORMATS = ("text", "markdown", "latex")
 LETTERS = "abcdefghijklmnoprstuvwxyz"  # no q: Unicode has no superscript q
@@ -135,11 +135,7 @@ def compare_table(collection: Collection, tables: Mapping[str, pd.DataFrame], me
     """The runs x measures table of `tables` (per-query tables, run name -> table); `adjust`
     ``none`` leaves p-values raw (as ranx's report). Its marks are the ``better`` column of
     `evalkit.evaluation.compare.compare`'s rows, kept as the table's `tests`."""
-    if adjust not in ADJUST:
-        raise RequestError("adjust", "choose holm or none", value=adjust)
-    if not 0 < alpha < 1:
-        raise RequestError("alpha", "give a significance level between 0 and 1, e.g. 0.05", value=alpha)
-    names = list(tables)
+    names = list(tables)  # the adjustment, the test and its options are checked by `compare`'s rules
     if len(names) > len(LETTERS):
         raise RequestError("runs",
                            f"{len(names)} runs: a comparison table marks at most {len(LETTERS)}; compare fewer runs")

@@ -32,7 +32,8 @@ from evalkit.evaluation.evaluate import (
     shown_once,
     summary_of,
 )
-from evalkit.evaluation.request import CheckedEvaluation, PairedTestSettings
+from evalkit.evaluation.request import CheckedEvaluation
+from evalkit.evaluation.stats import PairedTestSettings
 
 
 @dataclass

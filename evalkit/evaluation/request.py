@@ -5,8 +5,9 @@ arguments, the study notebooks' parameters (`evalkit.study.params.request_of`), 
 page (`evalkit.pages.explore_views.explore_request`) and the mteb / ranx / ir_measures
 integrations (`evalkit.integrations.library_input.checked`) each build an `EvaluationRequest`
 and hand it to `check_request` (or, before the collection is loaded, `check_options`). Each
-rule is one function: here `check_cutoff`, `check_measure_names`, `check_test` and
-`check_pmrr_ties`; with what they judge the protocol's (`evalkit.data.protocols.check_protocol`),
+rule is one function: here `check_cutoff`, `check_measure_names` and `check_pmrr_ties`, the
+paired test's `evalkit.evaluation.stats.check_test` (which the test itself calls too); with
+what they judge the protocol's (`evalkit.data.protocols.check_protocol`),
 the aggregation's and the measures' against a collection
 (`evalkit.evaluation.evaluate.check_aggregate`, `check_measures`, `parsed_measure`) and the
 query selection's (`evalkit.data.collection.check_selection` before, `select_queries` against
@@ -22,7 +23,6 @@ function for every front end.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -31,12 +31,7 @@ from evalkit.data.collection import Collection, check_selection, select_queries
 from evalkit.data.protocols import check_protocol
 from evalkit.evaluation.evaluate import DISCOUNTS, check_aggregate, check_measures, default_measures
 from evalkit.evaluation.measures import MAX_K, PMRR_TIES
-from evalkit.evaluation.stats import PERMUTATION_SEED, PERMUTATIONS, TESTS
-
-ALPHA = 0.05  # the significance level of the comparison table's marks
-MIN_PERMUTATIONS = 100  # fewer cannot give a p-value below 0.01
-MAX_PERMUTATIONS = 10_000_000  # the documented maximum; the test works through it in bounded chunks
-MAX_SEED = 2**32 - 1  # numpy's seeds are unsigned 32-bit integers
+from evalkit.evaluation.stats import ALPHA, PairedTestSettings, check_test, whole_number
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,27 +59,6 @@ class EvaluationRequest:
 
 
 @dataclass(frozen=True)
-class PairedTestSettings:
-    """A checked paired test: ``test`` (t or fisher), ``alpha``, and Fisher's ``permutations``
-    and ``seed`` (their defaults when not given; unused by the t-test)."""
-
-    test: str = "t"
-    alpha: float = ALPHA
-    permutations: int = PERMUTATIONS
-    seed: int = PERMUTATION_SEED
-
-    def arguments(self) -> dict:
-        """The keyword arguments of `compare` and `compare_table`."""
-        return {"test": self.test, "permutations": self.permutations, "seed": self.seed}
-
-    def described(self) -> dict:
-        """The test as the settings of a printed or JSON comparison say it."""
-        if self.test == "fisher":
-            return {"test": "fisher", "permutations": self.permutations, "seed": self.seed}
-        return {"test": "t"}
-
-
-@dataclass(frozen=True)
 class CheckedEvaluation:
     """An `EvaluationRequest` after every rule: the measures to compute (``names``, the
     default table's where none were given: ``default`` True), the aggregation, the paired
@@ -99,18 +73,11 @@ class CheckedEvaluation:
     queries: tuple[str, ...] | None
 
 
-def _integer(field: str, value: object) -> int:
-    """`value` as an integer; booleans, floats and strings refused."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise RequestError(field, "give a whole number", value=value)
-    return value
-
-
 def check_cutoff(field: str, value: object) -> int | None:
     """A positive whole-number cut-off or depth (``k``, ``depth``), at most `MAX_K`; None stays None."""
     if value is None:
         return None
-    value = _integer(field, value)
+    value = whole_number(field, value)
     if value < 1:
         raise RequestError(field, "give a positive whole number", value=value)
     if value > MAX_K:
@@ -147,31 +114,6 @@ def check_measure_names(measures: object, discount: object = None, k: object = N
         raise RequestError(field, "shapes only the default measures; with {measures} write the measure itself "
                            "(e.g. nDCG@10 or nDCG_csfcube@20)")
     return tuple(names)
-
-
-def check_test(test: object = "t", alpha: object = ALPHA, permutations: object = None,
-               seed: object = None) -> PairedTestSettings:
-    """The paired test: ``t`` or ``fisher``; `alpha` in (0, 1); Fisher's `permutations`
-    (`MIN_PERMUTATIONS` to `MAX_PERMUTATIONS`) and `seed` (0 to `MAX_SEED`), given only with
-    ``test`` fisher."""
-    if test not in TESTS:
-        raise RequestError("test", f"choose one of {', '.join(TESTS)}", value=test)
-    if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 < alpha < 1 or math.isnan(alpha):
-        raise RequestError("alpha", "give a significance level between 0 and 1, e.g. 0.05", value=alpha)
-    if test != "fisher" and (permutations is not None or seed is not None):
-        field = "permutations" if permutations is not None else "seed"
-        raise RequestError(field, "sets Fisher's randomization test; add {test:fisher}")
-    if permutations is not None:
-        permutations = _integer("permutations", permutations)
-        if not MIN_PERMUTATIONS <= permutations <= MAX_PERMUTATIONS:
-            raise RequestError("permutations", f"give between {MIN_PERMUTATIONS:,} and {MAX_PERMUTATIONS:,}",
-                               value=permutations)
-    if seed is not None:
-        seed = _integer("seed", seed)
-        if not 0 <= seed <= MAX_SEED:
-            raise RequestError("seed", f"give a whole number from 0 to {MAX_SEED:,}", value=seed)
-    return PairedTestSettings(test, float(alpha), PERMUTATIONS if permutations is None else permutations,
-                              PERMUTATION_SEED if seed is None else seed)
 
 
 def check_pmrr_ties(value: object) -> str:

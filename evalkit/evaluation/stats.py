@@ -27,6 +27,10 @@ MIN_PAIRED = 5  # fewer paired units than this: no p-value
 TESTS = ("t", "fisher")
 PERMUTATIONS = 10_000  # Fisher's randomization test: random sign flips
 PERMUTATION_SEED = 42
+ALPHA = 0.05  # the significance level of the comparison table's marks
+MIN_PERMUTATIONS = 100  # fewer cannot give a p-value below 0.01
+MAX_PERMUTATIONS = 10_000_000  # the documented maximum; the test works through it in bounded chunks
+MAX_SEED = 2**32 - 1  # numpy's seeds are unsigned 32-bit integers
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,59 @@ class PairedTest:
     pvalue: float
     n: int
     note: str | None = None
+
+
+@dataclass(frozen=True)
+class PairedTestSettings:
+    """A checked paired test: ``test`` (t or fisher), ``alpha``, and Fisher's ``permutations``
+    and ``seed`` (their defaults when not given; unused by the t-test)."""
+
+    test: str = "t"
+    alpha: float = ALPHA
+    permutations: int = PERMUTATIONS
+    seed: int = PERMUTATION_SEED
+
+    def arguments(self) -> dict:
+        """The keyword arguments of `compare` and `compare_table`."""
+        return {"test": self.test, "permutations": self.permutations, "seed": self.seed}
+
+    def described(self) -> dict:
+        """The test as the settings of a printed or JSON comparison say it."""
+        if self.test == "fisher":
+            return {"test": "fisher", "permutations": self.permutations, "seed": self.seed}
+        return {"test": "t"}
+
+
+def whole_number(field: str, value: object) -> int:
+    """`value` as an integer; booleans, floats and strings refused (a request's whole-number fields)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise RequestError(field, "give a whole number", value=value)
+    return value
+
+
+def check_test(test: object = "t", alpha: object = ALPHA, permutations: object = None,
+               seed: object = None) -> PairedTestSettings:
+    """The paired test: ``t`` or ``fisher``; `alpha` in (0, 1); Fisher's `permutations`
+    (`MIN_PERMUTATIONS` to `MAX_PERMUTATIONS`) and `seed` (0 to `MAX_SEED`), given only with
+    ``test`` fisher."""
+    if test not in TESTS:
+        raise RequestError("test", f"choose one of {', '.join(TESTS)}", value=test)
+    if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 < alpha < 1 or math.isnan(alpha):
+        raise RequestError("alpha", "give a significance level between 0 and 1, e.g. 0.05", value=alpha)
+    if test != "fisher" and (permutations is not None or seed is not None):
+        field = "permutations" if permutations is not None else "seed"
+        raise RequestError(field, "sets Fisher's randomization test; add {test:fisher}")
+    if permutations is not None:
+        permutations = whole_number("permutations", permutations)
+        if not MIN_PERMUTATIONS <= permutations <= MAX_PERMUTATIONS:
+            raise RequestError("permutations", f"give between {MIN_PERMUTATIONS:,} and {MAX_PERMUTATIONS:,}",
+                               value=permutations)
+    if seed is not None:
+        seed = whole_number("seed", seed)
+        if not 0 <= seed <= MAX_SEED:
+            raise RequestError("seed", f"give a whole number from 0 to {MAX_SEED:,}", value=seed)
+    return PairedTestSettings(test, float(alpha), PERMUTATIONS if permutations is None else permutations,
+                              PERMUTATION_SEED if seed is None else seed)
 
 
 def unit_differences(a: pd.Series, b: pd.Series, groups: Mapping[str, str] | None = None) -> pd.Series:
@@ -54,8 +111,8 @@ def unit_differences(a: pd.Series, b: pd.Series, groups: Mapping[str, str] | Non
 def paired_test(a: pd.Series, b: pd.Series, test: str = "t", groups: Mapping[str, str] | None = None,
                 permutations: int = PERMUTATIONS, seed: int = PERMUTATION_SEED) -> PairedTest:
     """The paired test of a against b (see the module docstring)."""
-    if test not in TESTS:
-        raise RequestError("test", f"choose one of {', '.join(TESTS)}", value=test)
+    fisher = test == "fisher"  # the one rule of the request (`check_test`), for a direct call too
+    check_test(test, permutations=permutations if fisher else None, seed=seed if fisher else None)
     diff = unit_differences(a, b, groups).to_numpy(dtype=float)
     n = len(diff)
     unit = ("query" if n == 1 else "queries") if groups is None else \
@@ -83,8 +140,6 @@ def _randomization_p(diff: np.ndarray, delta: float, permutations: int, seed: in
     """The share of `permutations` seeded random sign flips of `diff` whose mean is at least as
     extreme as `delta`. The flips are drawn in chunks of rows, one after another from one seeded
     generator, so memory stays bounded and the draws (so the p-value) equal one draw of them all."""
-    if isinstance(permutations, bool) or not isinstance(permutations, int | np.integer) or permutations < 1:
-        raise RequestError("permutations", "give a positive whole number", value=permutations)
     rng = np.random.default_rng(seed)
     rows = max(1, SIGN_FLIPS_PER_CHUNK // len(diff))
     extreme, done = 0, 0

@@ -6,7 +6,8 @@ import pytest
 
 from evalkit import cli
 from evalkit.core.errors import CLI, RequestError
-from evalkit.evaluation.request import EvaluationRequest, check_options, check_test
+from evalkit.evaluation.request import EvaluationRequest, check_options
+from evalkit.evaluation.stats import check_test
 
 
 @pytest.mark.parametrize("kwargs, text", [

@@ -9,8 +9,9 @@ import pandas as pd
 import pytest
 from scipy import stats as scipy_stats
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import KitError, RequestError
 from evalkit.evaluation import stats
+from evalkit.evaluation.compare import compare
 
 FIVE = ["q1", "q2", "q3", "q4", "q5"]
 
@@ -167,7 +168,7 @@ def test_the_documented_maximum_of_permutations_runs_in_bounded_memory():
     signs and as much again for their products; in chunks the peak stays near 100 MB."""
     import tracemalloc
 
-    from evalkit.evaluation.request import MAX_PERMUTATIONS, check_test
+    from evalkit.evaluation.stats import MAX_PERMUTATIONS, check_test
 
     settings = check_test("fisher", permutations=MAX_PERMUTATIONS)
     index = [f"q{i}" for i in range(6)]
@@ -180,3 +181,29 @@ def test_the_documented_maximum_of_permutations_runs_in_bounded_memory():
     finally:
         tracemalloc.stop()
     assert 0 < found.pvalue < 1 and peak < 200 * 2**20, peak
+
+
+@pytest.mark.parametrize("kwargs", [{"permutations": 3}, {"permutations": 0}, {"permutations": True},
+                                    {"permutations": 1.5}, {"seed": -1}, {"seed": "7"}])
+def test_a_direct_call_is_refused_by_the_requests_one_rule(kwargs):
+    """`paired_test` and `compare` called directly refuse Fisher's options with the very line the
+    request's rule (`check_test`) gives every front end: one rule, not a guard of their own."""
+    from evalkit.evaluation.compare import compare
+
+    a = pd.Series([0.1, 0.2, 0.3, 0.4, 0.5, 0.6], index=list("abcdef"))
+    with pytest.raises(RequestError) as rule:
+        stats.check_test("fisher", **kwargs)
+    with pytest.raises(RequestError) as direct:
+        stats.paired_test(a, a * 0.5, "fisher", **kwargs)
+    assert str(direct.value) == str(rule.value)
+    with pytest.raises(RequestError) as compared:
+        compare(None, {"x": pd.DataFrame(), "y": pd.DataFrame()}, ["nDCG@10"], test="fisher", **kwargs)
+    assert str(compared.value) == str(rule.value)
+
+
+def test_compare_checks_alpha_and_adjust_by_the_rules():
+    for kwargs, line in (({"alpha": 1.5}, "alpha=1.5: give a significance level"),
+                         ({"alpha": float("nan")}, "alpha=nan: give a significance level"),
+                         ({"adjust": "bonferroni"}, "adjust='bonferroni': choose holm or none")):
+        with pytest.raises(RequestError, match=line):
+            compare(None, {"x": pd.DataFrame(), "y": pd.DataFrame()}, ["nDCG@10"], **kwargs)

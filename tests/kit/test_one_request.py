@@ -18,7 +18,8 @@ from evalkit.core.errors import API, CLI, EXPLORE, NOTEBOOK, RequestError
 from evalkit.data.protocols import PROTOCOLS
 from evalkit.evaluation import measures
 from evalkit.evaluation.evaluate import AGGREGATIONS
-from evalkit.evaluation.request import MIN_PERMUTATIONS, EvaluationRequest, check_request
+from evalkit.evaluation.request import EvaluationRequest, check_request
+from evalkit.evaluation.stats import MIN_PERMUTATIONS
 
 
 def _unknown(known, stem: str) -> str:
