@@ -17,7 +17,8 @@ every front end: `evalkit.data.collection.select_queries`):
   candidates the kit's own runs rank; ``candidates()`` is the transformer that gives them for a
   topics frame, so ``kit.candidates() >> kit.reranker(model)`` is a reranking pipeline;
 - ``measures("nDCG@20", "AP", "RR")``: the ir_measures measures equal to those kit measures on this
-  collection (`evalkit.evaluation.measures.parse_measure`: binary ones carry the collection's
+  collection (`evalkit.integrations.ir_measures.ir_measures_of`, the request's measure rules, then
+  `evalkit.evaluation.measures.parse_measure`: binary ones carry the collection's
   relevance level, CSFCube's ``AP(rel=2)``; ``nDCG@20`` is trec_eval's, gain / log2(rank + 1),
   not the study's ``nDCG_csfcube@20``).
 
@@ -65,7 +66,8 @@ from evalkit.data.collection import BASE, Collection, Query, select_queries, sel
 from evalkit.data.protocols import POOL_PROTOCOLS, check_protocol, check_protocol_run, protocol_collection
 from evalkit.data.runs import ranked
 from evalkit.datasets import load_dataset
-from evalkit.evaluation.measures import parse_measure, rank_scores
+from evalkit.evaluation.measures import rank_scores
+from evalkit.integrations.ir_measures import ir_measures_of
 from evalkit.integrations.library_input import judgments
 from evalkit.models import adhoc, registry
 from evalkit.models.dense import TEMPLATE_FIELDS, check_template
@@ -136,8 +138,10 @@ class KitDataset(pt.datasets.Dataset):
         return KitCandidates(self)
 
     def measures(self, *names: str) -> list:
-        """The ir_measures measures equal to the kit's `names` on this collection (module docstring)."""
-        return [parse_measure(name, self.collection.relevance_level) for name in names]
+        """The ir_measures measures equal to the kit's `names` on this collection (module docstring),
+        by the request's measure rules as every front end's (`evalkit.integrations.ir_measures.ir_measures_of`:
+        none, one twice, an unknown name or one only the kit computes is the same line as there)."""
+        return list(ir_measures_of(list(names), self.collection, self.protocol))
 
     def retriever(self, model, **options) -> KitRetriever:
         """A transformer that ranks each topic's candidates with `model` (`KitModel` for `options`)."""

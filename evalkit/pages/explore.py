@@ -21,13 +21,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from evalkit.core.errors import NOTEBOOK, RequestError
 from evalkit.evaluation.request import check_options
 from evalkit.pages.explore_views import (
     DEFAULT_K,
     Explorer,
     as_explore,
     check_k,
+    check_models,
     check_seed,
     explore_request,
     load,
@@ -223,11 +223,7 @@ def render(explorer: Explorer, seed: str, models=None, k: int = DEFAULT_K) -> st
     models side by side in each table, every measure x100."""
     seed = check_seed(explorer.collection, seed)
     k = check_k(k)
-    models = list(models or explorer.runs)
-    unknown = [m for m in models if m not in explorer.runs]
-    if unknown:
-        raise RequestError("model", f"{unknown[0]} has no run here; choose among {', '.join(explorer.runs)}",
-                           front_end=NOTEBOOK)
+    models = as_explore(check_models, explorer, models)
     ran = scope(explorer, models)
     note = f"<p><b>Runs:</b> {html.escape(scope_sentence(ran))}.</p>"
     if ran["seed_only"]:

@@ -116,6 +116,15 @@ def check_seed(collection: Collection, seed: object) -> str:
     return one_seed(seed)
 
 
+def check_models(explorer: Explorer, models) -> list[str]:
+    """The models a view shows (None: every model with a run here), each one the page has a run of."""
+    models = list(models or explorer.runs)
+    unknown = [m for m in models if m not in explorer.runs]
+    if unknown:
+        raise RequestError("model", f"{unknown[0]} has no run here; choose among {', '.join(explorer.runs)}")
+    return models
+
+
 def check_k(k: object) -> int:
     """The documents shown per model and facet (K): the request's cut-off rule (`check_cutoff`)."""
     return as_explore(check_cutoff, "k", k)

@@ -21,6 +21,7 @@ from evalkit import api, cli
 from evalkit.core.errors import KitError
 from evalkit.data.runs import has_ties, ranked, read_trec
 from evalkit.evaluation.stats import holm
+from evalkit.integrations.ir_measures import ir_measures_of
 
 pt = pytest.importorskip("pyterrier", reason="pyterrier is not installed (pip install -e '.[pyterrier]')")
 from evalkit.integrations.pyterrier import dataset  # noqa: E402  (needs pyterrier)
@@ -265,3 +266,15 @@ def test_a_variants_topics_are_ranked_as_the_kits_run_of_that_variant(collection
     assert {q: made[made["qid"] == q]["docno"].tolist() for q in stored} == {q: ranked(d) for q, d in stored.items()}
     assert made.groupby("qid")["docno"].apply(list).to_dict() != \
         base.retriever(instructed).transform(base.get_topics()).groupby("qid")["docno"].apply(list).to_dict()
+
+
+@pytest.mark.parametrize("names", [[], ["nDCG@20", "nDCG@20"], ["NoSuchMeasure"], ["p-MRR"], ["AP", 7]])
+def test_measures_are_refused_by_the_requests_rules_as_ir_measures_refuses_them(names):
+    """`kit.measures(...)` follows the request's measure rules (none, twice, unknown, kit-only, not a
+    name), with the very line `ir_measures_of` (every other front end's rule) gives."""
+    kit = dataset("csfcube", seeds=SEEDS[:2])
+    with pytest.raises(KitError) as other:
+        ir_measures_of(names, kit.collection, kit.protocol)
+    with pytest.raises(KitError) as ours:
+        kit.measures(*names)
+    assert str(ours.value) == str(other.value) and "\n" not in str(ours.value)

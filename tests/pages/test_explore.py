@@ -11,7 +11,7 @@ import math
 import hostile_pages
 import pytest
 
-from evalkit.core.errors import KitError
+from evalkit.core.errors import EXPLORE, KitError, RequestError
 from evalkit.evaluation.evaluate import PMRR, per_query, summarize
 from evalkit.pages import explore, explore_views
 
@@ -94,6 +94,15 @@ def test_picker_in_jupyterlab(explorer, monkeypatch):
 def test_bad_seed_or_k_is_one_line(explorer, seed, k, match):
     with pytest.raises(KitError, match=match):
         explore.render(explorer, seed, k=k)
+
+
+def test_an_unknown_model_is_the_pages_one_line_spelled_as_its_parameter(explorer):
+    """The unknown model is refused by the page's rule (`check_models`), worded by the page's
+    wrapper as every other refusal of the page (MODELS, the explore front end's spelling)."""
+    with pytest.raises(RequestError) as raised:
+        explore.render(explorer, SEED, ["moving", "nosuch"], k=3)
+    assert str(raised.value).startswith("MODELS: nosuch has no run here; choose among ")
+    assert raised.value.front_end == EXPLORE and "\n" not in str(raised.value)
 
 
 def test_an_unknown_seed_lists_every_valid_seed_in_one_line(explorer, data):
