@@ -11,15 +11,15 @@ from evalkit.core.errors import RequestError
 
 def cmd_report(args: argparse.Namespace) -> None:
     # lazy: loaded only when this command runs (start-up cost, tests/kit/test_imports.py)
-    from evalkit.pages.report import html_report, read_notebook
+    from evalkit.pages.report import read_notebook, report_of
 
     notebooks = [Path(p) for p in args.notebooks]
-    for path in notebooks:  # each a readable notebook (read_notebook's one-line errors), before the output
-        read_notebook(path)
+    # each a readable notebook (read_notebook's one-line errors), before the output; read once
+    read = [(path, read_notebook(path)) for path in notebooks]
     out = check_output_file(Path(args.out), "--out")
     if any(same_file(out, p) for p in notebooks):
         raise RequestError("out", "is one of the notebooks; write the report elsewhere", value=out)
-    print(html_report(notebooks, out, smoke=args.smoke))
+    print(report_of(read, out, smoke=args.smoke))
 
 
 def add_parser(command) -> None:

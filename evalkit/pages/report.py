@@ -22,6 +22,7 @@ import platform
 import re
 import subprocess
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 from evalkit.core.devices import resolve_device
@@ -356,7 +357,12 @@ def checks(out: Path) -> str:
 def html_report(notebooks: list[Path], out: Path, smoke: bool = False) -> Path:
     """One self-contained HTML page of the executed notebooks, in order (see the module docstring), with
     links to the explore pages beside it (`explore_links`)."""
-    read = [(Path(p), read_notebook(p)) for p in notebooks]
+    return report_of([(Path(p), read_notebook(p)) for p in notebooks], out, smoke)
+
+
+def report_of(read: list[tuple[Path, Any]], out: Path, smoke: bool = False) -> Path:
+    """`html_report` of notebooks already read (`read_notebook`: each path with its notebook), so a
+    caller that checked them first (`evalkit report`) parses each one once."""
     found = next(((p, s) for p, nb in read if (s := smoke_seeds(p, nb)) is not None), None)
     if found is not None and not smoke:
         raise DataError(found[0], f"a smoke notebook (SEEDS={found[1]}); a report of smoke runs needs "

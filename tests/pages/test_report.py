@@ -14,6 +14,7 @@ import nbformat
 import pandas as pd
 import pytest
 
+from evalkit import cli
 from evalkit.pages import report
 from evalkit.pages.sanitize import REMOVED_CSS, safe_css, sanitize
 from evalkit.study import printed
@@ -45,6 +46,18 @@ def executed(path, name: str = "relevance", seeds: str = "", protocol: str = "po
     notebook.cells.append(cell)
     nbformat.write(notebook, str(path))
     return path
+
+
+def test_evalkit_report_parses_each_notebook_once(tmp_path, monkeypatch):
+    """`evalkit report` checks the notebooks before the output (read_notebook's lines) and builds the
+    page from what it read: one nbformat parse per notebook, not one to check and one to build."""
+    paths = [executed(tmp_path / "relevance-offline-pool.ipynb"),
+             executed(tmp_path / "hybrid-offline-pool.ipynb", name="hybrid")]
+    parsed = []
+    real = nbformat.read
+    monkeypatch.setattr(nbformat, "read", lambda path, *a, **k: parsed.append(path) or real(path, *a, **k))
+    assert cli.main(["report", *map(str, paths), "--out", str(tmp_path / "r.html")]) == 0
+    assert sorted(parsed) == sorted(map(str, paths)) and (tmp_path / "r.html").stat().st_size > 0
 
 
 def test_report_has_title_contents_provenance_and_parameters_once(tmp_path):
