@@ -1,10 +1,14 @@
 """The Ray executor (issue 39): a whole corpus encoded and searched on a local Ray cluster of two
 CPU workers, with the numbers of the in-process executor.
 
-- `run.trec` (and the vector index's files) byte-identical in-process and with 1, 2 and 3 workers;
+- `run.trec` (and the vector index's files) byte-identical in-process and with 1, 2 and 3 workers,
+  and with 2 workers whose vectors come back through Ray's object store;
 - a worker killed in the middle of a batch: Ray restarts it, the run is the same;
 - a driver interrupted after some batches: the next run resumes, and no document of a committed
   batch is encoded again;
+- a driver process killed (SIGKILL) between its commits: its workers end, its lock and its batch
+  files do not stop the next run, which resumes, encodes no document twice and makes the run of a
+  clean in-process build;
 - a worker that cannot load the model: one line naming the worker and the cause;
 - the shard-by-shard search merged per query equals the whole search, ties at the cut-off too.
 
@@ -14,9 +18,14 @@ of 8 documents so that a 60-document corpus makes 8 batches.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import signal
+import subprocess
 import sys
+import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +33,7 @@ import pytest
 from fixtures_retrieval import planted
 from tiny_models import WORDS, build_sentence_transformer
 
+import evalkit
 from evalkit.core.errors import API, CLI, KitError, MissingPrerequisite, RequestError
 from evalkit.data.collection import Collection, Document, Query
 from evalkit.data.runstore import SIDECAR
@@ -38,6 +48,8 @@ ray = pytest.importorskip("ray")
 
 from evalkit.retrieval import ray_executor  # noqa: E402  (after the skip: ray is an optional extra)
 from evalkit.retrieval.ray_executor import RayExecutor  # noqa: E402
+
+psutil = pytest.importorskip("psutil")  # Ray's own dependency
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers get this module's classes by value
 
@@ -98,21 +110,32 @@ def test_the_run_is_byte_identical_in_process_and_with_1_2_3_workers(cluster, ti
         "tiny": {"family": "dense", "model": str(tiny)}}}}}))
     monkeypatch.setenv("EVALKIT_MODELS", str(models))
     made = {}
-    for executor, workers in (("local", None), ("ray", 1), ("ray", 2), ("ray", 3)):
-        name = f"{executor}-{workers}"
+    # 2 workers twice: through the cache folder, then (the workers of the run before, kept idle)
+    # through Ray's object store, as on a cluster without a path every node sees
+    for executor, workers, vectors in (("local", None, None), ("ray", 1, None), ("ray", 2, None),
+                                       ("ray", 2, "object-store"), ("ray", 3, None)):
+        name = f"{executor}-{workers}" + (f"-{vectors}" if vectors else "")
         monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / name / "cache"))  # each encodes the corpus anew
+        if vectors:
+            monkeypatch.setenv(ray_executor.VECTORS_ENV, vectors)
+        else:
+            monkeypatch.delenv(ray_executor.VECTORS_ENV, raising=False)
         settings = RunSettings(model="tiny", dataset="ray-corpus", profile="test", executor=executor, workers=workers)
         folder = obtain(bind(settings, collection(), tmp_path / name / "runs"), Reuse.NEVER).folder
         sidecar = json.loads((folder / SIDECAR).read_text())
         made[name] = ((folder / "run.trec").read_bytes(), index_bytes(tmp_path / name / "cache"), sidecar)
+        assert not list((tmp_path / name / "cache" / "indexes").glob("*.shards"))  # no batch file left
     trec, index, sidecar = made["local-None"]
     assert len(trec.splitlines()) == 5 * 60 and sidecar["execution"] == {"executor": "local"}
-    for name in ("ray-1", "ray-2", "ray-3"):
+    for name in ("ray-1", "ray-2", "ray-2-object-store", "ray-3"):
         assert made[name][0] == trec, name  # the run, byte for byte
         assert made[name][1] == index, name  # and the index's files (vectors, ids, meta.json)
         execution = made[name][2]["execution"]
-        assert execution["executor"] == "ray" and execution["workers"] == int(name[-1])
-        assert execution["vectors"] == "shared path" and execution["nodes"]
+        assert execution["executor"] == "ray" and execution["workers"] == int(name[4])
+        through = "object store" if name.endswith("object-store") else "shared path"
+        assert execution["vectors"] == through and execution["nodes"], name
+        assert any(f"came back through the {'Ray object store' if through == 'object store' else 'cache folder'}"
+                   in note for note in execution["notes"]), execution["notes"]
         assert {k: v for k, v in made[name][2].items() if k != "execution"} == \
             {k: v for k, v in sidecar.items() if k != "execution"}  # the key does not know the executor
         assert "executor" not in made[name][2]["run_settings"]
@@ -194,6 +217,149 @@ def test_a_driver_interrupted_after_some_batches_resumes_without_encoding_them_a
     assert len(again) < len(texts)  # batches the workers finished before the stop came from their cache
     monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "local"))
     assert got == ranked_by(executors.IN_PROCESS, tiny, tmp_path / "local.log")
+    assert index_bytes(tmp_path / "cache") == index_bytes(tmp_path / "local")
+
+
+def distinct_documents(n: int = 48) -> list[Document]:
+    """`n` documents of distinct texts, none inside another (a text is a batch's by itself)."""
+    rng = np.random.default_rng(11)
+    texts: list[str] = []
+    while len(texts) < n:
+        text = " ".join(rng.choice(WORDS, size=int(rng.integers(5, 12))))
+        if not any(text in t or t in text for t in texts):
+            texts.append(text)
+    return [Document(f"d{i:03d}", "", t) for i, t in zip(rng.permutation(n), texts)]
+
+
+HELD = slice(16, 24)  # the third batch of 8: a worker that gets it waits until RELEASE exists
+
+
+class Held:
+    """A sentence-transformers model that logs the process and each text it encodes, and waits on a
+    batch holding a text of `held` until the file `release` exists (in the first run: until the
+    process is killed), before it encodes (or logs) any of it."""
+
+    def __init__(self, model, log: Path, held: frozenset, release: Path):
+        self.model, self.log, self.held, self.release = model, log, held, release
+
+    def encode(self, texts, **kwargs):
+        with open(self.log.with_suffix(".pids"), "a") as fh:
+            fh.write(f"{os.getpid()}\n")
+        if self.held & set(texts):
+            (self.log.parent / "held").write_text(str(os.getpid()))
+            while not self.release.exists():
+                time.sleep(0.05)
+        with open(self.log, "a") as fh:
+            fh.write("".join(f"{t}\n" for t in texts))
+        return self.model.encode(texts, **kwargs)
+
+
+class HeldEncoder(Encoder):
+    """`Encoder` whose model is wrapped in `Held`."""
+
+    def __init__(self, location: str, log: Path, release: Path):
+        super().__init__(location)
+        self.log, self.release = log, release
+        self.held = frozenset(d.text for d in distinct_documents()[HELD])
+
+    @property
+    def model(self):
+        return Held(super().model, self.log, self.held, self.release)
+
+
+def beir_folder(folder: Path) -> Path:
+    """`distinct_documents` as a BEIR folder, with 5 queries."""
+    (folder / "qrels").mkdir(parents=True, exist_ok=True)
+    (folder / "corpus.jsonl").write_text("".join(json.dumps({"_id": d.doc_id, "title": d.title, "text": d.text}) + "\n"
+                                                 for d in distinct_documents()))
+    queries = {f"q{j}": " ".join(WORDS[j::7][:3]) for j in range(5)}
+    (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in queries.items()))
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" +
+                                               "".join(f"{q}\td000\t1\n" for q in queries))
+    return folder
+
+
+def drive(tiny: str, dataset: str, runs: str, log: str, release: str, executor: str = "ray") -> Path:
+    """The run of `beir_folder` by `HeldEncoder` through the API (the driver process of the SIGKILL
+    test runs this, as the test's own runs do); its run-store folder."""
+    scorer = BiEncoder(HeldEncoder(tiny, Path(log), Path(release)), doc_template="{abstract}")
+    found = evalkit.evaluate(scorer, f"beir:{dataset}", name="held", revision="1", runs_dir=runs, executor=executor,
+                             workers=2 if executor == "ray" else None)
+    return found.runs["base"]
+
+
+KILLED_DRIVER = (f"import sys; import {__name__} as t; t.vector_index.BATCH = 8; t.ray_executor.SEARCH_ROWS = 16; "
+                 "t.drive(*sys.argv[1:])")
+
+
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_a_driver_killed_by_sigkill_leaves_nothing_in_the_way_and_the_rerun_encodes_no_document_twice(
+        cluster, tiny, tmp_path, monkeypatch, capfd):
+    """A driver process (`drive`, 2 workers, joined to this module's cluster by RAY_ADDRESS) is
+    killed once 2 of the 6 batches are committed, while worker 1 waits on the third and worker 2
+    has encoded the fourth and the sixth (their vectors in the embedding cache and in batch files
+    beside the index, not committed). Its workers end, nothing waits for its lock, and the next
+    run, same settings, in this process, makes the run and the index of a clean in-process build,
+    every document encoded exactly once over the two runs."""
+    dataset, log, release = beir_folder(tmp_path / "beir"), tmp_path / "held.log", tmp_path / "release"
+    for actors in ray_executor._IDLE.values():  # this process's idle workers would hold the cluster's 2 CPUs
+        for actor in actors:
+            ray.kill(actor)
+    ray_executor._IDLE.clear()
+    here = Path(__file__).parent
+    env = {**os.environ, "RAY_ADDRESS": ray.get_runtime_context().gcs_address,
+           "PYTHONPATH": os.pathsep.join(map(str, (here.parent.parent, here.parent, here)))}
+    with open(tmp_path / "driver.err", "w") as err:
+        driver = subprocess.Popen([sys.executable, "-c", KILLED_DRIVER, str(tiny), str(dataset),
+                                   str(tmp_path / "runs"), str(log), str(release)],
+                                  cwd=tmp_path, env=env, stdout=err, stderr=err)
+    indexes, deadline = tmp_path / "cache" / "indexes", time.monotonic() + 180
+    try:
+        while True:  # the commits, read from the index folder
+            assert driver.poll() is None, (tmp_path / "driver.err").read_text()[-3000:]
+            assert time.monotonic() < deadline, "the driver never reached its third batch"
+            folders = [p for p in indexes.glob("dense-*") if p.is_dir() and "." not in p.name]
+            meta = vector_index.read_meta(folders[0]) if folders else None
+            shards = list(Path(f"{folders[0]}.shards").glob("*.npy")) if folders else []
+            if meta and meta["rows"] == 16 and (tmp_path / "held").exists() and len(shards) == 2:
+                break
+            time.sleep(0.05)
+        workers = {int(p) for p in log.with_suffix(".pids").read_text().split()}
+        driver.send_signal(signal.SIGKILL)
+    finally:
+        driver.kill()
+        driver.wait()
+    assert not vector_index.read_meta(folders[0])["complete"] and len(workers) == 2
+    killed = time.monotonic()
+    while any(alive(pid) for pid in workers):  # Ray ends the workers of a driver that died
+        assert time.monotonic() - killed < 60, "a worker of the killed driver still runs after 60 s"
+        time.sleep(0.1)
+    with open(f"{folders[0]}.lock") as lock:  # the killed driver's lock on the index is free (never a wait)
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    first = Counter(log.read_text().splitlines())
+    release.touch()
+    capfd.readouterr()
+    folder = drive(str(tiny), str(dataset), str(tmp_path / "runs"), str(log), str(release))
+    assert "waiting for another process" not in capfd.readouterr().err  # the killed driver's lock is gone
+    assert not Path(f"{folders[0]}.shards").exists()  # its batch files: read (from the cache) and removed
+    execution = json.loads((folder / SIDECAR).read_text())["execution"]
+    assert execution["executor"] == "ray" and execution["workers"] == 2 and execution["vectors"] == "shared path"
+    texts = [d.text for d in distinct_documents()]
+    both = Counter(log.read_text().splitlines())
+    assert {t: both[t] for t in texts} == dict.fromkeys(texts, 1)  # every document encoded, none twice
+    assert {t for t in texts[:16] + texts[24:32] + texts[40:]} <= set(first)  # batches 1, 2, 4, 6 before the kill
+    assert not set(first) & set(texts[HELD])  # the held batch was never encoded before the kill
+
+    monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "local"))
+    clean = drive(str(tiny), str(dataset), str(tmp_path / "runs-local"), str(tmp_path / "local.log"), str(release),
+                  executor="local")
+    assert (folder / "run.trec").read_bytes() == (clean / "run.trec").read_bytes()
     assert index_bytes(tmp_path / "cache") == index_bytes(tmp_path / "local")
 
 
