@@ -79,15 +79,15 @@ override EVALKIT_WORKERS := $(value WORKERS)
 export EVALKIT_EXECUTOR EVALKIT_WORKERS
 # Not exported under their own names: make would expand a '$(...)' in a value to export it.
 unexport $(PARAMETERS) STRICT EXECUTOR WORKERS EXPLORE_MODELS FORCE PYTHON PY EVALKIT STAMP
-# The build tag names every output (evalkit/study/tag.py): PROFILE-PROTOCOL, -smoke-HASH for SEEDS,
+# The build tag names every output (evalkit/study/tag.py, the kit's one naming rule evalkit/core/names.py): PROFILE-PROTOCOL, -smoke-HASH for SEEDS,
 # -custom-HASH when MODELS, REFERENCE_MODEL, DISCOUNT, INSTRUCTIONS, CORPUS or a recipe dataset is
 # given, so a partial study never overwrites the full one and make reruns when one changes.
 # The values go to the tag script as single-quoted shell words ('\'' for a quote).
 override quoted_args = $(foreach p,$(1),$(call shell_word,$(p)=$(EVALKIT_PARAM_$(p))))
 override TAG_PARAMETERS := PROFILE PROTOCOL SEEDS MODELS REFERENCE_MODEL DISCOUNT INSTRUCTIONS CORPUS BEIR FOLLOWIR INSTRUCTIR \
 	OFFICIAL
-override TAG := $(shell $(RUN_PYTHON) evalkit/study/tag.py $(call quoted_args,$(TAG_PARAMETERS)))
-override POOLED_TAG := $(shell $(RUN_PYTHON) evalkit/study/tag.py $(call quoted_args,$(filter-out PROTOCOL,$(TAG_PARAMETERS))) \
+override TAG := $(shell $(RUN_PYTHON) -m evalkit.study.tag $(call quoted_args,$(TAG_PARAMETERS)))
+override POOLED_TAG := $(shell $(RUN_PYTHON) -m evalkit.study.tag $(call quoted_args,$(filter-out PROTOCOL,$(TAG_PARAMETERS))) \
 	PROTOCOL=pooled)
 # OUTPUT_DIR names make's targets, so it must be a plain path (no space, quote, ';', ':', '$', '#', ...).
 ifneq ($(shell $(RUN_PYTHON) -c 'import re, sys; print(int(not re.fullmatch(r"[A-Za-z0-9_./+,=@~-]+", sys.argv[1])))' \

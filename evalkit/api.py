@@ -25,7 +25,6 @@ every time and ``result.notes`` says why (`evalkit.models.identity`).
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -34,9 +33,10 @@ from pathlib import Path
 import pandas as pd
 
 from evalkit.core.errors import DataError, RequestError
+from evalkit.core.names import labelled, slug
 from evalkit.data.collection import BASE, Collection, select_variants
 from evalkit.data.protocols import protocol_collection
-from evalkit.data.runstore import check_run_name, slug
+from evalkit.data.runstore import check_run_name
 from evalkit.datasets import load_dataset
 from evalkit.evaluation.evaluate import SCALE, compared_measures
 from evalkit.evaluation.outcome import evaluate_tables, score_runs
@@ -159,8 +159,9 @@ def _model_name(model, name: str | None, identity: dict | None) -> str:
                                value=name)
         return check_run_name(name)
     base = getattr(model, "__name__", None) or type(model).__name__
-    digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:8] if identity else "anon"
-    return f"{slug(base)}-{digest}"
+    if not identity:
+        return f"{slug(base, 'model')}-anon"
+    return labelled(base, json.dumps(identity, sort_keys=True), "model")  # the kit's one naming rule
 
 
 def register_model(model, name: str | None = None, *, revision: str | None = None, profile: str = "offline",

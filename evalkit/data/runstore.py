@@ -36,6 +36,7 @@ from typing import Any
 
 from evalkit.core import configfile
 from evalkit.core.errors import DataError, KitError
+from evalkit.core.names import name_part
 from evalkit.data.runs import BLOCK, Run, TrecFault, TrecReader, is_finite_score, write_trec
 
 RANKING = "run.trec"
@@ -66,28 +67,15 @@ def check_run_name(name: str) -> str:
 
 
 def run_folder(runs_dir: Path, settings: Any, dataset: str) -> Path:
-    """Where the run of `settings` (a `RunSettings`) lives; every path part is checked first."""
+    """Where the run of `settings` (a `RunSettings`) lives; every path part is checked first. The
+    dataset part is the collection's name as `evalkit.core.names.name_part` writes it (itself when plain)."""
     name = check_run_name(settings.run_name)
     if settings.queries is not None:
         subset = hashlib.sha256("\n".join(sorted(settings.queries)).encode()).hexdigest()[:10]
         name = f"{name}@subset-{subset}"
-    parts = [check_path_part("profile", settings.profile), check_path_part("dataset", _dataset_part(dataset)),
+    parts = [check_path_part("profile", settings.profile), check_path_part("dataset", name_part(dataset)),
              check_path_part("protocol", settings.protocol), name]
     return Path(runs_dir).joinpath(*parts)
-
-
-def slug(text: str, fallback: str = "model") -> str:
-    """The kit's one rule for a name made from a user's text (a model's class or folder name): runs
-    of anything but letters, digits, ``_ . -`` become one ``-``, no leading or trailing ``-`` or
-    ``.``, at most 40 characters, `fallback` when nothing is left. Callers add a digest of the
-    whole text where two texts may share a slug (`evalkit.api`, `evalkit.models.adhoc`)."""
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-.")[:40] or fallback
-
-
-def _dataset_part(spec: str) -> str:
-    """A dataset spec as one folder name: each character that may not be in one becomes ``_``,
-    one for one, so two specs of different folders keep different folder names."""
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in spec)
 
 
 def _check_ids(run: Run) -> None:

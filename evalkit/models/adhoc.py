@@ -22,12 +22,11 @@ A run name must be one TREC field and a folder name (`evalkit.data.runstore.chec
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from evalkit.core.errors import RequestError
-from evalkit.data.runstore import slug
+from evalkit.core.names import labelled
 from evalkit.models.identity import folder_identity
 
 PREFIX = "st:"
@@ -113,4 +112,4 @@ def run_name_of(name: str) -> str:
     if not is_st(name):
         return name
     location, _ = parse_st(name)
-    return f"st-{slug(Path(location).name or location)}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
+    return "st-" + labelled(Path(location).name or location, name, "model")  # the kit's one naming rule

@@ -35,11 +35,12 @@ import time
 from pathlib import Path
 
 from evalkit.core.errors import DataError, KitError, RequestError, kit_error_names, report
+from evalkit.core.names import name_part
 from evalkit.core.progress import announce_notebook
 from evalkit.core.workspace import resolve
 from evalkit.models import registry
 from evalkit.study.budget import write_stage_time
-from evalkit.study.tag import CONTENT, build_tag, path_part
+from evalkit.study.tag import CONTENT, build_tag
 
 PREFIX = "EVALKIT_PARAM_"
 DEFAULT_PROFILE = "offline"  # the notebooks' PROFILE default, as the Makefile's
@@ -158,16 +159,16 @@ def explore_stem(given: dict[str, str]) -> str:
     """An explore page's name, holding every parameter that changes it:
     explore-SEED-MODEL+MODEL-kK[-DISCOUNT][-instructions-HASH]-PROFILE-PROTOCOL (each part a plain
     file-name part; HASH of the instruction file's bytes)."""
-    models = "+".join(path_part(m.strip()) for m in given.get("MODELS", "").split(",") if m.strip())
+    models = "+".join(name_part(m.strip()) for m in given.get("MODELS", "").split(",") if m.strip())
     discount = given.get("DISCOUNT", "csfcube")
     instructions = given.get("INSTRUCTIONS", "")
     if instructions:
         source = Path(instructions).expanduser()
         data = source.read_bytes() if source.is_file() else instructions.encode()
         instructions = f"instructions-{hashlib.sha256(data).hexdigest()[:8]}"
-    parts = [path_part(given.get("SEED", "")), models or "default", f"k{path_part(given.get('K', '10'))}",
-             *([path_part(discount)] if discount != "csfcube" else []), *([instructions] if instructions else []),
-             path_part(given.get("PROFILE", "offline")), path_part(given.get("PROTOCOL", "pool"))]
+    parts = [name_part(given.get("SEED", "")), models or "default", f"k{name_part(given.get('K', '10'))}",
+             *([name_part(discount)] if discount != "csfcube" else []), *([instructions] if instructions else []),
+             name_part(given.get("PROFILE", "offline")), name_part(given.get("PROTOCOL", "pool"))]
     return "-".join(["explore", *parts])
 
 

@@ -40,6 +40,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from evalkit.core.errors import NOTEBOOK, DataError, KitError, RequestError
+from evalkit.core.names import is_plain
 from evalkit.core.workers import parse_workers
 from evalkit.core.workspace import resolve
 from evalkit.data.collection import Collection, select_queries, selection_ids
@@ -53,7 +54,7 @@ from evalkit.models import registry
 from evalkit.pipeline import prerequisites
 from evalkit.pipeline.runner import RunSettings, instructions_identity
 from evalkit.pipeline.settings import check_execution
-from evalkit.study.tag import build_tag, path_part
+from evalkit.study.tag import build_tag
 
 STRICT_ENV = "EVALKIT_STRICT"
 EXECUTOR_ENV, WORKERS_ENV = "EVALKIT_EXECUTOR", "EVALKIT_WORKERS"  # make's EXECUTOR= and WORKERS=
@@ -144,7 +145,7 @@ def request_of(protocol: str, discount: str | None = None, seeds: tuple[str, ...
 
 def _tag(given: str, profile: str, protocol: str, seeds: str, **content: str | None) -> str:
     if given:
-        if path_part(given) != given:
+        if not is_plain(given):
             raise RequestError("tag", "is not a plain file-name part; use letters, digits and . _ + - only",
                                value=repr(given))
         return given

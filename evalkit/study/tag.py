@@ -4,32 +4,26 @@
 parameter that changes a table's rows (MODELS, REFERENCE_MODEL, a non-default DISCOUNT,
 INSTRUCTIONS, CORPUS, the recipe's BEIR / FOLLOWIR / INSTRUCTIR, OFFICIAL=yes) adds ``-custom-HASH`` of
 those values, so a partial model list or another instruction file never overwrites the full
-study's tables. A profile or protocol name that is not a plain path part becomes ``x`` plus
-its hash (the parameter check refuses it later, in one line).
+study's tables. A profile or protocol name that is not a plain path part is written by the kit's
+one naming rule (`evalkit.core.names.name_part`: its slug and a digest; the parameter check
+refuses it later, in one line).
 
-Standard library only: the Makefile runs this file with the system Python to name its
-targets (``python3 evalkit/study/tag.py NAME=VALUE ...``), before the kit is installed.
+Standard library only: the Makefile runs this module with the system Python from the repository
+root to name its targets (``python3 -m evalkit.study.tag NAME=VALUE ...``), before the kit is
+installed; ``evalkit/__init__.py``, ``evalkit/core`` and ``evalkit/study/__init__.py`` import
+nothing beyond the standard library on that path.
 """
 
 from __future__ import annotations
 
-import hashlib
-import re
 import sys
+
+from evalkit.core.names import digest as _digest
+from evalkit.core.names import name_part
 
 CONTENT = ("MODELS", "REFERENCE_MODEL", "DISCOUNT", "INSTRUCTIONS", "CORPUS", "BEIR", "FOLLOWIR", "INSTRUCTIR",
            "OFFICIAL")
 DEFAULTS = {"DISCOUNT": "csfcube", "OFFICIAL": "no"}
-_PLAIN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*")
-
-
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:8]
-
-
-def path_part(text: str) -> str:
-    """`text` when it is a plain file-name part, else ``x`` plus its hash."""
-    return text if _PLAIN.fullmatch(text) else f"x{_digest(text)}"
 
 
 def seed_ids(seeds: str) -> list[str]:
@@ -39,7 +33,7 @@ def seed_ids(seeds: str) -> list[str]:
 
 def build_tag(profile: str, protocol: str, seeds: str = "", **content: str) -> str:
     """PROFILE-PROTOCOL[-smoke-HASH][-custom-HASH] (see the module docstring)."""
-    tag = f"{path_part(profile)}-{path_part(protocol)}"
+    tag = f"{name_part(profile)}-{name_part(protocol)}"
     chosen = seed_ids(seeds)
     if chosen:
         tag += f"-smoke-{_digest(','.join(chosen))}"
