@@ -123,7 +123,8 @@ def test_ctrl_c_during_a_notebook_is_one_line_and_status_130(tmp_path, monkeypat
 
 @pytest.mark.parametrize("given_tag", ["x/../..", "a/b", "..", "a\\\\b", "evil tag"])
 def test_a_notebooks_tag_parameter_must_be_a_plain_name_part(given_tag):
-    """A notebook run by hand (JupyterLab, papermill) with TAG given: the one naming rule (`evalkit.core.names.is_plain`)."""
+    """A notebook run by hand (JupyterLab, papermill) with TAG given: the one naming rule
+    (`evalkit.core.names.is_plain`)."""
     from evalkit.study import params
 
     with pytest.raises(KitError) as raised:
