@@ -37,7 +37,7 @@ from evalkit.core.names import labelled, slug
 from evalkit.data.collection import BASE, Collection, select_variants
 from evalkit.data.protocols import protocol_collection
 from evalkit.data.runstore import check_run_name
-from evalkit.datasets import load_dataset
+from evalkit.datasets import full_corpus, load_dataset
 from evalkit.evaluation.evaluate import SCALE, compared_measures
 from evalkit.evaluation.outcome import evaluate_tables, score_runs
 from evalkit.evaluation.request import (
@@ -379,6 +379,8 @@ def evaluate(model, dataset: str = "csfcube", *, name: str | None = None, revisi
     models = registry.current() if isinstance(model, str) else registry.current().with_object(found)
     collection = load_dataset(dataset)
     checked = check_request(request, collection)
+    if protocol == "full":  # the given file, else the one the dataset's scheme downloaded: the CLI's rule
+        corpus = full_corpus(dataset, corpus)
     variants = _variants(collection, variants, instructions)
     runs_dir = Path(runs_dir)
 

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from evalkit.core.errors import RequestError, report
+from evalkit.datasets import full_corpus as corpus_of
 from evalkit.datasets import input_folder
 from evalkit.evaluation.evaluate import AGGREGATIONS, DISCOUNTS
 from evalkit.evaluation.measures import measure_help
@@ -148,11 +149,7 @@ def add_measure_options(parser: argparse.ArgumentParser) -> None:
 
 
 def full_corpus(args: argparse.Namespace) -> None:
-    """The full protocol's corpus: --corpus, else the file `evalkit data --corpus` downloaded."""
-    # lazy: loaded only when this command runs (start-up cost, tests/kit/test_imports.py)
-    from evalkit.datasets import csfcube_download
-
-    if args.protocol == "full" and not args.corpus:
-        args.corpus = csfcube_download.resolve(None)
-        if args.corpus is None:
-            raise RequestError("protocol", csfcube_download.MISSING, value="full")
+    """The full protocol's corpus: --corpus, else the file the dataset's scheme downloaded
+    (`evalkit.datasets.full_corpus`, every front end's rule)."""
+    if args.protocol == "full":
+        args.corpus = corpus_of(args.dataset, args.corpus)

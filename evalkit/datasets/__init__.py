@@ -86,6 +86,30 @@ def scheme_of(spec: str) -> Scheme | None:
     return _REGISTRY.get(spec.strip().partition(":")[0])
 
 
+def missing_corpus(spec: str) -> str:
+    """The full protocol without a corpus file, as a `RequestError` problem of ``protocol``: what the
+    dataset's scheme declares (`Scheme.full_corpus`: its file and how to download it), else that a
+    corpus file must be given."""
+    scheme = scheme_of(spec)
+    declared = None if scheme is None else scheme.full_corpus
+    if declared is not None:
+        return declared.missing
+    return "needs {corpus}, a corpus file its collection reads (this dataset declares none to download)"
+
+
+def full_corpus(spec: str, given: str | None = None) -> str:
+    """The one rule for the full protocol's corpus file of dataset `spec`, for every front end: `given`,
+    else the file its scheme's declaration finds downloaded (`Scheme.full_corpus`), else a RequestError
+    of ``protocol`` (`missing_corpus`)."""
+    if given:
+        return given
+    scheme = scheme_of(spec)
+    found = None if scheme is None or scheme.full_corpus is None else scheme.full_corpus.downloaded()
+    if found is None:
+        raise RequestError("protocol", missing_corpus(spec), value="full")
+    return str(found)
+
+
 def input_folder(spec: str) -> Path | None:
     """The folder whose files a dataset spec reads, where its scheme can say (`Scheme.input_folder`);
     None for an unknown scheme or one whose data lies elsewhere (an outputs check reads this)."""

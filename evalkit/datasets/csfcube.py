@@ -40,7 +40,7 @@ from evalkit.datasets.csfcube_facets import FACETS, LABEL_TO_FACET
 from evalkit.datasets.csfcube_official import load_official_run
 from evalkit.datasets.csfcube_variants import VARIANTS, from_file, make_variant
 from evalkit.datasets.export import FORMATS
-from evalkit.datasets.scheme import NOTHING, Scheme
+from evalkit.datasets.scheme import NOTHING, FullCorpus, Scheme
 
 COMMIT = "7ffe012c1d92c470f185fc086086caf5b8e05ef3"
 UPSTREAM = f"https://raw.githubusercontent.com/iesl/CSFCube/{COMMIT}/"
@@ -304,6 +304,18 @@ def load_annotated(root: Path | None = None) -> tuple[Collection, dict[str, tupl
     return collection, annotators(data)
 
 
+def _downloaded_corpus() -> Path | None:
+    """abstracts-preds.zip once `evalkit data --corpus` downloaded it, else None."""
+    # lazy: the downloader (urllib, the figshare client) loads only when the full protocol asks for its file
+    from evalkit.datasets import csfcube_download
+
+    return csfcube_download.downloaded()
+
+
+FULL_CORPUS = FullCorpus("abstracts-preds.zip", "figshare 14796339", "evalkit data --corpus", "make corpus",
+                         _downloaded_corpus)
+
 SCHEME = Scheme("csfcube", NOTHING, load_collection,
                 help="CSFCube (Mysore et al., 2021), fetched and verified by the kit",
-                hint="the kit fetches and verifies it", locate=locate, exports=tuple(FORMATS), human=load_annotated)
+                hint="the kit fetches and verifies it", locate=locate, exports=tuple(FORMATS), human=load_annotated,
+                full_corpus=FULL_CORPUS)

@@ -7,7 +7,8 @@ for the rest with an HTTP ``Range`` request. The finished file is checked agains
 figshare publishes for it (`manifests/csfcube_corpus.yaml` says where that comes from and
 pins it once known); a mismatch deletes the partial file and fails in one line. The
 file's sha256 is recorded beside it (``abstracts-preds.zip.json``), and the full protocol
-uses the downloaded file when no ``--corpus`` / ``CORPUS`` is given (`resolve`).
+uses the downloaded file when no ``--corpus`` / ``CORPUS`` is given (`downloaded`, read through
+CSFCube's `evalkit.datasets.scheme.FullCorpus` declaration by `evalkit.datasets.full_corpus`).
 
 ``EVALKIT_FIGSHARE_API`` names another API root (a mirror; the tests' loopback server).
 
@@ -84,19 +85,6 @@ def downloaded() -> Path | None:
     """The downloaded file at `default_path`, when complete."""
     path = default_path()
     return path if complete(path) else None
-
-
-def resolve(corpus: str | None) -> str | None:
-    """The full protocol's corpus: the given path, else the downloaded file, else None."""
-    if corpus:
-        return corpus
-    found = downloaded()
-    return None if found is None else str(found)
-
-
-# The full protocol without a corpus file: a `RequestError` problem of ``protocol`` (``{corpus}`` spelled per front end)
-MISSING = "needs {corpus}, abstracts-preds.zip from figshare 14796339: download it with `evalkit data --corpus` " \
-          "(make corpus), then no path is needed"
 
 
 def _get_json(url: str) -> dict:

@@ -44,6 +44,32 @@ Annotators = Mapping[str, Sequence[Mapping[str, int]]]  # qid -> each annotator'
 
 
 @dataclass(frozen=True)
+class FullCorpus:
+    """A scheme's corpus file for the ``full`` protocol (its collections' `Collection.read_corpus`
+    reads it): the file's name, where it is published, the command that downloads it and the make
+    target that runs the command, and `downloaded` (the file once downloaded, else None). The kit's
+    one rule for the full protocol's corpus (`evalkit.datasets.full_corpus`) reads it, for every
+    front end and the plan, so no caller names a collection."""
+
+    file: str
+    source: str
+    command: str
+    target: str
+    downloaded: Callable[[], Path | None]
+
+    @property
+    def missing(self) -> str:
+        """The full protocol without a corpus file: a `RequestError` problem of ``protocol``."""
+        return (f"needs {{corpus}}, {self.file} from {self.source}: download it with `{self.command}` "
+                f"({self.target}), then no path is needed")
+
+    @property
+    def fix(self) -> str:
+        """What the plan says to do while the file is not downloaded."""
+        return f"{self.command} ({self.target}), or give --corpus PATH"
+
+
+@dataclass(frozen=True)
 class Scheme:
     """One ``--dataset`` scheme (module docstring).
 
@@ -65,6 +91,7 @@ class Scheme:
     locate: Callable[[], Path] | None = None  # NOTHING: the folder its files are in (outputs may not overwrite them)
     exports: tuple[str, ...] = ()  # the `evalkit export` formats (of FORMATS) its collections are written in
     human: Callable[..., tuple[Collection, Annotators]] | None = None  # (collection, annotators' grades)
+    full_corpus: FullCorpus | None = None  # the full protocol's corpus file, where the scheme has one to download
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name.isidentifier() or self.name != self.name.lower():
@@ -89,6 +116,9 @@ class Scheme:
         if self.human is not None and not callable(self.human):
             raise DeclarationError(declared, f"human {self.human!r} is not callable; give the loader of the "
                                              "collection and its annotators' grades")
+        if self.full_corpus is not None and not isinstance(self.full_corpus, FullCorpus):
+            raise DeclarationError(declared, f"full_corpus {self.full_corpus!r}: give a FullCorpus (its file, source, "
+                                             "download command and make target, and where it is once downloaded)")
         if not isinstance(self.help, str) or not self.help.strip():
             raise DeclarationError(declared, "give a help line")
 

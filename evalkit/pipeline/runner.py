@@ -87,8 +87,7 @@ def check_settings(settings: RunSettings, model: ModelSpec, first: ModelSpec | N
     select_variant(collection, settings.variant)  # the request's rules, as every front end's
     check_cutoff("depth", settings.depth)
     if settings.protocol == "full" and not settings.corpus:
-        raise RequestError("protocol", "needs {corpus}, a corpus file; for CSFCube, `evalkit data --corpus` "
-                                       "downloads abstracts-preds.zip, then no path is needed", value="full")
+        raise RequestError("protocol", datasets.missing_corpus(settings.dataset), value="full")
     if settings.protocol == "full" and collection.read_corpus is None:
         raise RequestError("protocol", f"{collection.name} has no corpus file for the full protocol; use "
                                        "{protocol:pool} or {protocol:pooled}", value="full")

@@ -124,8 +124,25 @@ class Worker:
 
 
 # Idle workers of a cluster this process did not start (its own ``ray.init``, RAY_ADDRESS), kept for
-# the next run by (cluster, resources, threads): a worker's start (torch imported) costs seconds.
+# the next run by (cluster, resources, threads): a worker's start (torch imported) costs seconds. They
+# hold their CPUs / GPUs on that cluster until this process ends or `release_workers` is called.
 _IDLE: dict[tuple, list] = {}
+
+
+def release_workers() -> int:
+    """Stop the idle workers this process keeps on a cluster it joined (module comment above), so
+    their CPUs and GPUs go back to the cluster's other jobs; the number stopped. The next run starts
+    workers again (seconds each)."""
+    stopped = 0
+    for actors in _IDLE.values():
+        for actor in actors:
+            try:
+                ray.kill(actor)
+            except Exception:  # a cluster since left: the actor is gone with it (Ray's errors have no common type)
+                pass
+            stopped += 1
+    _IDLE.clear()
+    return stopped
 
 
 class RayExecutor:
@@ -316,7 +333,10 @@ class RayExecutor:
         vectors = None if self.shared is None else "shared path" if self.shared else "object store"
         notes = list(self.notes)
         if vectors is not None:
-            notes.append(f"document vectors came back through the {'cache folder (a path every worker sees)' if self.shared else 'Ray object store (no path every worker sees)'}")  # noqa: E501
+            why = f"{VECTORS_ENV}=object-store" if os.environ.get(VECTORS_ENV) == "object-store" else \
+                "no path every worker sees"
+            where = "cache folder (a path every worker sees)" if self.shared else f"Ray object store ({why})"
+            notes.append(f"document vectors came back through the {where}")
         else:
             notes.append("no document was encoded on the cluster (the index was complete)")
         return {"executor": self.name, "workers": self.count or self.wanted, "cluster": self.cluster,

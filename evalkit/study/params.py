@@ -45,7 +45,7 @@ from evalkit.core.workers import parse_workers
 from evalkit.core.workspace import resolve
 from evalkit.data.collection import Collection, select_queries, selection_ids
 from evalkit.data.protocols import POOL_PROTOCOLS
-from evalkit.datasets import csfcube_download
+from evalkit.datasets import csfcube, full_corpus
 from evalkit.datasets.csfcube import TABLE
 from evalkit.datasets.csfcube_variants import load_instructions
 from evalkit.evaluation import evaluate as evaluation
@@ -194,9 +194,7 @@ def _check(notebook: str, PROFILE: str, PROTOCOL: str, SEEDS: str, OUTPUT_DIR: s
         raise RequestError("official", f"the official measures are defined on the judged pools; use {{protocol}} pool "
                            f"or released, not {PROTOCOL}", value="yes")
     if PROTOCOL == "full" and not CORPUS:
-        CORPUS = csfcube_download.resolve(None) or ""  # noqa: N806
-        if not CORPUS:
-            raise RequestError("protocol", csfcube_download.MISSING, value="full")
+        CORPUS = full_corpus(csfcube.SCHEME.name)  # noqa: N806  (the study's collection; the one rule)
     if CORPUS and not Path(CORPUS).is_file():
         raise RequestError("corpus", "is not a file; give the path of abstracts-preds.zip", value=CORPUS)
     measure = None if DISCOUNT is None else DISCOUNTS[DISCOUNT]

@@ -8,6 +8,7 @@ it declares."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 from pathlib import Path
 
@@ -15,11 +16,11 @@ import pytest
 
 import evalkit.datasets as datasets
 from evalkit import cli
-from evalkit.core.errors import DeclarationError, KitError, RequestError
+from evalkit.core.errors import CLI, DeclarationError, KitError, RequestError
 from evalkit.data.collection import Collection, DefaultTable, Document, Query
 from evalkit.datasets import register
 from evalkit.datasets.export import FORMATS
-from evalkit.datasets.scheme import FOLDER, Scheme
+from evalkit.datasets.scheme import FOLDER, FullCorpus, Scheme
 from evalkit.evaluation import evaluate as evaluation
 from evalkit.evaluation.evaluate import DISCOUNTS, default_measures, default_shape
 from evalkit.pipeline.run_input import load_any_run
@@ -147,6 +148,41 @@ def test_a_scheme_checks_its_traits():
         Scheme("toy", FOLDER, load_ranked, argument="FOLDER", help="toy", exports=("csv",))
     with pytest.raises(DeclarationError, match="human 1 is not callable"):
         Scheme("toy", FOLDER, load_ranked, argument="FOLDER", help="toy", human=1)
+    with pytest.raises(DeclarationError, match="full_corpus 'corpus.zip': give a FullCorpus"):
+        Scheme("toy", FOLDER, load_ranked, argument="FOLDER", help="toy", full_corpus="corpus.zip")
+
+
+@pytest.mark.parametrize("scheme", datasets.schemes(), ids=lambda s: s.name)
+def test_every_scheme_s_full_corpus_is_found_or_refused_as_it_declares(scheme, monkeypatch, tmp_path):
+    """The full protocol's corpus file by the one rule (`datasets.full_corpus`): a given file is
+    taken as given; else the file the scheme declares once downloaded; else the one line of its
+    declaration (what to download, how), or for a scheme that declares none, that a file is needed."""
+    spec = scheme.name if not scheme.argument else f"{scheme.name}:{tmp_path}"
+    assert datasets.full_corpus(spec, "given.zip") == "given.zip"
+    declared = scheme.full_corpus
+    if declared is not None:
+        def downloaded(found):
+            corpus = dataclasses.replace(declared, downloaded=lambda: found)
+            monkeypatch.setitem(datasets._REGISTRY, scheme.name, dataclasses.replace(scheme, full_corpus=corpus))
+
+        downloaded(tmp_path / "f.zip")
+        assert datasets.full_corpus(spec) == str(tmp_path / "f.zip")
+        downloaded(None)
+    with pytest.raises(RequestError) as raised:
+        datasets.full_corpus(spec)
+    line = str(raised.value.for_front_end(CLI))
+    assert line.startswith("--protocol full: needs --corpus, ") and "\n" not in line
+    if declared is not None:
+        assert declared.file in line and f"`{declared.command}`" in line and declared.target in line
+
+
+def test_a_users_scheme_declares_its_full_corpus(ranked, tmp_path):
+    """A collection added by the guide declares its corpus file, and the CLI's rule reads it, naming no scheme."""
+    corpus = FullCorpus("docs.jsonl", "our lab's server", "fetch-docs", "make docs-corpus", lambda: None)
+    register(dataclasses.replace(SCHEME, name="ranked2", full_corpus=corpus))  # `ranked` restores the registry
+    with pytest.raises(RequestError, match=r"needs corpus=, docs.jsonl from our lab's server: download it with "
+                                           r"`fetch-docs` \(make docs-corpus\)"):
+        datasets.full_corpus(f"ranked2:{tmp_path}")
 
 
 def test_the_kits_tables_parse_against_their_collections(collection):
@@ -157,7 +193,8 @@ def test_the_kits_tables_parse_against_their_collections(collection):
 
 @pytest.mark.parametrize("module", ["evalkit/evaluation/evaluate.py", "evalkit/cli/printing.py",
                                     "evalkit/pipeline/run_input.py", "evalkit/cli/export.py",
-                                    "evalkit/cli/human.py", "evalkit/study/human.py"])
+                                    "evalkit/cli/human.py", "evalkit/study/human.py", "evalkit/cli/options.py",
+                                    "evalkit/pipeline/plan.py", "evalkit/pipeline/runner.py"])
 def test_the_readers_of_the_traits_name_no_scheme(module):
     """These modules read a collection's traits from its declaration, never by its scheme's name
     (the discount names of `DISCOUNTS` are nDCG's, not collections'; the export formats, named

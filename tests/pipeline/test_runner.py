@@ -209,7 +209,8 @@ def test_full_protocol_streams_the_corpus_and_matches_exact_search(collection, q
 
 
 def test_full_protocol_errors(collection, qids, tmp_path):
-    with pytest.raises(KitError, match=r"protocol=.full.: needs corpus=, a corpus file"):
+    with pytest.raises(KitError, match=r"protocol=.full.: needs corpus=, abstracts-preds.zip from figshare 14796339: "
+                                       r"download it with `evalkit data --corpus`"):  # what CSFCube's scheme declares
         run(collection, qids, tmp_path, protocol="full")
     with pytest.raises(KitError, match="corpus file not found"):
         run(collection, qids, tmp_path, protocol="full", corpus=str(tmp_path / "missing.zip"))
