@@ -2,7 +2,8 @@
 CPU workers, with the numbers of the in-process executor.
 
 - `run.trec` (and the vector index's files) byte-identical in-process and with 1, 2 and 3 workers,
-  and with 2 workers whose vectors come back through Ray's object store;
+  and with 2 workers whose vectors come back through Ray's object store (forced, and decided by the
+  probe when no worker sees the driver's cache folder);
 - a worker killed in the middle of a batch: Ray restarts it, the run is the same;
 - a driver interrupted after some batches: the next run resumes, and no document of a committed
   batch is encoded again;
@@ -110,31 +111,40 @@ def test_the_run_is_byte_identical_in_process_and_with_1_2_3_workers(cluster, ti
         "tiny": {"family": "dense", "model": str(tiny)}}}}}))
     monkeypatch.setenv("EVALKIT_MODELS", str(models))
     made = {}
-    # 2 workers twice: through the cache folder, then (the workers of the run before, kept idle)
-    # through Ray's object store, as on a cluster without a path every node sees
+    # 2 workers three times: through the cache folder, then (the workers of the run before, kept
+    # idle) through Ray's object store, forced, and decided by the probe: every worker reads another
+    # file at the probe's path, as a worker on a node that does not see the driver's cache folder
+    write_text = Path.write_text
+
+    def on_another_node(path, text, *args, **kwargs):
+        return write_text(path, "another node's file" if path.name.startswith("ray-probe-") else text, *args, **kwargs)
+
     for executor, workers, vectors in (("local", None, None), ("ray", 1, None), ("ray", 2, None),
-                                       ("ray", 2, "object-store"), ("ray", 3, None)):
+                                       ("ray", 2, "object-store"), ("ray", 2, "unseen"), ("ray", 3, None)):
         name = f"{executor}-{workers}" + (f"-{vectors}" if vectors else "")
         monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / name / "cache"))  # each encodes the corpus anew
-        if vectors:
+        monkeypatch.setattr(Path, "write_text", on_another_node if vectors == "unseen" else write_text)
+        if vectors == "object-store":
             monkeypatch.setenv(ray_executor.VECTORS_ENV, vectors)
         else:
             monkeypatch.delenv(ray_executor.VECTORS_ENV, raising=False)
         settings = RunSettings(model="tiny", dataset="ray-corpus", profile="test", executor=executor, workers=workers)
         folder = obtain(bind(settings, collection(), tmp_path / name / "runs"), Reuse.NEVER).folder
+        monkeypatch.setattr(Path, "write_text", write_text)
         sidecar = json.loads((folder / SIDECAR).read_text())
         made[name] = ((folder / "run.trec").read_bytes(), index_bytes(tmp_path / name / "cache"), sidecar)
         assert not list((tmp_path / name / "cache" / "indexes").glob("*.shards"))  # no batch file left
     trec, index, sidecar = made["local-None"]
     assert len(trec.splitlines()) == 5 * 60 and sidecar["execution"] == {"executor": "local"}
-    for name in ("ray-1", "ray-2", "ray-2-object-store", "ray-3"):
+    for name in ("ray-1", "ray-2", "ray-2-object-store", "ray-2-unseen", "ray-3"):
         assert made[name][0] == trec, name  # the run, byte for byte
         assert made[name][1] == index, name  # and the index's files (vectors, ids, meta.json)
         execution = made[name][2]["execution"]
         assert execution["executor"] == "ray" and execution["workers"] == int(name[4])
-        through = "object store" if name.endswith("object-store") else "shared path"
+        through = "object store" if name.endswith(("object-store", "unseen")) else "shared path"
         assert execution["vectors"] == through and execution["nodes"], name
-        said = "Ray object store (EVALKIT_RAY_VECTORS=object-store)" if through == "object store" else "cache folder"
+        said = {"ray-2-object-store": "Ray object store (EVALKIT_RAY_VECTORS=object-store)",
+                "ray-2-unseen": "Ray object store (no path every worker sees)"}.get(name, "cache folder")
         assert any(f"came back through the {said}" in note for note in execution["notes"]), execution["notes"]
         assert {k: v for k, v in made[name][2].items() if k != "execution"} == \
             {k: v for k, v in sidecar.items() if k != "execution"}  # the key does not know the executor
