@@ -19,7 +19,7 @@ from pathlib import Path
 from evalkit.core.errors import DataError, DeclarationError, RequestError
 from evalkit.data.collection import Collection
 from evalkit.datasets import beir, csfcube, followir, instructir, irds
-from evalkit.datasets.scheme import FOLDER, NOTHING, Annotators, Scheme
+from evalkit.datasets.scheme import FOLDER, NOTHING, Annotators, FullCorpus, Scheme
 
 _REGISTRY: dict[str, Scheme] = {}
 
@@ -86,12 +86,17 @@ def scheme_of(spec: str) -> Scheme | None:
     return _REGISTRY.get(spec.strip().partition(":")[0])
 
 
+def declared_corpus(spec: str) -> FullCorpus | None:
+    """The full protocol's corpus file the scheme of dataset `spec` declares (`Scheme.full_corpus`), or None."""
+    scheme = scheme_of(spec)
+    return None if scheme is None else scheme.full_corpus
+
+
 def missing_corpus(spec: str) -> str:
     """The full protocol without a corpus file, as a `RequestError` problem of ``protocol``: what the
     dataset's scheme declares (`Scheme.full_corpus`: its file and how to download it), else that a
     corpus file must be given."""
-    scheme = scheme_of(spec)
-    declared = None if scheme is None else scheme.full_corpus
+    declared = declared_corpus(spec)
     if declared is not None:
         return declared.missing
     return "needs {corpus}, a corpus file its collection reads (this dataset declares none to download)"
@@ -103,8 +108,8 @@ def full_corpus(spec: str, given: str | None = None) -> str:
     of ``protocol`` (`missing_corpus`)."""
     if given:
         return given
-    scheme = scheme_of(spec)
-    found = None if scheme is None or scheme.full_corpus is None else scheme.full_corpus.downloaded()
+    declared = declared_corpus(spec)
+    found = None if declared is None else declared.downloaded()
     if found is None:
         raise RequestError("protocol", missing_corpus(spec), value="full")
     return str(found)

@@ -39,7 +39,7 @@ from evalkit.core.errors import DataError, RequestError
 from evalkit.data.collection import Collection
 from evalkit.evaluation.aggregate import ALL
 from evalkit.evaluation.evaluate import paired_by_units, summarize
-from evalkit.evaluation.stats import ALPHA, PERMUTATION_SEED, PERMUTATIONS, check_test, holm, paired_test
+from evalkit.evaluation.stats import ALPHA, PERMUTATION_SEED, PERMUTATIONS, check_computed, holm, paired_test
 
 COLUMNS = ["measure", "stratum", "run", "against", "aggregate", "delta", "t", "p", "p_holm", "n", "better", "note"]
 ADJUST = ("holm", "none")
@@ -103,8 +103,7 @@ def compare(collection: Collection, tables: Mapping[str, pd.DataFrame], measures
     ``reference``), then one row per pair of runs; the one computation of the pairwise tests,
     their Holm adjustment (`FAMILY`) and the marks `evalkit.evaluation.compare_table` prints."""
     check_adjust(adjust)
-    fisher = test == "fisher"  # the request's one rule of the test and its options (a direct call too)
-    check_test(test, alpha, permutations if fisher else None, seed if fisher else None)
+    check_computed(test, permutations, seed, alpha)  # the request's one rule, before any test runs
     check_common(tables)
     names = list(tables)
     summaries = {name: summarize(collection, table, aggregate_by) for name, table in tables.items()}

@@ -98,6 +98,13 @@ def check_test(test: object = "t", alpha: object = ALPHA, permutations: object =
                               PERMUTATION_SEED if seed is None else seed)
 
 
+def check_computed(test: object, permutations: object, seed: object, alpha: object = ALPHA) -> PairedTestSettings:
+    """`check_test` of the options a computation always receives (defaults filled in): Fisher's
+    `permutations` and `seed` checked under ``fisher`` only, where they are used."""
+    fisher = test == "fisher"
+    return check_test(test, alpha, permutations if fisher else None, seed if fisher else None)
+
+
 def unit_differences(a: pd.Series, b: pd.Series, groups: Mapping[str, str] | None = None) -> pd.Series:
     """a - b over the queries both hold, one value per unit: a query, or with `groups`
     (query -> unit) the mean over the unit's queries both hold."""
@@ -111,8 +118,7 @@ def unit_differences(a: pd.Series, b: pd.Series, groups: Mapping[str, str] | Non
 def paired_test(a: pd.Series, b: pd.Series, test: str = "t", groups: Mapping[str, str] | None = None,
                 permutations: int = PERMUTATIONS, seed: int = PERMUTATION_SEED) -> PairedTest:
     """The paired test of a against b (see the module docstring)."""
-    fisher = test == "fisher"  # the one rule of the request (`check_test`), for a direct call too
-    check_test(test, permutations=permutations if fisher else None, seed=seed if fisher else None)
+    check_computed(test, permutations, seed)  # the one rule of the request (`check_test`), for a direct call too
     diff = unit_differences(a, b, groups).to_numpy(dtype=float)
     n = len(diff)
     unit = ("query" if n == 1 else "queries") if groups is None else \

@@ -39,7 +39,7 @@ from evalkit.core.errors import RequestError
 from evalkit.core.workers import check_workers
 from evalkit.data.collection import Collection, Query
 from evalkit.data.protocols import POOL_PROTOCOLS
-from evalkit.datasets import scheme_of
+from evalkit.datasets import declared_corpus
 from evalkit.llm.reranker import DEFAULT_TEMPLATES, expected_comparisons
 from evalkit.llm.templates import SEPARATOR, load_template
 from evalkit.models import registry
@@ -287,8 +287,7 @@ def plan(profile: str, protocol: str, collection: Collection, models: Sequence[s
         rows.append(first_stage_plan(profile, protocol, chosen, collection, workers, kind))
     rows += [row_plan(registry.spec(name, profile), chosen, collection, protocol, workers, kind) for name in names]
     missing = [m for row in rows for m in row.missing]
-    scheme = scheme_of(collection.name)
-    declared = None if scheme is None else scheme.full_corpus
+    declared = declared_corpus(collection.name) if protocol == "full" and not corpus else None
     if protocol == "full" and not corpus and (declared is None or declared.downloaded() is None):
         missing.insert(0, Missing("(corpus)", "no corpus file for the full protocol" if declared is None else
                                   f"the full corpus {declared.file} is not downloaded",

@@ -159,6 +159,7 @@ class RayExecutor:
         self.shape: tuple | None = None
         self.nodes: list[str] = []
         self.shared: bool | None = None
+        self.unshared_because = ""  # why the vectors go through the object store (the run's note says it)
         self.threads = 1
         self.notes: list[str] = []
         self.payload = None  # the model's payload in the object store, held while the workers may need it
@@ -242,7 +243,9 @@ class RayExecutor:
         finally:
             probe.unlink(missing_ok=True)
         self.nodes = sorted({node for node, _ in found})
-        self.shared = all(sees for _, sees in found) and os.environ.get(VECTORS_ENV) != "object-store"
+        forced = os.environ.get(VECTORS_ENV) == "object-store"
+        self.shared = all(sees for _, sees in found) and not forced
+        self.unshared_because = f"{VECTORS_ENV}=object-store" if forced else "no path every worker sees"
         return self.actors
 
     def _get(self, refs: list, numbers: list[int] | None = None):
@@ -333,9 +336,8 @@ class RayExecutor:
         vectors = None if self.shared is None else "shared path" if self.shared else "object store"
         notes = list(self.notes)
         if vectors is not None:
-            why = f"{VECTORS_ENV}=object-store" if os.environ.get(VECTORS_ENV) == "object-store" else \
-                "no path every worker sees"
-            where = "cache folder (a path every worker sees)" if self.shared else f"Ray object store ({why})"
+            where = "cache folder (a path every worker sees)" if self.shared else \
+                f"Ray object store ({self.unshared_because})"
             notes.append(f"document vectors came back through the {where}")
         else:
             notes.append("no document was encoded on the cluster (the index was complete)")
