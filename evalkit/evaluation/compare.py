@@ -43,7 +43,12 @@ from evalkit.evaluation.stats import ALPHA, PERMUTATION_SEED, PERMUTATIONS, chec
 
 COLUMNS = ["measure", "stratum", "run", "against", "aggregate", "delta", "t", "p", "p_holm", "n", "better", "note"]
 ADJUST = ("holm", "none")
-FAMILY = "all pairs of runs of one measure and stratum"  # what Holm adjusts over (per variant in the API)
+# The families of tests Holm adjusts over, by name: every pair of runs (the comparison table's marks,
+# `evalkit evaluate`, the API), or each run against the reference only (the first run: the paper's
+# Table 1 marks, the study's relevance table). Per measure and stratum either way.
+FAMILIES = {"pairs": "all pairs of runs of one measure and stratum",
+            "reference": "each run against the reference (the first run), per measure and stratum"}
+FAMILY = FAMILIES["pairs"]  # the default family (per variant in the API)
 
 
 def pair_units(collection: Collection) -> dict[str, str]:
@@ -89,6 +94,21 @@ def check_adjust(adjust: object) -> str:
     return adjust
 
 
+def check_family(family: object) -> str:
+    """The family of tests the adjustment runs over: one of `FAMILIES` (``pairs`` or ``reference``)."""
+    if not isinstance(family, str) or family not in FAMILIES:
+        raise RequestError("family", f"choose {' or '.join(FAMILIES)}", value=family)
+    return family
+
+
+def tested_pairs(names: Sequence[str], family: str) -> list[tuple[str, str]]:
+    """(run, against) of every test of `family`: each run against every earlier one (``pairs``),
+    or each run against the first (``reference``)."""
+    pairs = [(run, against) for against, run in combinations(names, 2)]
+    return pairs if check_family(family) == "pairs" else [(run, against) for run, against in pairs
+                                                        if against == names[0]]
+
+
 def pair_test(collection: Collection, table: pd.DataFrame, reference: pd.DataFrame, measure: str, stratum: str,
               test: str = "t", permutations: int = PERMUTATIONS, seed: int = PERMUTATION_SEED):
     """`evalkit.evaluation.stats.paired_test` of `table` against `reference` over a stratum's units."""
@@ -98,11 +118,14 @@ def pair_test(collection: Collection, table: pd.DataFrame, reference: pd.DataFra
 
 def compare(collection: Collection, tables: Mapping[str, pd.DataFrame], measures: Sequence[str],
             aggregate_by: str = "folds", test: str = "t", permutations: int = PERMUTATIONS,
-            seed: int = PERMUTATION_SEED, alpha: float = ALPHA, adjust: str = "holm") -> pd.DataFrame:
+            seed: int = PERMUTATION_SEED, alpha: float = ALPHA, adjust: str = "holm",
+            family: str = "pairs") -> pd.DataFrame:
     """The rows of the module docstring: per measure and stratum, the first run's row (``note``
-    ``reference``), then one row per pair of runs; the one computation of the pairwise tests,
-    their Holm adjustment (`FAMILY`) and the marks `evalkit.evaluation.compare_table` prints."""
+    ``reference``), then one row per pair of runs of `family` (`FAMILIES`: every pair, or each run
+    against the first); the one computation of the pairwise tests, their Holm adjustment over that
+    family and the marks `evalkit.evaluation.compare_table` prints."""
     check_adjust(adjust)
+    pairs = tested_pairs(list(tables), family)
     check_computed(test, permutations, seed, alpha)  # the request's one rule, before any test runs
     check_common(tables)
     names = list(tables)
@@ -113,7 +136,7 @@ def compare(collection: Collection, tables: Mapping[str, pd.DataFrame], measures
         for stratum in [*strata, ALL]:
             results = {(run, against): pair_test(collection, tables[run], tables[against], measure, stratum, test,
                                                  permutations, seed)
-                       for against, run in combinations(names, 2)}
+                       for run, against in pairs}
             raw = {pair: r.pvalue for pair, r in results.items()}
             adjusted = holm(raw) if adjust == "holm" else raw
             reference = names[0]

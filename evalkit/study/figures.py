@@ -4,7 +4,7 @@ timestamps or software versions in the files.
 
 Figures a paper can print: one colour per model across every figure (`colour_of`: by the
 model's place in `config/models.yaml`; the paper's published rows by their place in the
-published file; Human black), bootstrap 95% intervals as error bars (`facet_intervals`), the
+published file; Human black), bootstrap 95% intervals as error bars (`evalkit.study.steps.intervals`), the
 kit's rows and the paper's in separate panels, model names on the axis rather than in a long
 legend, labels placed without overlaps (`place_labels`), tick labels of at least `MIN_FONT` pt at
 the saved size, and a caption saved beside every figure (``NAME.caption.txt``) that `image`
@@ -12,27 +12,21 @@ shows under it, in the notebook and so in the HTML report."""
 
 from __future__ import annotations
 
+import base64
+import html
+import math
+from functools import cache
 from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-import base64  # noqa: E402
-import html  # noqa: E402
-import math  # noqa: E402
-from functools import cache  # noqa: E402
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from evalkit.core.errors import DeclarationError  # noqa: E402
-from evalkit.data.runs import write_atomic  # noqa: E402
-from evalkit.evaluation.stats import interval_or_nan
+from evalkit.core.errors import DeclarationError
+from evalkit.data.runs import write_atomic
 from evalkit.models import registry
-from evalkit.study.params import BOOTSTRAP_SEED
-from evalkit.study.printed import save_table  # noqa: E402, F401  (figures.save_table: the notebooks' name)
-from evalkit.study.published import load_published  # noqa: E402
+from evalkit.study.printed import save_table  # noqa: F401  (figures.save_table: the notebooks' name)
+from evalkit.study.published import load_published
 
 FACET_COLUMNS = {"background": "Background", "method": "Method", "result": "Result", "all": "Agg."}
 HUMAN_COLOUR = "#000000"
@@ -133,22 +127,6 @@ def is_paper(row) -> bool:
     return str(row.get("source", "kit")) != "kit"
 
 
-# --- bootstrap intervals ------------------------------------------------------------------------
-
-
-def facet_intervals(values: pd.DataFrame, metric: str) -> pd.DataFrame:
-    """Bootstrap 95% intervals (x100, as the tables) of the per-query mean of `metric` for each label
-    and facet, and over all queries ("all"), from per-query values (`evalkit.study.per_query.values`:
-    columns label, facet, metric)."""
-    rows = []
-    for label, group in values.groupby("label", sort=False):
-        for facet in FACET_COLUMNS:
-            chosen = group[metric] if facet == "all" else group.loc[group.facet == facet, metric]
-            low, high = interval_or_nan(chosen, seed=BOOTSTRAP_SEED)
-            rows.append({"label": label, "facet": facet, "ci_low": low, "ci_high": high})
-    return pd.DataFrame(rows, columns=["label", "facet", "ci_low", "ci_high"])
-
-
 # --- label placement ------------------------------------------------------------------------------
 
 
@@ -247,7 +225,7 @@ def _paper_label(row) -> str:
 def facet_bars(table: pd.DataFrame, metric: str, intervals: pd.DataFrame | None = None) -> plt.Figure:
     """Horizontal bars, one panel per facet (and Agg.), one bar per row in table order, model names on
     the axis: the kit's rows (top panels) in their model colours with bootstrap 95% error bars
-    (`intervals`, from `facet_intervals`; else a table's ci_low/ci_high on Agg. only), the paper's
+    (`intervals`, from `evalkit.study.steps.intervals`; else a table's ci_low/ci_high on Agg. only), the paper's
     published rows (bottom panels) in theirs; the x axis names the measure of each block."""
     rows = table.to_dict("records")
     kit = [r for r in rows if not is_paper(r)]

@@ -8,17 +8,14 @@ from __future__ import annotations
 import math
 import re
 
-import matplotlib
+import matplotlib.pyplot as plt
+import pandas as pd
+from matplotlib.lines import Line2D
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
-
-from evalkit.evaluation.evaluate import PMRR  # noqa: E402
+from evalkit.evaluation.evaluate import PMRR
 from evalkit.study.figures import MIN_FONT, PAPER_PANEL, colour_of, place_labels
 from evalkit.study.figures import caption as setting
-from evalkit.study.hybrid_study import CV_SETTING, measure_of  # noqa: E402
+from evalkit.study.hybrid_study import CV_SETTING, measure_of
 
 X, Y = "relevance", "p-MRR"
 PAPER_MEASURE = "NDCG@20 (paper)"

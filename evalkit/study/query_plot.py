@@ -1,55 +1,28 @@
-"""Per-query views of the study: each model's value of a measure on every query, ordered by the
-reference model, so a reader sees where models win and lose and the queries where every model
+"""The per-query figure of the study: each model's value of a measure on every query, ordered by
+the reference model, so a reader sees where models win and lose and the queries where every model
 fails.
 
-`values` gives one row per model and query (x100, from the study's stored runs and the Human
-reference); `plot` draws one panel per measure, queries down the side (horizontal labels) in the
-order `order` gives and `order_rule` states; `failures` lists the queries where every kit model
-is at or below a threshold (by default: NDCG <= 20, p-MRR <= 0); `caption` says all of it.
+It reads `evalkit.study.steps.per_query` rows (one per model and query, fractions; the Human
+rows of `steps.human` beside them) and shows them x100, as the tables: `plot` draws one panel per
+measure, queries down the side (horizontal labels) in the order `order` gives and `order_rule`
+states; `failures` lists the queries where every kit model is at or below a threshold (by default:
+NDCG <= 20, p-MRR <= 0); `caption` says all of it.
 """
 
 from __future__ import annotations
 
-import math
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from evalkit.data.collection import Collection  # noqa: E402
-from evalkit.evaluation.evaluate import PMRR, per_query  # noqa: E402
+from evalkit.evaluation.evaluate import PMRR
 from evalkit.models import registry
-from evalkit.study import (
-    figures,  # noqa: E402
-    tables,
-)
-from evalkit.study.figures import MIN_FONT, colour_of  # noqa: E402
+from evalkit.study import figures
+from evalkit.study.figures import MIN_FONT, colour_of
 
-HUMAN = "human"
+HUMAN = "human"  # the Human rows' model (`evalkit.study.steps.HUMAN`)
 FAIL_AT = {PMRR: 0.0}  # p-MRR: no move in the asked direction
 FAIL_AT_RELEVANCE = 20.0  # ranking measures (x100)
-
-
-def values(study, collection: Collection, data=None, measure: str | None = None) -> pd.DataFrame:
-    """One row per (model, query): model, label, qid, seed, facet, `measure` and p-MRR (x100), for the
-    study's models (their base runs, made or reused) and, with `data`, the Human reference."""
-    measure = measure or study.measure
-    frames = {m: per_query(collection, run, [measure]) for m, run in tables.runs(study, collection).items()}
-    labels = {m: tables._label(study.profile, m)["label"] for m in frames}
-    if data is not None:
-        frames[HUMAN] = tables.human_table(study, data, collection, [measure])
-        labels[HUMAN] = tables.HUMAN_LABEL
-    rows = []
-    for model, frame in frames.items():
-        for qid, row in frame.iterrows():
-            query = collection.queries[qid]
-            rows.append({"model": model, "label": labels[model], "qid": qid,
-                         "seed": query.seed.doc_id if query.seed else qid, "facet": row["stratum"],
-                         measure: 100 * row[measure], PMRR: 100 * row[PMRR] if PMRR in frame else math.nan})
-    return pd.DataFrame(rows)
 
 
 def reference_of(study) -> str:
@@ -59,6 +32,12 @@ def reference_of(study) -> str:
 
     reference = registry.profile_settings(study.profile).get("study", {}).get("reference")
     return reference if reference in study.models else study.models[0]
+
+
+def x100(table: pd.DataFrame, metrics) -> pd.DataFrame:
+    """`table` with the `metrics` columns x100, as the tables and figures print them."""
+    metrics = [metrics] if isinstance(metrics, str) else list(metrics)
+    return table.assign(**{m: 100 * table[m] for m in metrics})
 
 
 def _kit_mean(table: pd.DataFrame, metric: str) -> pd.Series:
@@ -106,6 +85,7 @@ def plot(table: pd.DataFrame, metrics, reference: str, at: dict | None = None) -
     open circles; grey bands mark the queries
     where every kit model fails (`failures`). One legend under the panels, its markers as drawn."""
     metrics = [metrics] if isinstance(metrics, str) else list(metrics)
+    table = x100(table, metrics)
     reference = reference if reference in set(table.model) else table.model.iloc[0]
     counts = [table.loc[table.model == reference, m].notna().sum() for m in metrics]
     fig, axes = plt.subplots(1, len(metrics), figsize=(max(9.0, 6.2 * len(metrics)), 1.6 + 0.17 * max(counts)),
@@ -150,6 +130,7 @@ def caption(study, table: pd.DataFrame, metrics, reference: str) -> str:
     """The per-query figure's caption: what each panel shows, its order as `order_rule` states it, the
     failure bands and the failing queries."""
     metrics = [metrics] if isinstance(metrics, str) else list(metrics)
+    table = x100(table, metrics)
     panels = "; ".join(f"{metric}: {order_rule(table, metric, reference)}" for metric in metrics)
     bands = ", ".join(f"{m} <= {FAIL_AT.get(m, FAIL_AT_RELEVANCE):.0f}" for m in metrics)
     failing = "; ".join(f"{m}: {', '.join(failures(table, m)) or 'none'}" for m in metrics)
