@@ -175,12 +175,6 @@ def bootstrap_ci(
     return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
-def pvalue_or_nan(a: pd.Series, b: pd.Series, groups: Mapping[str, str] | None = None) -> float:
-    """`paired_test`'s t-test p-value: NaN on fewer than `MIN_PAIRED` paired units or differences
-    without variance (a study table over a smoke run shows a blank, not an error)."""
-    return paired_test(a, b, "t", groups).pvalue
-
-
 def _held_by_both(a: pd.Series, b: pd.Series) -> pd.DataFrame:
     """The queries both series score, as two columns."""
     return pd.concat([a, b], axis=1, join="inner").dropna()

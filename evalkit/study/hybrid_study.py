@@ -16,7 +16,7 @@ from evalkit.core.errors import DataError, RequestError
 from evalkit.data.collection import Collection
 from evalkit.evaluation.evaluate import PMRR, summarize
 from evalkit.evaluation.selection import cross_validate
-from evalkit.evaluation.stats import interval_or_nan, pvalue_or_nan
+from evalkit.evaluation.stats import interval_or_nan, paired_test
 from evalkit.models import registry
 from evalkit.models.dense import BiEncoder
 from evalkit.pipeline.runner import bind, prepare
@@ -53,8 +53,8 @@ def _model_rows(study: Study, collection: Collection, model: str, candidate_face
     label = registry.spec(model, study.profile).label
     cv = _row(collection, model, label, CV_SETTING, chosen_table, measure)
     cv["chosen_a"] = ", ".join(f"{fold}: {a:.1f}" for fold, a in chosen.items())
-    cv["p_vs_whole"] = pvalue_or_nan(chosen_table[measure], tables[1.0][measure])
-    cv["p_pmrr_vs_aspect_subset"] = pvalue_or_nan(chosen_table[PMRR], tables[0.0][PMRR])
+    cv["p_vs_whole"] = paired_test(chosen_table[measure], tables[1.0][measure]).pvalue
+    cv["p_pmrr_vs_aspect_subset"] = paired_test(chosen_table[PMRR], tables[0.0][PMRR]).pvalue
     grid = [_row(collection, model, label, f"a={a:.1f}", t, measure) for a, t in tables.items()]
     return pd.DataFrame([cv] + grid).assign(**{rows.STATUS: rows.RAN})
 

@@ -40,6 +40,7 @@ from evalkit.core.progress import announce_notebook
 from evalkit.core.workspace import resolve
 from evalkit.models import registry
 from evalkit.study.budget import write_stage_time
+from evalkit.study.edited import edited_part
 from evalkit.study.tag import CONTENT, build_tag
 
 PREFIX = "EVALKIT_PARAM_"
@@ -115,17 +116,18 @@ def environment_parameters(environ=os.environ) -> dict[str, str]:
     return {key[len(PREFIX):]: value for key, value in environ.items() if key.startswith(PREFIX)}
 
 
-def tag_of(given: dict[str, str]) -> str:
-    """The build tag of these parameters (evalkit.study.tag, as the Makefile names its targets)."""
+def tag_of(given: dict[str, str], root: Path = Path(".")) -> str:
+    """The build tag of these parameters and notebooks (evalkit.study.tag, as the Makefile names its
+    targets; ``-edited-HASH`` when a notebook under root/notebooks is not the kit's)."""
     return build_tag(given.get("PROFILE", "offline"), given.get("PROTOCOL", "pool"), given.get("SEEDS", ""),
-                     **{k: given[k] for k in CONTENT if k in given})
+                     **{k: given[k] for k in CONTENT if k in given}) + edited_part(root / NOTEBOOKS)
 
 
-def _tag(given: dict[str, str]) -> str:
+def _tag(given: dict[str, str], root: Path = Path(".")) -> str:
     """The build tag of the parameters, always (so an output's name says what made it). A TAG in
     the environment (``EVALKIT_PARAM_TAG``, which make never sets) is refused unless it is that tag:
     it would name the outputs after something else, or lead outside OUTPUT_DIR."""
-    computed = tag_of(given)
+    computed = tag_of(given, root)
     if given.get("TAG") and given["TAG"] != computed:
         raise DataError(f"{PREFIX}TAG={given['TAG']!r}", f"TAG is computed from the parameters ({computed} here) and "
                         f"names the outputs after them; unset {PREFIX}TAG")
@@ -205,7 +207,7 @@ def run(name: str, given: dict[str, str], root: Path = Path(".")) -> Path:
     source = root / NOTEBOOKS / f"{name}.ipynb"
     if not source.is_file():
         raise DataError("notebooks", f"no notebook {source}; choose one of {', '.join(sorted(OUTPUTS))} or explore")
-    given = {**given, "TAG": _tag(given)}
+    given = {**given, "TAG": _tag(given, root)}
     output_dir = resolve(given.get("OUTPUT_DIR") or "build")
     folder = output_dir / "notebooks"
     stem = explore_stem(given) if name == "explore" else f"{name}-{given['TAG']}"

@@ -39,6 +39,8 @@ import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from IPython import get_ipython
+
 from evalkit.core.errors import NOTEBOOK, DataError, KitError, RequestError
 from evalkit.core.names import is_plain
 from evalkit.core.workers import parse_workers
@@ -54,6 +56,7 @@ from evalkit.models import registry
 from evalkit.pipeline import prerequisites
 from evalkit.pipeline.runner import RunSettings, instructions_identity
 from evalkit.pipeline.settings import check_execution
+from evalkit.study import edited
 from evalkit.study.tag import build_tag
 
 STRICT_ENV = "EVALKIT_STRICT"
@@ -85,14 +88,23 @@ class Study:
     strict: bool = False  # stop at the first row that cannot run (else it becomes "not run: <reason>")
     executor: str = "local"  # where whole corpora are encoded and searched (EXECUTOR: local or ray)
     workers: int | None = None  # Ray workers (WORKERS)
+    notebook: str | None = None  # the study notebook checking them (None: a script)
+
+    @property
+    def output_tag(self) -> str:
+        """The tag outputs are named with now: `tag`, plus ``-edited-HASH`` when the cells this kernel
+        has run so far are not the kit notebook's (`evalkit.study.edited`; make's tag already says so)."""
+        if self.notebook is None or edited.MARK in self.tag:
+            return self.tag
+        return self.tag + edited.history_part(self.notebook, executed_cells())
 
     @property
     def tables_dir(self) -> Path:
         return Path(self.output_dir) / "tables"
 
     def name(self, table: str) -> str:
-        """A table or figure name with the build tag: e.g. relevance-offline-pool."""
-        return f"{table}-{self.tag}"
+        """A table or figure name with the build tag (`output_tag`): e.g. relevance-offline-pool."""
+        return f"{table}-{self.output_tag}"
 
     def queries(self, collection: Collection) -> tuple[str, ...] | None:
         """The query ids of the smoke seeds, in collection order; None for every query
@@ -112,7 +124,9 @@ class Study:
         return replace(self, models=tuple(models))
 
     def describe(self) -> str:
-        parts = [f"tag {self.tag}"]
+        tag = self.output_tag
+        parts = [f"tag {tag}" + (" (the notebook's code is not the kit's: an edited study)"
+                                 if edited.MARK in tag else "")]
         if self.models:
             parts.append(f"models {', '.join(self.models)}")
         if self.reference:
@@ -124,6 +138,12 @@ class Study:
             found = instructions_identity(self.instructions)
             parts.append(f"instructions {found['file']} (sha256 {found['sha256'][:12]})")
         return " | ".join(parts)
+
+
+def executed_cells() -> list[str]:
+    """The cells this IPython kernel has executed, in order (IPython's ``In``); none outside a kernel."""
+    shell = get_ipython()
+    return [str(c) for c in shell.user_ns.get("In", [])] if shell is not None else []
 
 
 def split(value: str) -> list[str]:
@@ -223,7 +243,7 @@ def _check(notebook: str, PROFILE: str, PROTOCOL: str, SEEDS: str, OUTPUT_DIR: s
     executor, workers = execution()
     return Study(PROFILE, PROTOCOL, tag, models, reference, measure, seeds, resolve(OUTPUT_DIR),
                  resolve(FIGURES_DIR), resolve(RUNS_DIR), CORPUS or None, instructions,
-                 OFFICIAL == "yes", strict(), executor, workers)
+                 OFFICIAL == "yes", strict(), executor, workers, notebook)
 
 
 def execution() -> tuple[str, int | None]:

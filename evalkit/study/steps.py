@@ -271,14 +271,15 @@ def kendall_taus(run: Run, collection: Collection) -> list[float]:
     return taus
 
 
-def ranking_movement(runs: StudyRuns) -> pd.DataFrame:
-    """Per model that ran: ``kendall_tau``, the mean of `kendall_taus` over the seed pairs where it
-    is defined (1 = the two instructions rank alike), and ``kendall_undefined``, the pairs where it
-    is not (counted apart)."""
-    rows = []
-    for model, run in runs.runs.items():
-        taus = kendall_taus(run, runs.collection)
-        defined = [t for t in taus if not math.isnan(t)]
-        rows.append({"model": model, "kendall_tau": float(np.mean(defined)) if defined else math.nan,
-                     "kendall_undefined": len(taus) - len(defined)})
+def ranking_movement(run: Run, collection: Collection) -> tuple[float, int]:
+    """The mean of `kendall_taus` over the seed pairs where it is defined (1 = the two instructions
+    rank alike), and the number of pairs where it is not (counted apart)."""
+    taus = kendall_taus(run, collection)
+    defined = [t for t in taus if not math.isnan(t)]
+    return (float(np.mean(defined)) if defined else math.nan), len(taus) - len(defined)
+
+
+def movement(runs: StudyRuns) -> pd.DataFrame:
+    """Per model that ran, `ranking_movement`: ``kendall_tau`` and ``kendall_undefined``."""
+    rows = [(model, *ranking_movement(run, runs.collection)) for model, run in runs.runs.items()]
     return pd.DataFrame(rows, columns=["model", "kendall_tau", "kendall_undefined"])

@@ -4,7 +4,8 @@
 parameter that changes a table's rows (MODELS, REFERENCE_MODEL, a non-default DISCOUNT,
 INSTRUCTIONS, CORPUS, the recipe's BEIR / FOLLOWIR / INSTRUCTIR, OFFICIAL=yes) adds ``-custom-HASH`` of
 those values, so a partial model list or another instruction file never overwrites the full
-study's tables. A profile or protocol name that is not a plain path part is written by the kit's
+study's tables; an edited notebook adds ``-edited-HASH`` (`evalkit.study.edited`), so an edited
+study never replaces the kit's. A profile or protocol name that is not a plain path part is written by the kit's
 one naming rule (`evalkit.core.names.name_part`: its slug and a digest; the parameter check
 refuses it later, in one line).
 
@@ -17,9 +18,11 @@ nothing beyond the standard library on that path.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from evalkit.core.names import digest as _digest
 from evalkit.core.names import name_part
+from evalkit.study.edited import edited_part
 
 CONTENT = ("MODELS", "REFERENCE_MODEL", "DISCOUNT", "INSTRUCTIONS", "CORPUS", "BEIR", "FOLLOWIR", "INSTRUCTIR",
            "OFFICIAL")
@@ -49,7 +52,7 @@ def build_tag(profile: str, protocol: str, seeds: str = "", **content: str) -> s
 def main(argv: list[str]) -> None:
     values = dict(arg.split("=", 1) for arg in argv if "=" in arg)
     print(build_tag(values.pop("PROFILE", ""), values.pop("PROTOCOL", ""), values.pop("SEEDS", ""),
-                    **{k: v for k, v in values.items() if k in CONTENT}))
+                    **{k: v for k, v in values.items() if k in CONTENT}) + edited_part(Path("notebooks")))
 
 
 if __name__ == "__main__":

@@ -170,12 +170,14 @@ def test_the_table_from_the_api(tmp_path):
 
 
 def test_a_study_table_on_four_queries_says_untested_not_different(tmp_path, data, collection):
+    from notebook_cells import run_cells
+
     from evalkit.study import params, tables
 
     name = api.register_model(overlap, "words-smoke")
     study = params.check("relevance", PROFILE="offline", PROTOCOL="pool", SEEDS="929877,3264891",
                          MODELS=f"bm25,{name}", REFERENCE_MODEL="bm25", DISCOUNT="csfcube", RUNS_DIR=str(tmp_path))
-    table = tables.relevance_table(study, collection, data).query("source == 'kit'").set_index("model")
+    table = run_cells("relevance", study)["relevance"].query("source == 'kit'").set_index("model")
     assert table.loc[name, "same_as_reference"] == tables.UNTESTED and math.isnan(table.loc[name, "p_vs_reference"])
 
 

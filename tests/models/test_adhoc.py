@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 from fixtures_datasets import readme_instructions
+from notebook_cells import run_cells
 from tiny_models import build_sentence_transformer
 
 from evalkit import api, cli
@@ -22,7 +23,7 @@ from evalkit.models import registry
 from evalkit.models.bm25 import BM25
 from evalkit.models.family import Family
 from evalkit.pipeline.runner import RunSettings, bind, obtain
-from evalkit.study import params, tables
+from evalkit.study import params, steps, tables
 
 SEED = "929877"  # annotated for two facets
 ROOT = Path(__file__).resolve().parents[2]
@@ -138,7 +139,7 @@ def test_the_readme_registry_example_loads(tmp_path, monkeypatch):
 def test_st_models_in_a_models_list(tiny):
     study = params.check("relevance", PROFILE="offline", PROTOCOL="pool", MODELS=f"bm25,st:{tiny}",
                          REFERENCE_MODEL="bm25")
-    assert study.models == ("bm25", f"st:{tiny}") and tables._label("offline", f"st:{tiny}")["label"] == "st:tiny-st"
+    assert study.models == ("bm25", f"st:{tiny}") and steps.labelled(study, f"st:{tiny}")["label"] == "st:tiny-st"
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -193,7 +194,7 @@ def test_the_sensitivity_table_runs_the_files_variants_and_names_it(tmp_path):
                               "instruction-words", revision="1")
     study = params.check("sensitivity", PROFILE="offline", PROTOCOL="pool", MODELS=name, SEEDS=SEED,
                          DISCOUNT="csfcube", RUNS_DIR=str(tmp_path / "runs"), INSTRUCTIONS=str(path))
-    table = tables.sensitivity_table(study, load_dataset("csfcube"))
+    table = run_cells("sensitivity", study)["sensitivity"]
     assert list(table.variant) == ["base", "terse"] and set(table.instructions) == {"my.yaml"}
     beside = tables.sensitivity_beside_paper(table, study.measure)
     assert list(beside.variant) == ["base", "terse"]  # no empty rows of variants the file does not have

@@ -8,10 +8,12 @@ from dataclasses import replace
 
 import pytest
 import yaml
+from notebook_cells import run_cells
 
 from evalkit.core.errors import KitError
 from evalkit.pipeline import prerequisites
 from evalkit.study import hybrid_study, params, rows, tables
+from evalkit.study.published import COLUMNS
 from tests.loopback import Loopback
 
 SEED = "929877"  # two annotated facets: a p-MRR pair
@@ -57,13 +59,13 @@ def study_of(tmp_path, models: str, reference: str = "bm25", notebook: str = "re
 
 def test_relevance_table_keeps_rows_that_cannot_run(registry_file, tmp_path, collection, data):
     study = study_of(tmp_path, "bm25,api-prp,big-llm,broken-server")
-    table = tables.relevance_table(study, collection, data).set_index("model")
+    table = run_cells("relevance", study)["relevance"].set_index("model")
     assert table.loc["bm25", "status"] == "ran" and table.loc["bm25", "all"] > 0
     assert table.loc["api-prp", "status"] == "not run: no API key (EVALKIT_TEST_KEY is not set)"
     assert table.loc["big-llm", "status"] == "not run: no GPU for the 7B model mistralai/Mistral-7B-Instruct-v0.2"
     assert table.loc["broken-server", "status"].startswith("not run: ")
     assert "answered HTTP 400" in table.loc["broken-server", "status"]  # failed while running: one line
-    assert all(math.isnan(table.loc["api-prp", c]) for c in tables.COLUMNS)
+    assert all(math.isnan(table.loc["api-prp", c]) for c in COLUMNS)
     assert table.loc["human", "status"] == "ran"
     shown = rows.ran(table.reset_index())
     assert "api-prp" not in set(shown.model) and "bm25" in set(shown.model) and "human" in set(shown.model)
@@ -73,17 +75,18 @@ def test_relevance_table_keeps_rows_that_cannot_run(registry_file, tmp_path, col
 
 def test_a_reference_that_cannot_run_leaves_the_others_uncompared(registry_file, tmp_path, collection, data):
     study = study_of(tmp_path, "api-prp,bm25", reference="api-prp")
-    table = tables.relevance_table(study, collection, data).set_index("model")
+    table = run_cells("relevance", study)["relevance"].set_index("model")
     assert table.loc["bm25", "same_as_reference"] == "reference api-prp not run"
     assert math.isnan(table.loc["bm25", "p_vs_reference"])
 
 
 def test_instruction_following_and_sensitivity_say_why(registry_file, tmp_path, collection, data):
-    following = tables.instruction_following_table(study_of(tmp_path, "bm25,api-prp", notebook="instruction_following"),
-                                                   collection, data).set_index("model")
+    following = run_cells("instruction_following", study_of(tmp_path, "bm25,api-prp",
+                                                            notebook="instruction_following"))["following"]
+    following = following.set_index("model")
     assert following.loc["api-prp", "status"].startswith("not run: no API key")
     assert following.loc["bm25", "status"] == "ran"
-    sensitivity = tables.sensitivity_table(study_of(tmp_path, "bm25,api-prp", notebook="sensitivity"), collection)
+    sensitivity = run_cells("sensitivity", study_of(tmp_path, "bm25,api-prp", notebook="sensitivity"))["sensitivity"]
     skipped = sensitivity[sensitivity.model == "api-prp"]
     assert len(skipped) == len(tables.SENSITIVITY_GROUPS) and skipped.status.str.startswith("not run").all()
     assert (sensitivity[sensitivity.model == "bm25"].status == "ran").all()
@@ -104,7 +107,7 @@ def test_strict_stops_at_the_first_row_that_cannot_run(registry_file, tmp_path, 
     monkeypatch.delenv(params.STRICT_ENV)
     study = replace(study_of(tmp_path, "bm25,api-prp"), strict=True)  # a row failing while the study runs
     with pytest.raises(KitError, match=r"api-prp: no API key .*fix: export EVALKIT_TEST_KEY="):
-        tables.relevance_table(study, collection, data)
+        run_cells("relevance", study)
     monkeypatch.setenv(params.STRICT_ENV, "1")
     monkeypatch.setenv(params.STRICT_ENV, "maybe")
     with pytest.raises(KitError, match="EVALKIT_STRICT='maybe'"):

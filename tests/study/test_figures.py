@@ -1,4 +1,4 @@
-"""The study's figures as drawn (evalkit.study.figures, per_query, tradeoff): the kit's rows and the
+"""The study's figures as drawn (evalkit.study.figures, query_plot, tradeoff): the kit's rows and the
 paper's apart, labels inside the axes and overlapping nothing (drawn text extents), legends whose
 markers are the drawn ones, tick labels horizontal and at least 8 pt, a stated and true query order,
 error bars and a stated axis on the sensitivity figure, and a caption for every figure."""
@@ -14,7 +14,7 @@ import pytest
 from matplotlib.text import Text
 
 from evalkit.core.errors import KitError
-from evalkit.study import figures, params, per_query, tradeoff
+from evalkit.study import figures, params, query_plot, tradeoff
 
 MEASURE = "nDCG_csfcube@20"
 STUDY = params.Study("offline", "pool", "offline-pool", ("bm25", "minilm"), "minilm", MEASURE)
@@ -36,7 +36,7 @@ def texts_inside_and_apart(fig, ax, texts):
 
 
 def relevance_rows() -> pd.DataFrame:
-    from evalkit.study.tables import published_rows
+    from evalkit.study.published import published_rows
 
     kit = [{"model": m, "label": label, "source": "kit", "measure": MEASURE, "background": 50 + i, "method": 40 + i,
             "result": 45 + i, "all": 45 + i, "ci_low": 40 + i, "ci_high": 50 + i}
@@ -70,7 +70,7 @@ def per_query_rows(reference_constant: bool) -> pd.DataFrame:
     for i in range(50):
         qid = f"{1000 + i}_{['background', 'method', 'result'][i % 3]}"
         for model in ("minilm", "bm25", "human"):
-            value = 0.0 if reference_constant and model == "minilm" else float(rng.uniform(0, 100))
+            value = 0.0 if reference_constant and model == "minilm" else float(rng.uniform(0, 1))  # fractions
             rows.append({"model": model, "label": {"minilm": "all-MiniLM-L6-v2", "bm25": "BM25"}.get(model, "Human"),
                          "qid": qid, "facet": "x", MEASURE: value})
     return pd.DataFrame(rows)
@@ -79,8 +79,8 @@ def per_query_rows(reference_constant: bool) -> pd.DataFrame:
 @pytest.mark.parametrize("constant", [False, True])
 def test_per_query_order_is_stated_and_true(constant):
     table = per_query_rows(constant)
-    order = per_query.order(table, MEASURE, "minilm")
-    rule = per_query.order_rule(table, MEASURE, "minilm")
+    order = query_plot.order(table, MEASURE, "minilm")
+    rule = query_plot.order_rule(table, MEASURE, "minilm")
     kit = table[table.model != "human"].groupby("qid")[MEASURE].mean()
     ref = table[table.model == "minilm"].set_index("qid")[MEASURE]
     if constant:
@@ -90,11 +90,11 @@ def test_per_query_order_is_stated_and_true(constant):
     else:
         assert rule.startswith("ordered by the reference minilm's")
         assert list(ref.loc[order]) == sorted(ref, reverse=True)
-    assert rule in per_query.caption(STUDY, table, MEASURE, "minilm")
+    assert rule in query_plot.caption(STUDY, table, MEASURE, "minilm")
 
 
 def test_per_query_tick_labels_are_horizontal_readable_and_apart():
-    fig = per_query.plot(per_query_rows(False), [MEASURE], "minilm")
+    fig = query_plot.plot(per_query_rows(False), [MEASURE], "minilm")
     fig.savefig(__import__("io").BytesIO(), dpi=150, bbox_inches="tight")
     ax = fig.axes[0]
     labels = ax.get_yticklabels()
@@ -128,7 +128,7 @@ def tradeoff_rows() -> pd.DataFrame:
                      "relevance": 56.69 + 1.56 * a + 2 * a * (1 - a), "p-MRR": 15.66 * (1 - a)})
     rows.append({"label": "all-MiniLM-L6-v2 hybrid", "variant": "hybrid (a chosen on dev, per fold)",
                  "kind": "hybrid-cv", "measure": MEASURE, "relevance": 58.67, "p-MRR": 12.66})
-    from evalkit.study.tables import published_rows
+    from evalkit.study.published import published_rows
 
     pmrr = {r["label"]: r["all"] for r in published_rows("p-MRR")}
     rows += [{"label": r["label"], "variant": "Base", "kind": "paper", "measure": tradeoff.PAPER_MEASURE,

@@ -5,6 +5,7 @@ import pandas as pd
 import pytest
 
 from evalkit.core.errors import KitError
+from evalkit.study import published as paper_file
 from evalkit.study import tables
 
 MODELS = ["Human", "SciNCL", "Specter2", "otAspire", "GritLM-7B", "gpt-3.5-turbo (pw)", "gpt-4o (pw)",
@@ -15,7 +16,7 @@ QUERIES = {"background": 16, "method": 17, "result": 17}  # CSFCube's queries pe
 
 @pytest.fixture(scope="module")
 def published():
-    return tables.load_published()
+    return paper_file.load_published()
 
 
 def row(published, table, model, metric, variant="Base"):
@@ -26,13 +27,13 @@ def row(published, table, model, metric, variant="Base"):
 
 
 def test_every_row_of_tables_1_to_3_with_every_facet(published):
-    assert list(published.columns) == tables.PUBLISHED_COLUMNS
+    assert list(published.columns) == paper_file.PUBLISHED_COLUMNS
     assert list(published[published.table == "Table 1"].model) == MODELS
     assert list(published[published.table == "Table 2"].model) == MODELS
     table3 = published[published.table == "Table 3"]
     assert list(table3.variant) == VARIANTS * 2 and set(table3.model) == {"GritLM-7B"}
     assert list(table3.metric) == ["ndcg@20"] * 5 + ["p-mrr"] * 5
-    assert published[tables.COLUMNS].notna().all().all() and len(published) == 34
+    assert published[paper_file.COLUMNS].notna().all().all() and len(published) == 34
 
 
 def test_values_spot_checked_against_the_seed_text(published):
@@ -79,9 +80,9 @@ def test_aggregates_agree_with_facets_except_gpt4o_pointwise_which_the_file_note
 
 
 def test_published_rows_feed_the_kits_tables():
-    relevance = tables.published_rows("relevance")
+    relevance = paper_file.published_rows("relevance")
     assert len(relevance) == 12 and relevance[1]["not_significant"] == "method;result"
-    assert len(tables.published_rows("p-MRR")) == 12
+    assert len(paper_file.published_rows("p-MRR")) == 12
     paper = tables.published_sensitivity()
     assert list(paper.variant) == list(tables.SENSITIVITY_GROUPS)
     assert paper.set_index("variant").loc["Paraphrases (mean of 3)", "NDCG@20"] == 42.03
@@ -97,11 +98,11 @@ def test_bad_published_file(tmp_path):
     path = tmp_path / "p.csv"
     path.write_text("model,all\nx,1\n")
     with pytest.raises(KitError, match="columns must be"):
-        tables.load_published(path)
-    header = ",".join(tables.PUBLISHED_COLUMNS)
+        paper_file.load_published(path)
+    header = ",".join(paper_file.PUBLISHED_COLUMNS)
     path.write_text(f"{header}\nTable 1,x,Base,ndcg@20,1,2,high,4,,full,s,\n")
     with pytest.raises(KitError, match=r"p\.csv:2: result must be a number"):
-        tables.load_published(path)
+        paper_file.load_published(path)
     path.write_text(f"{header}\nTable 1,x,Base,ndcg@20,1,2,3,4,methods,full,s,\n")
     with pytest.raises(KitError, match=r"p\.csv:2: not_significant"):
-        tables.load_published(path)
+        paper_file.load_published(path)

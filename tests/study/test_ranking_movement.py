@@ -1,4 +1,4 @@
-"""Table 2's ranking movement (`evalkit.study.tables.ranking_movement`): Kendall tau-b between a
+"""Table 2's ranking movement (`evalkit.study.steps.ranking_movement`): Kendall tau-b between a
 seed's two instructions, undefined (not 1, "unchanged") where one side's scores are constant,
 and those seeds counted apart from the mean."""
 
@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from evalkit.study.tables import kendall_taus, ranking_movement
+from evalkit.study.steps import kendall_taus, ranking_movement
 
 
 def test_a_constant_side_is_undefined_and_counted_apart(collection):

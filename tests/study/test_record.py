@@ -92,14 +92,14 @@ def test_the_relevance_notebooks_official_section_sets_the_record_beside_the_kit
     """OFFICIAL=yes: every model's MAP_csfcube and nDCG_csfcube%20 (as `official_figures` of its run),
     then every published row of the record, each naming its protocol; refused off the pools."""
     from evalkit.pipeline.runner import RunSettings, bind, obtain
-    from evalkit.study import params, tables
+    from evalkit.study import params, steps, tables
     from evalkit.study.record import load_record, official_figures
 
     monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "cache"))
     study = params.check("relevance", PROFILE="offline", PROTOCOL="pool", MODELS="bm25", REFERENCE_MODEL="bm25",
                          RUNS_DIR=str(tmp_path / "runs"), OUTPUT_DIR=str(tmp_path / "build"), OFFICIAL="yes")
     assert study.official and study.tag.startswith("offline-pool-custom-")
-    tables.official_section(study, collection)
+    tables.official_section(study, steps.load_runs(study, collection))
     table = pd.read_csv(tmp_path / "build" / "tables" / f"relevance-official-{study.tag}.csv")
     kit = table[table["source"] == "kit"].set_index("measure")
     expected = official_figures(collection, obtain(bind(RunSettings(model="bm25"), collection, tmp_path / "runs")).run)
@@ -109,7 +109,7 @@ def test_the_relevance_notebooks_official_section_sets_the_record_beside_the_kit
     published = table[table["role"] == "published"]
     assert len(published) == len(load_record()) and set(published["protocol"]) <= {"pool", "released"}
     off = tables.official_section(params.check("relevance", PROFILE="offline", PROTOCOL="pool",
-                                               MODELS="bm25", REFERENCE_MODEL="bm25"), collection)
+                                               MODELS="bm25", REFERENCE_MODEL="bm25"), None)
     assert "OFFICIAL=yes" in off.data  # a Markdown sentence in the notebook, not a quoted string
     with pytest.raises(KitError, match="OFFICIAL=yes: the official measures are defined on the judged pools"):
         params.check("relevance", PROFILE="offline", PROTOCOL="pooled", MODELS="bm25", OFFICIAL="yes")
