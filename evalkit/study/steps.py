@@ -149,8 +149,10 @@ def human_recipes(study: Study) -> dict[str, str]:
 def human_table(study: Study, data: CSFCube, collection: Collection, measures: Sequence[str],
                 recipe: str = "pool") -> pd.DataFrame:
     """Per-query values of the Human reference (`evalkit.study.human`, `recipe` pool or protocol:
-    the study's protocol list), restricted to the study's queries (index qid)."""
-    chosen = study.queries(collection)
+    the study's protocol list), restricted to the study's queries in `collection` (index qid; a
+    collection narrowed to some queries, e.g. one facet, keeps the study's seeds among them)."""
+    chosen = None if study.seeds is None else tuple(
+        q for q, query in collection.queries.items() if (query.seed.doc_id if query.seed else q) in study.seeds)
     aware = recipe == "protocol"
     table = human_per_query(annotators(data), list(measures), collection, recipe=recipe,
                             protocol=study.protocol if aware else "pool", profile=study.profile,
