@@ -29,7 +29,8 @@ def parameters(name: str) -> list[str]:
     return re.findall(r"^([A-Z_]+) =", cell.source, flags=re.M)
 
 
-def execute(name: str, workspace: Path, out: str | None = None, **overrides) -> Path:
+def execute(name: str, workspace: Path, out: str | None = None, source: Path | None = None, **overrides) -> Path:
+    """Run notebooks/NAME.ipynb (or `source`, an edited copy of it) on the smoke seeds as make would."""
     declared = parameters(name)
     given = {"PROFILE": "offline", "PROTOCOL": "pool", "SEEDS": SEEDS, "MODELS": MODELS.get(name, ""),
              "OUTPUT_DIR": str(workspace / "build"), "FIGURES_DIR": str(workspace / "figures"),
@@ -37,7 +38,7 @@ def execute(name: str, workspace: Path, out: str | None = None, **overrides) -> 
     # one tag for every notebook of a study, as make passes it
     given.setdefault("TAG", params.build_tag(given["PROFILE"], given["PROTOCOL"], given["SEEDS"]))
     path = workspace / f"{out or name}.ipynb"
-    papermill.execute_notebook(str(ROOT / "notebooks" / f"{name}.ipynb"), str(path), progress_bar=False,
+    papermill.execute_notebook(str(source or ROOT / "notebooks" / f"{name}.ipynb"), str(path), progress_bar=False,
                                parameters={k: v for k, v in given.items() if k in declared}, cwd=str(ROOT))
     return path
 

@@ -25,16 +25,6 @@ from evalkit.study import findings, params
 from evalkit.study.human import human_per_query
 
 
-@pytest.fixture(scope="module")
-def workspace(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("study")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.delenv("EVALKIT_MODELS", raising=False)
-        for name in STUDY:
-            execute(name, folder)
-    return folder
-
-
 def table(workspace: Path, name: str) -> pd.DataFrame:
     return pd.read_csv(workspace / "build" / "tables" / f"{name}-{TAG}.csv")
 
@@ -50,6 +40,30 @@ def test_notebooks_declare_only_contract_parameters_and_use_each(name):
     assert all(re.search(rf"\b{p}\b", later) for p in declared)
     assert all(not c.outputs for c in notebook.cells if c.cell_type == "code")
     assert "def " not in later
+
+
+STEPS = {
+    "relevance": ["steps.load_runs(", "steps.per_query(", "steps.aggregate(", "steps.paired_tests(", "steps.intervals(",
+                  "tables.relevance_table(", "figures.save_figure("],
+    "instruction_following": ["steps.load_runs(", "steps.per_query(", "steps.aggregate(",
+                              "tables.instruction_following_table(", "figures.save_figure("],
+    "sensitivity": ["tables.sensitivity_groups(", "steps.load_variant_runs(", "steps.per_query(",
+                    "tables.sensitivity_table(", "figures.save_figure("],
+}
+
+
+@pytest.mark.parametrize("name", sorted(STEPS))
+def test_each_step_is_a_visible_cell_in_the_studys_order_with_its_sentence(name):
+    """The notebook reads as the study: each step in a cell of its own, in order, under a markdown
+    sentence, its result shown (the cell ends with it or displays it)."""
+    cells = nbformat.read(ROOT / "notebooks" / f"{name}.ipynb", as_version=4).cells
+    code = [(i, c.source) for i, c in enumerate(cells) if c.cell_type == "code"]
+    where = [next(i for i, source in code if step in source) for step in STEPS[name]]
+    assert where == sorted(where) and len(set(where[:-1])) == len(where) - 1  # in order, one cell each
+    for i in where:
+        assert any(cells[j].cell_type == "markdown" for j in range(max(0, i - 2), i)), cells[i].source
+        last = cells[i].source.strip().splitlines()[-1]
+        assert "(" in last or last.isidentifier() or ".head()" in last or "query(" in last, last
 
 
 def test_relevance_table_has_models_human_significance_and_the_papers_rows(workspace, data, collection):
