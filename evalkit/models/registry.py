@@ -39,7 +39,8 @@ from types import MappingProxyType
 import yaml
 
 from evalkit.core import configfile, extras
-from evalkit.core.errors import DataError, DeclarationError, RequestError, unknown_settings
+from evalkit.core.declarations import Declarations
+from evalkit.core.errors import DataError, RequestError, unknown_settings
 from evalkit.data.collection import Collection
 from evalkit.models import adhoc, families, hybrid
 from evalkit.models.base import Scorer
@@ -94,20 +95,16 @@ def unset(profile: str, key: str) -> RequestError:
                              f"registry (EVALKIT_MODELS) or give {{{key}}}")
 
 
-def check_family(family: Family) -> None:
-    """What a family registered from outside the kit must be: a `Family`, under a name none of
-    the kit's families has."""
-    if not isinstance(family, Family):
-        raise DeclarationError(f"register_family({type(family).__name__})", "register_family takes a Family "
-                               "(evalkit.models.family); write register_family(Family(NAME, BUILDER, ...))")
-    if family.name in KIT_FAMILIES:
-        raise DeclarationError(f"family {family.name!r}", "one of the kit's families has this name; give yours "
-                               "another name")
+# The kit's own families (`evalkit.models.families.ALL`), by name, read-only: the kit's one registry
+# pattern (`evalkit.core.declarations`); a registry value adds those registered from outside the kit
+# (`Registry.with_family`, `register_family`) under its rule.
+def declarations() -> Declarations[Family]:
+    """The kit's families alone, to register others under the one rule."""
+    return Declarations(Family, "family", families.ALL, call="register_family", example="NAME, BUILDER, ...")
 
 
-# The kit's own families by name (`evalkit.models.families.ALL`), read-only; a registry value adds
-# those registered from outside the kit (`Registry.with_family`, `register_family`).
-KIT: Mapping[str, Family] = MappingProxyType({f.name: f for f in families.ALL})
+KIT_DECLARED = declarations()
+KIT: Mapping[str, Family] = KIT_DECLARED.items
 KIT_FAMILIES = tuple(KIT)
 
 
@@ -132,10 +129,10 @@ class Registry:
         return replace(self, objects={**self.objects, **found}) if found else self
 
     def with_family(self, family: Family) -> Registry:
-        """This registry with a family defined outside the kit usable by entries naming it (a name
-        registered again is replaced; the kit's own cannot be), its file checked again (a weighted
-        family changes what an entry must name)."""
-        check_family(family)
+        """This registry with a family defined outside the kit usable by entries naming it (another
+        family under a name it has is refused, `Declarations.check`), its file checked again (a
+        weighted family changes what an entry must name)."""
+        KIT_DECLARED.check(family, self.families)
         found = replace(self, families={**self.families, family.name: family})
         check_config(found.path, found.data, found.families)
         return found
@@ -223,9 +220,10 @@ class Registry:
 def register_family(family: Family) -> None:
     """Make a family defined outside the kit usable by registry entries naming it, in this process
     (docs/adding-a-model.md): `PROCESS`. Its runs are keyed by its builder's fingerprint
-    (`identity`), so editing the builder or the class it builds makes them again. Registering a
-    name again replaces the family; the kit's own families (`evalkit.models.families`) cannot be
-    replaced. A registry value takes one without the process: `Registry.with_family`."""
+    (`identity`), so editing the builder or the class it builds makes them again. Another family
+    under a name already registered (the kit's or yours) is refused in one line; the very same
+    family again does nothing (`evalkit.core.declarations`). A registry value takes one without
+    the process: `Registry.with_family`."""
     PROCESS.register_family(family)
 
 
@@ -243,12 +241,15 @@ class Registrations:
     before never changes."""
 
     def __init__(self) -> None:
-        self.families: Mapping[str, Family] = KIT
+        self.declared = declarations()
         self.objects: Mapping[str, adhoc.PythonModel] = {}
 
+    @property
+    def families(self) -> Mapping[str, Family]:
+        return self.declared.items
+
     def register_family(self, family: Family) -> None:
-        check_family(family)
-        self.families = MappingProxyType({**self.families, family.name: family})
+        self.declared.register(family)
 
     def register_model(self, found: adhoc.PythonModel) -> None:
         self.objects = MappingProxyType({**self.objects, found.name: found})
