@@ -42,14 +42,14 @@ from evalkit.core import configfile, extras
 from evalkit.core.declarations import Declarations
 from evalkit.core.errors import DataError, RequestError, unknown_settings
 from evalkit.data.collection import Collection
-from evalkit.models import adhoc, families, hybrid
+from evalkit.models import adhoc, families, hybrid, registry_file
 from evalkit.models.base import Scorer
 from evalkit.models.family import ALWAYS, NO_FIRST_STAGE, OPTIONAL, Family
 from evalkit.models.identity import folder_identity, object_identity
 from evalkit.models.locations import local_folder
+from evalkit.models.registry_file import ROLES
 
 MODELS_FILE = Path(__file__).resolve().parents[1] / "config" / "models.yaml"
-ROLES = ("agnostic", "aspect", "instructed", "probe", "reranker", "oracle")
 
 
 @dataclass(frozen=True)
@@ -189,9 +189,7 @@ class Registry:
         family = settings.pop("family", None)
         if self.family(family) is None:
             raise DataError(f"model {name}", f"unknown family {family!r}; choose one of {', '.join(self.families)}")
-        role = settings.pop("role", "agnostic")
-        if role not in ROLES:
-            raise DataError(f"model {name}", f"unknown role {role!r}; choose one of {', '.join(ROLES)}")
+        role = settings.pop("role", registry_file.Entry.model_fields["role"].default)  # checked when read
         return self._resolve(ModelSpec(name, profile, family, settings.pop("label", name), role, settings), seen)
 
     def resolve(self, model: ModelSpec) -> ModelSpec:
@@ -307,32 +305,12 @@ def _read_config(path: Path) -> dict:
     return data
 
 
-SHAPE = "profiles: {NAME: {first_stage: MODEL, depth: N, models: {MODEL: {family: ..., ...}}}}"
-
 
 def check_config(path: Path, data, families: Mapping[str, Family] = KIT) -> None:
     """One-line errors for a registry of the wrong shape (every problem the loaders would hit later),
-    its entries read with `families` (a weighted one's must name its weights)."""
-    def fail(where: str, problem: str):
-        raise DataError(path, f"{where} {problem}; the registry's shape is {SHAPE}")
-
-    if not isinstance(data, dict) or not isinstance(data.get("profiles"), dict) or not data["profiles"]:
-        fail("the file", "has no 'profiles' mapping")
-    for profile, table in data["profiles"].items():
-        if not isinstance(table, dict) or not isinstance(table.get("models"), dict) or not table["models"]:
-            fail(f"profile {profile!r}", "has no 'models' mapping")
-        depth = table.get("depth", 1)
-        if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= 1_000_000:
-            fail(f"profile {profile!r}", f"has depth {depth!r}, not a positive integer")
-        for name, entry in table["models"].items():
-            if not isinstance(entry, dict):
-                fail(f"model {name!r} of profile {profile!r}", f"is {type(entry).__name__}, not a mapping of settings")
-            family = families.get(entry.get("family")) if isinstance(entry.get("family"), str) else None
-            if family is not None and family.weighted and not (isinstance(entry.get("model"), str) and entry["model"]):
-                fail(f"model {name!r} of profile {profile!r}", "names no 'model' (a hub id, folder or pypi:PACKAGE)")
-        first = table.get("first_stage")
-        if first is not None and first not in table["models"]:
-            fail(f"profile {profile!r}", f"has first_stage {first!r}, which is not one of its models")
+    by its declared schema (`evalkit.models.registry_file`), its entries read with `families` (a
+    weighted one's must name its weights)."""
+    registry_file.check(path, data, families)
 
 
 def profiles() -> list[str]:
