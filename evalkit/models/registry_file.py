@@ -107,11 +107,10 @@ def problem(data, error: dict) -> str:
     """The one line's text for the first violation `error` (pydantic's) of `data`."""
     loc = tuple(error["loc"])
     where, schema, rest = _where(loc)
-    value = _value(data, loc)
     if not rest:  # the place itself: not a mapping, or a rule over its fields (first_stage, weights)
         if error["type"] == "value_error":
             return f"{where} {error['ctx']['error']}"
-        return f"{where} {schema.NOT_A_MAPPING.format(kind=type(value).__name__)}"
+        return f"{where} {schema.NOT_A_MAPPING.format(kind=type(_value(data, loc)).__name__)}"
     field = schema.model_fields[rest[0]]  # a declared field: the schemas take any other key
     value = _value(data, loc[:len(loc) - len(rest) + 1])
     return f"{where} {field.json_schema_extra['problem'].format(value=value)}"
