@@ -1,15 +1,17 @@
 """One writer at a time for the kit's shared on-disk state.
 
-Vector and BM25 indexes: `exclusive`. SQLite caches (embeddings, LLM judgments): SQLite itself
-lets one process write at a time; `waiting` retries an operation while another process holds
+Vector and BM25 indexes, run folders: `exclusive`. SQLite caches (embeddings, LLM judgments): SQLite
+itself lets one process write at a time; `waiting` retries an operation while another process holds
 the file, for up to ``EVALKIT_LOCK_WAIT_S`` seconds (a positive number; default 3600), so a lock is
 a wait with a note, never reported as damage.
 
-`exclusive(path)` holds an advisory ``flock`` on a small lock file beside what it guards
-(``NAME.lock``, left in place: removing it could let two writers lock two different files).
-A process that waits says so once on stderr, so a long wait behind another build is not
-mistaken for a hang; the lock is released when the holder exits, however it ends (the
-kernel drops it with the file descriptor), so a killed writer never blocks the next one.
+`exclusive(path)` holds a `filelock.FileLock` on a small lock file (``FOLDER.lock`` beside the folder it
+guards, `lock_file`), left in place: removing it could let two writers lock two different files. On
+POSIX that is an advisory ``flock``, released when the holder exits, however it ends (the kernel drops
+it with the file descriptor), so a killed writer never blocks the next one; where ``fcntl`` is missing
+filelock takes its soft lock (the file's existence, broken when its recorded owner process is gone).
+A process that waits says so once on stderr, so a long wait behind another build is not mistaken
+for a hang.
 """
 
 from __future__ import annotations
@@ -23,44 +25,55 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from filelock import FileLock, Timeout
+
 from evalkit.core.errors import DataError
 
 NOTE_AFTER_S = 1.0  # a wait longer than this is reported (once)
 BUSY_MS = 200  # SQLite's own wait per attempt; `waiting` repeats attempts
 
 
+def lock_file(folder: Path) -> Path:
+    """The lock file of `folder`: ``FOLDER.lock`` beside it (the one naming rule of the kit's locks)."""
+    folder = Path(folder)
+    return folder.with_name(folder.name + ".lock")
+
+
 @contextmanager
-def exclusive(path: Path, what: str) -> Iterator[None]:
-    """Hold the exclusive lock on ``path`` (a lock file, created if missing) while inside.
-    `what` names the guarded state in the waiting note."""
+def exclusive(path: Path, what: str, blocking: bool = True) -> Iterator[bool]:
+    """Hold the exclusive lock on ``path`` (a lock file, created if missing) while inside; yields
+    whether it was taken (always, when `blocking`: it waits, with a note once after `NOTE_AFTER_S`).
+    `what` names the guarded state in the waiting note and the error; a lock file that cannot be
+    created is a `DataError` naming it."""
     lock_wait_s()  # its setting refused on first use, as `waiting` does
-    try:
-        import fcntl
-    except ImportError:  # not POSIX: no second writer is kept out (documented in the README)
-        yield
-        return
     path = Path(path)
+    lock = FileLock(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        taken = _acquire(lock, path, what, blocking)
     except OSError as exc:
         raise DataError(path, f"cannot create the lock file of the {what} ({exc.strerror}); make the folder "
                         "writable or set EVALKIT_CACHE to a writable folder") from None
+    if not taken:
+        yield False
+        return
     try:
-        started, noted = time.monotonic(), False
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if not noted and time.monotonic() - started >= NOTE_AFTER_S:
-                    print(f"evalkit: note: waiting for another process building the {what} ({path.parent}); "
-                          "it is used as soon as that build ends", file=sys.stderr)
-                    noted = True
-                time.sleep(0.05)
-        yield
+        yield True
     finally:
-        os.close(fd)  # releases the lock
+        lock.release()
+
+
+def _acquire(lock: FileLock, path: Path, what: str, blocking: bool) -> bool:
+    try:
+        lock.acquire(timeout=NOTE_AFTER_S, blocking=blocking)  # not blocking: one attempt
+        return True
+    except Timeout:
+        if not blocking:
+            return False
+    print(f"evalkit: note: waiting for another process building the {what} ({path.parent}); "
+          "it is used as soon as that build ends", file=sys.stderr)
+    lock.acquire()
+    return True
 
 
 LOCK_WAIT_ENV = "EVALKIT_LOCK_WAIT_S"

@@ -19,10 +19,10 @@ started then end by their own parent checks (vLLM's engine processes watch their
 
 Ending the group: SIGTERM to every member, `GRACE_S` seconds for the command to exit, then
 SIGKILL to the whole group. The members are found as the processes of the guard's process
-group (Linux: /proc); elsewhere the group is signalled as a whole.
+group (psutil lists the processes; `os.getpgid` gives each one's group).
 
-Run by path with the standard library only (``-I``: no environment, no user site, not the kit's
-package), so the guard starts in milliseconds and does not depend on the kit importing.
+Run by path with the standard library and psutil only (``-I``: no environment, no user site, not
+the kit's package), so the guard starts in milliseconds and does not depend on the kit importing.
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
+
 POLL_S = 0.2
 GRACE_S = 20.0
 CANNOT_START = 127  # the shell's status for a command that cannot run
@@ -46,30 +48,23 @@ def guarded(argv: list[str]) -> list[str]:
 
 
 def _members(group: int) -> list[int]:
-    """The other live processes of process group `group` (Linux: from /proc; elsewhere unknown: []);
-    a zombie has ended already, whoever reaps it."""
+    """The other live processes of process group `group`; a zombie has ended already, whoever reaps it."""
     found = []
-    for entry in Path("/proc").glob("[0-9]*"):
+    for proc in psutil.process_iter(["status"]):
         try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
+            if proc.pid != os.getpid() and proc.info["status"] != psutil.STATUS_ZOMBIE \
+                    and os.getpgid(proc.pid) == group:
+                found.append(proc.pid)
+        except (ProcessLookupError, PermissionError, psutil.Error):  # ended meanwhile, or not ours to see
             continue
-        if int(fields[2]) == group and fields[0] != "Z" and int(entry.name) != os.getpid():
-            found.append(int(entry.name))
     return found
 
 
 def _signal_others(group: int, sig: int) -> None:
     """`sig` to every process of the group but the guard."""
-    if Path("/proc/self/stat").exists():
-        for pid in _members(group):
-            try:
-                os.kill(pid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
-    elif sig == signal.SIGTERM:  # the guard ignores SIGTERM by now
+    for pid in _members(group):
         try:
-            os.killpg(group, sig)
+            os.kill(pid, sig)
         except (ProcessLookupError, PermissionError):
             pass
 

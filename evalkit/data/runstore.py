@@ -30,12 +30,12 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from evalkit.core import configfile
 from evalkit.core.errors import DataError, KitError
+from evalkit.core.locks import exclusive, lock_file
 from evalkit.core.names import name_part
 from evalkit.data.runs import BLOCK, Run, TrecFault, TrecReader, is_finite_score, write_trec
 
@@ -86,27 +86,14 @@ def _check_ids(run: Run) -> None:
                                    "non-empty and without whitespace")
 
 
-@contextlib.contextmanager
-def _locked(path: Path, blocking: bool = True) -> Iterator[bool]:
-    """An exclusive flock on a folder; yields whether it was taken (always, when blocking).
+def _locked(folder: Path, blocking: bool = True) -> contextlib.AbstractContextManager[bool]:
+    """The kit's lock (`evalkit.core.locks.exclusive`) of a folder; yields whether it was taken
+    (always, when blocking). Its lock file is ``FOLDER.lock`` beside the folder (`lock_file`).
 
     The run folder's parent is locked while folders are swapped (concurrent writers); each
-    staging folder is locked by its writer, so cleaning leftovers never removes one in use."""
-    try:
-        import fcntl
-    except ImportError:  # not POSIX: the renames alone
-        yield True
-        return
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
-        except BlockingIOError:
-            yield False
-            return
-        yield True
-    finally:
-        os.close(fd)  # releases the lock
+    staging folder is locked by its writer, so cleaning leftovers never removes one in use (its
+    lock file, in the parent, is removed with it)."""
+    return exclusive(lock_file(folder), f"run folders of {folder.name}", blocking)
 
 
 def _exchange(a: Path, b: Path) -> bool:
@@ -130,12 +117,14 @@ def _exchange(a: Path, b: Path) -> bool:
 
 def _leftovers(folder: Path) -> list[Path]:
     """Hidden siblings a killed writer of `folder` may have left: staging (`.NAME.new.*`) and,
-    from the two-rename fallback, the previous run set aside (`.NAME.old.*`)."""
+    from the two-rename fallback, the previous run set aside (`.NAME.old.*`); each named once
+    whether the folder, its lock file or both remain."""
     pattern = re.compile(rf"\.{re.escape(folder.name)}\.(new|old)\.[A-Za-z0-9_]{{8}}")
     try:
-        return sorted(p for p in folder.parent.iterdir() if pattern.fullmatch(p.name) and p.is_dir())
+        names = {p.name.removesuffix(".lock") for p in folder.parent.iterdir()}
     except OSError:
         return []
+    return sorted(folder.parent / name for name in names if pattern.fullmatch(name))
 
 
 def _set_aside(folder: Path) -> Path | None:
@@ -150,12 +139,11 @@ def _clean_leftovers(folder: Path) -> None:
     if aside is not None and not folder.exists():
         os.replace(aside, folder)
     for path in _leftovers(folder):
-        try:
-            with _locked(path, blocking=False) as free:
-                if free:
-                    shutil.rmtree(path, ignore_errors=True)
-        except FileNotFoundError:  # removed meanwhile by the writer that swapped it out (outside the lock)
-            continue
+        with _locked(path, blocking=False) as free:
+            if free:
+                shutil.rmtree(path, ignore_errors=True)
+        if free:
+            lock_file(path).unlink(missing_ok=True)
 
 
 def write_run(folder: Path, run: Run, sidecar: dict, accounting: dict | None = None) -> Path:
@@ -210,6 +198,7 @@ def _write_run(folder: Path, run: Run, sidecar: dict, accounting: dict | None) -
         with _locked(folder.parent):  # cleaning and creating under one lock: the new staging folder is
             _clean_leftovers(folder)  # locked before any other writer's cleaning can see it
             staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.new.", dir=folder.parent))
+            holding.callback(lock_file(staging).unlink, missing_ok=True)  # after the release below
             holding.enter_context(_locked(staging))
         _write_staged(staging, folder, run, sidecar, accounting)
     return folder
@@ -307,7 +296,7 @@ def _verified(folder: Path, expected: dict) -> tuple[Path, Run] | str:
         try:
             with _locked(folder.parent):
                 _clean_leftovers(folder)
-        except OSError:
+        except (OSError, DataError):  # a read-only store: no lock file, no rename
             pass
         if not folder.exists():
             folder = _set_aside(folder) or folder

@@ -2,53 +2,35 @@
 
 `load_dataset(spec)` is the one entry point (the CLI's ``--dataset``); a spec names the
 adapter by scheme. Each adapter module declares its scheme (``SCHEME``, a `Scheme`:
-`evalkit.datasets.scheme`); this package registers the kit's own in the order the help lists
-them, and everything here reads that one registry: `load_dataset`, the help (``DATASET_HELP``),
-the scheme names (``SCHEMES``) and the usage line of the errors. A collection of a user's
-registers itself with `register` (then ``load_dataset("toy:FOLDER")`` reads it and the help
-lists it). Declaring a scheme imports nothing heavy: an adapter imports its optional library
-(``ir_datasets``, ``huggingface_hub``) inside its loader, so a CSFCube run never imports
-``ir_datasets`` and a missing optional package is reported only by the scheme that needs it.
-A mistyped folder is reported as not found, never as a missing package.
+`evalkit.datasets.scheme`); this package registers the kit's own in the order the help lists them,
+and everything here reads that one registry: `load_dataset`, the help (``DATASET_HELP``), the scheme
+names (``SCHEMES``) and the usage line of the errors. A collection of a user's registers itself with
+`register` (then ``load_dataset("toy:FOLDER")`` reads it and the help lists it): `DECLARED`, the
+kit's one registry pattern (`evalkit.core.declarations`). Declaring a scheme imports nothing heavy:
+an adapter imports its optional library (``ir_datasets``, ``huggingface_hub``) inside its loader, so
+a CSFCube run never imports ``ir_datasets`` and a missing optional package is reported only by the
+scheme that needs it. A mistyped folder is reported as not found, never as a missing package.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from evalkit.core.errors import DataError, DeclarationError, RequestError
+from evalkit.core.declarations import Declarations
+from evalkit.core.errors import DataError, RequestError
 from evalkit.data.collection import Collection
 from evalkit.datasets import beir, csfcube, followir, instructir, irds
 from evalkit.datasets.scheme import FOLDER, NOTHING, Annotators, FullCorpus, Scheme
 
-_REGISTRY: dict[str, Scheme] = {}
-
-
-def register(scheme: Scheme) -> Scheme:
-    """Make `scheme` a ``--dataset`` scheme (listed last in the help); returns it, so a module can
-    write ``SCHEME = register(Scheme(...))``. Registering the same scheme again is a no-op; another
-    scheme under a registered name is an error (a collection never replaces another silently)."""
-    if not isinstance(scheme, Scheme):
-        raise DeclarationError(f"register({type(scheme).__name__})", "register takes a Scheme "
-                               "(evalkit.datasets.scheme); write register(Scheme(NAME, TAKES, LOADER, HELP))")
-    known = _REGISTRY.get(scheme.name)
-    if known is not None and known != scheme:
-        raise DeclarationError(f"scheme {scheme.name!r}", "another scheme is registered under this name; give "
-                               "yours another name")
-    _REGISTRY[scheme.name] = scheme
-    return scheme
+# The kit's own schemes, in the order the help lists them: the one registration list.
+KIT_SCHEMES = (csfcube.SCHEME, beir.SCHEME, followir.SCHEME, instructir.SCHEME, irds.SCHEME)
+DECLARED = Declarations(Scheme, "scheme", KIT_SCHEMES, example="NAME, TAKES, LOADER, HELP")
+register = DECLARED.register  # a scheme of a user's (listed last in the help); returns it: ``SCHEME = register(...)``
 
 
 def schemes() -> tuple[Scheme, ...]:
     """The registered schemes, in help order (the kit's own first)."""
-    return tuple(_REGISTRY.values())
-
-
-# The kit's own schemes, in the order the help lists them: the one registration list.
-KIT_SCHEMES = (csfcube.SCHEME, beir.SCHEME, followir.SCHEME, instructir.SCHEME, irds.SCHEME)
-for _scheme in KIT_SCHEMES:
-    register(_scheme)
-del _scheme
+    return DECLARED.values()
 
 
 def dataset_help() -> str:
@@ -68,7 +50,7 @@ def __getattr__(name: str):
     if name == "DATASET_HELP":
         return dataset_help()
     if name == "SCHEMES":
-        return tuple(_REGISTRY)
+        return tuple(DECLARED.items)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -83,7 +65,7 @@ def _folder(spec: str, path: str, scheme: Scheme) -> Path:
 
 def scheme_of(spec: str) -> Scheme | None:
     """The registered scheme a dataset spec names (the word before ':'), or None."""
-    return _REGISTRY.get(spec.strip().partition(":")[0])
+    return DECLARED.get(spec.strip().partition(":")[0])
 
 
 def declared_corpus(spec: str) -> FullCorpus | None:
@@ -126,7 +108,7 @@ def _resolve(spec: str) -> tuple[Scheme, tuple, bool]:
     """(the scheme a spec names, what its loader takes: nothing, the text or the checked folder,
     whether it is one of the scheme's `names` for `load_name`), or the spec's one-line error."""
     name, colon, rest = spec.strip().partition(":")
-    scheme = _REGISTRY.get(name)
+    scheme = DECLARED.get(name)
     if not colon and scheme is not None and scheme.takes == NOTHING:
         return scheme, (), False
     if not colon:

@@ -45,7 +45,7 @@ import Stemmer
 from evalkit.core import progress
 from evalkit.core.errors import DataError, KitError, MissingPrerequisite
 from evalkit.core.hashing import file_sha256
-from evalkit.core.locks import exclusive
+from evalkit.core.locks import exclusive, lock_file
 from evalkit.data.collection import Document, Query
 from evalkit.data.runs import write_atomic
 from evalkit.retrieval.exact_search import TieRule
@@ -140,7 +140,7 @@ class BM25:
         folder = index_folder("bm25", settings)
         found = _load(folder, settings)
         if found is None:
-            with exclusive(folder.with_name(folder.name + ".lock"), f"BM25 index of {corpus.name}"):
+            with exclusive(lock_file(folder), f"BM25 index of {corpus.name}"):
                 found = _load(folder, settings) or self._build(folder, corpus, settings)
         ids, retriever = found
         self._corpus = (corpus.key, TieRule(ids), retriever)

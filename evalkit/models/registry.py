@@ -39,16 +39,17 @@ from types import MappingProxyType
 import yaml
 
 from evalkit.core import configfile, extras
-from evalkit.core.errors import DataError, DeclarationError, RequestError, unknown_settings
+from evalkit.core.declarations import Declarations
+from evalkit.core.errors import DataError, RequestError, unknown_settings
 from evalkit.data.collection import Collection
-from evalkit.models import adhoc, families, hybrid
+from evalkit.models import adhoc, families, hybrid, registry_file
 from evalkit.models.base import Scorer
 from evalkit.models.family import ALWAYS, NO_FIRST_STAGE, OPTIONAL, Family
 from evalkit.models.identity import folder_identity, object_identity
 from evalkit.models.locations import local_folder
+from evalkit.models.registry_file import ROLES
 
 MODELS_FILE = Path(__file__).resolve().parents[1] / "config" / "models.yaml"
-ROLES = ("agnostic", "aspect", "instructed", "probe", "reranker", "oracle")
 
 
 @dataclass(frozen=True)
@@ -94,20 +95,16 @@ def unset(profile: str, key: str) -> RequestError:
                              f"registry (EVALKIT_MODELS) or give {{{key}}}")
 
 
-def check_family(family: Family) -> None:
-    """What a family registered from outside the kit must be: a `Family`, under a name none of
-    the kit's families has."""
-    if not isinstance(family, Family):
-        raise DeclarationError(f"register_family({type(family).__name__})", "register_family takes a Family "
-                               "(evalkit.models.family); write register_family(Family(NAME, BUILDER, ...))")
-    if family.name in KIT_FAMILIES:
-        raise DeclarationError(f"family {family.name!r}", "one of the kit's families has this name; give yours "
-                               "another name")
+# The kit's own families (`evalkit.models.families.ALL`), by name, read-only: the kit's one registry
+# pattern (`evalkit.core.declarations`); a registry value adds those registered from outside the kit
+# (`Registry.with_family`, `register_family`) under its rule.
+def declarations() -> Declarations[Family]:
+    """The kit's families alone, to register others under the one rule."""
+    return Declarations(Family, "family", families.ALL, call="register_family", example="NAME, BUILDER, ...")
 
 
-# The kit's own families by name (`evalkit.models.families.ALL`), read-only; a registry value adds
-# those registered from outside the kit (`Registry.with_family`, `register_family`).
-KIT: Mapping[str, Family] = MappingProxyType({f.name: f for f in families.ALL})
+KIT_DECLARED = declarations()
+KIT: Mapping[str, Family] = KIT_DECLARED.items
 KIT_FAMILIES = tuple(KIT)
 
 
@@ -132,10 +129,10 @@ class Registry:
         return replace(self, objects={**self.objects, **found}) if found else self
 
     def with_family(self, family: Family) -> Registry:
-        """This registry with a family defined outside the kit usable by entries naming it (a name
-        registered again is replaced; the kit's own cannot be), its file checked again (a weighted
-        family changes what an entry must name)."""
-        check_family(family)
+        """This registry with a family defined outside the kit usable by entries naming it (another
+        family under a name it has is refused, `Declarations.check`), its file checked again (a
+        weighted family changes what an entry must name)."""
+        KIT_DECLARED.check(family, self.families)
         found = replace(self, families={**self.families, family.name: family})
         check_config(found.path, found.data, found.families)
         return found
@@ -192,9 +189,7 @@ class Registry:
         family = settings.pop("family", None)
         if self.family(family) is None:
             raise DataError(f"model {name}", f"unknown family {family!r}; choose one of {', '.join(self.families)}")
-        role = settings.pop("role", "agnostic")
-        if role not in ROLES:
-            raise DataError(f"model {name}", f"unknown role {role!r}; choose one of {', '.join(ROLES)}")
+        role = settings.pop("role", registry_file.Entry.model_fields["role"].default)  # checked when read
         return self._resolve(ModelSpec(name, profile, family, settings.pop("label", name), role, settings), seen)
 
     def resolve(self, model: ModelSpec) -> ModelSpec:
@@ -223,9 +218,10 @@ class Registry:
 def register_family(family: Family) -> None:
     """Make a family defined outside the kit usable by registry entries naming it, in this process
     (docs/adding-a-model.md): `PROCESS`. Its runs are keyed by its builder's fingerprint
-    (`identity`), so editing the builder or the class it builds makes them again. Registering a
-    name again replaces the family; the kit's own families (`evalkit.models.families`) cannot be
-    replaced. A registry value takes one without the process: `Registry.with_family`."""
+    (`identity`), so editing the builder or the class it builds makes them again. Another family
+    under a name already registered (the kit's or yours) is refused in one line; the very same
+    family again does nothing (`evalkit.core.declarations`). A registry value takes one without
+    the process: `Registry.with_family`."""
     PROCESS.register_family(family)
 
 
@@ -243,12 +239,15 @@ class Registrations:
     before never changes."""
 
     def __init__(self) -> None:
-        self.families: Mapping[str, Family] = KIT
+        self.declared = declarations()
         self.objects: Mapping[str, adhoc.PythonModel] = {}
 
+    @property
+    def families(self) -> Mapping[str, Family]:
+        return self.declared.items
+
     def register_family(self, family: Family) -> None:
-        check_family(family)
-        self.families = MappingProxyType({**self.families, family.name: family})
+        self.declared.register(family)
 
     def register_model(self, found: adhoc.PythonModel) -> None:
         self.objects = MappingProxyType({**self.objects, found.name: found})
@@ -306,32 +305,12 @@ def _read_config(path: Path) -> dict:
     return data
 
 
-SHAPE = "profiles: {NAME: {first_stage: MODEL, depth: N, models: {MODEL: {family: ..., ...}}}}"
-
 
 def check_config(path: Path, data, families: Mapping[str, Family] = KIT) -> None:
     """One-line errors for a registry of the wrong shape (every problem the loaders would hit later),
-    its entries read with `families` (a weighted one's must name its weights)."""
-    def fail(where: str, problem: str):
-        raise DataError(path, f"{where} {problem}; the registry's shape is {SHAPE}")
-
-    if not isinstance(data, dict) or not isinstance(data.get("profiles"), dict) or not data["profiles"]:
-        fail("the file", "has no 'profiles' mapping")
-    for profile, table in data["profiles"].items():
-        if not isinstance(table, dict) or not isinstance(table.get("models"), dict) or not table["models"]:
-            fail(f"profile {profile!r}", "has no 'models' mapping")
-        depth = table.get("depth", 1)
-        if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= 1_000_000:
-            fail(f"profile {profile!r}", f"has depth {depth!r}, not a positive integer")
-        for name, entry in table["models"].items():
-            if not isinstance(entry, dict):
-                fail(f"model {name!r} of profile {profile!r}", f"is {type(entry).__name__}, not a mapping of settings")
-            family = families.get(entry.get("family")) if isinstance(entry.get("family"), str) else None
-            if family is not None and family.weighted and not (isinstance(entry.get("model"), str) and entry["model"]):
-                fail(f"model {name!r} of profile {profile!r}", "names no 'model' (a hub id, folder or pypi:PACKAGE)")
-        first = table.get("first_stage")
-        if first is not None and first not in table["models"]:
-            fail(f"profile {profile!r}", f"has first_stage {first!r}, which is not one of its models")
+    by its declared schema (`evalkit.models.registry_file`), its entries read with `families` (a
+    weighted one's must name its weights)."""
+    registry_file.check(path, data, families)
 
 
 def profiles() -> list[str]:

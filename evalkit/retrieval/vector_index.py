@@ -45,7 +45,7 @@ from threadpoolctl import threadpool_limits
 
 from evalkit.core import configfile, progress
 from evalkit.core.errors import DataError, KitError, RequestError
-from evalkit.core.locks import exclusive
+from evalkit.core.locks import exclusive, lock_file
 from evalkit.core.workspace import cache_root
 from evalkit.data.collection import Document
 from evalkit.data.runs import write_atomic
@@ -102,7 +102,7 @@ class VectorIndex:
         folder = index_folder("dense", {**parts, "corpus": corpus.key, "dtype": dtype})
         meta = read_meta(folder)
         if meta is None or not meta.get("complete"):
-            with exclusive(folder.with_name(folder.name + ".lock"), f"vector index of {corpus.name}"):
+            with exclusive(lock_file(folder), f"vector index of {corpus.name}"):
                 meta = read_meta(folder)  # another process may have finished it meanwhile
                 if meta is None or not meta.get("complete"):
                     with ExitStack() as stack:

@@ -58,7 +58,7 @@ SCHEME = Scheme("ranked", FOLDER, load_ranked, argument="FOLDER", help="a folder
 @pytest.fixture
 def ranked(monkeypatch, tmp_path):
     """The toy scheme registered (the registry restored afterwards) and a folder for it."""
-    monkeypatch.setattr(datasets, "_REGISTRY", dict(datasets._REGISTRY))
+    monkeypatch.setattr(datasets.DECLARED, "items", datasets.DECLARED.items)
     register(SCHEME)
     folder = tmp_path / "ranked"
     folder.mkdir()
@@ -163,7 +163,8 @@ def test_every_scheme_s_full_corpus_is_found_or_refused_as_it_declares(scheme, m
     if declared is not None:
         def downloaded(found):
             corpus = dataclasses.replace(declared, downloaded=lambda: found)
-            monkeypatch.setitem(datasets._REGISTRY, scheme.name, dataclasses.replace(scheme, full_corpus=corpus))
+            changed = dataclasses.replace(scheme, full_corpus=corpus)
+            monkeypatch.setattr(datasets.DECLARED, "items", {**datasets.DECLARED.items, scheme.name: changed})
 
         downloaded(tmp_path / "f.zip")
         assert datasets.full_corpus(spec) == str(tmp_path / "f.zip")

@@ -155,7 +155,7 @@ def test_register_family_takes_a_declaration_and_keeps_the_kits_own():
     for register in (registry.Registrations().register_family, registry.load().with_family):
         with pytest.raises(KitError, match="takes a Family"):
             register(lambda settings, profile, collection: None)
-        with pytest.raises(KitError, match="family 'bm25': one of the kit's families has this name"):
+        with pytest.raises(KitError, match="family 'bm25': another family is registered under this name \\(the kit's"):
             register(Family("bm25", lambda settings, profile, collection: None))
     with pytest.raises(KitError, match="was not made by a registry"):  # a spec no registry resolved
         registry.family_of(registry.ModelSpec("m", "offline", "bm25", "M", "probe", {}))
@@ -182,18 +182,6 @@ def test_the_registry_puts_the_facet_hybrid_over_a_family_that_takes_it():
     built = registry.build(found.resolve(registry.ModelSpec("p", "offline", "plain", "P", "probe",
                                                             {"hybrid_alpha": 0.5})), None)
     assert type(built) is BM25 and seen == [{"hybrid_alpha": 0.5}]
-
-
-def test_every_family_module_is_registered_once():
-    """Adding a family is one module of evalkit/models/families/ plus its line in `ALL`: a module
-    left out of the list (or listed twice) fails here."""
-    folder = ROOT / "evalkit" / "models" / "families"
-    modules = sorted(p.stem for p in folder.glob("*.py") if p.stem != "__init__")
-    declared = [importlib.import_module(f"evalkit.models.families.{m}").FAMILY for m in modules]
-    assert sorted(f.name for f in declared) == sorted(f.name for f in families.ALL)
-    assert len({f.name for f in families.ALL}) == len(families.ALL)
-    assert all(f in families.ALL for f in declared)
-    assert list(registry.load().families) == list(registry.KIT) == [f.name for f in families.ALL]
 
 
 def test_the_kit_families_declare_the_traits_the_study_relies_on():

@@ -1,8 +1,9 @@
 """The registration list of measure declarations, and the parser that reads it.
 
 `BUILT_IN` names the kit's declarations, one per family module, in the order `measure_help`
-lists them; adding a kit measure is a new module plus its line here. A user's own measure joins
-with `register` (for the process) or `registered` (a ``with`` block); from then on every name
+lists them; adding a kit measure is a new module plus its line here. `DECLARED` holds them with a
+user's own (the kit's one registry pattern, `evalkit.core.declarations`), which joins with
+`register` (for the process) or `registered` (a ``with`` block); from then on every name
 parser (`parse`, `evalkit.evaluation.measures.parse_measure`, the evaluator's
 `evalkit.evaluation.evaluate.check_measures`) reads it like the kit's own.
 
@@ -14,10 +15,9 @@ declarations' cut-off rule and separator.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
 
-from evalkit.core.errors import DeclarationError, KitError, RequestError
+from evalkit.core.declarations import Declarations
+from evalkit.core.errors import KitError, RequestError
 from evalkit.evaluation.measures.ap import AP
 from evalkit.evaluation.measures.base import FORBIDS, NEEDS, MeasureSpec, Parsed, check_cutoff
 from evalkit.evaluation.measures.csfcube_map import MAP_CSFCUBE
@@ -31,66 +31,32 @@ from evalkit.evaluation.measures.rr import RR
 
 BUILT_IN: tuple[MeasureSpec, ...] = (NDCG, NDCG_CSFCUBE, NDCG_CSFCUBE_PERCENT, MAP_CSFCUBE, AP, RR, P, R, P_MRR,
                                      ROBUSTNESS_AT_K)
-_declared: list[MeasureSpec] = list(BUILT_IN)
+# Keyed by family and separator: one name, one measure.
+DECLARED = Declarations(MeasureSpec, "measure", BUILT_IN, key=lambda s: (s.family, s.separator),
+                        label=lambda s: f"{s.family}{s.separator}", example="FAMILY, HELP, ...")
+register, unregister, registered = DECLARED.register, DECLARED.unregister, DECLARED.registered
 _GRAMMAR = re.compile(r"(?P<family>.+?)(?:(?P<separator>[@%])(?P<digits>\d+))?")
 
 
 def declarations() -> tuple[MeasureSpec, ...]:
     """Every declaration the parser reads: the kit's, then the registered ones, in order."""
-    return tuple(_declared)
+    return DECLARED.values()
 
 
 def measure_help() -> str:
     """The measure names the parser accepts, as error lines and ``--help`` write them."""
-    helps = list(dict.fromkeys(spec.help for spec in _declared))
+    helps = list(dict.fromkeys(spec.help for spec in declarations()))
     return ", ".join(helps[:-1]) + f" or {helps[-1]}" if len(helps) > 1 else "".join(helps)
 
 
 MEASURE_HELP = measure_help()  # the kit's own measures; `measure_help()` includes registered ones
 
 
-def register(spec: MeasureSpec) -> MeasureSpec:
-    """Add a declaration for this process (returned, so a module can write ``X = register(MeasureSpec(...))``).
-
-    One line (KitError) when its family already takes the same separator: one name, one measure.
-    Registering the very same declaration again does nothing.
-    """
-    if not isinstance(spec, MeasureSpec):
-        raise DeclarationError(f"register({type(spec).__name__})", "register takes a MeasureSpec "
-                               "(evalkit.evaluation.measures.base); write register(MeasureSpec(...))")
-    if spec in _declared:
-        return spec
-    clash = next((s for s in _declared if s.family == spec.family and s.separator == spec.separator), None)
-    if clash is not None:
-        raise DeclarationError(f"measure {spec.family}{spec.separator}", f"{clash.help} is declared already; give "
-                               "the new measure a family name of its own")
-    _declared.append(spec)
-    return spec
-
-
-def unregister(spec: MeasureSpec) -> None:
-    """Remove a registered declaration (the kit's own stay)."""
-    if spec in BUILT_IN:
-        raise DeclarationError(spec.help, "is one of the kit's measures; it cannot be unregistered")
-    if spec in _declared:
-        _declared.remove(spec)
-
-
-@contextmanager
-def registered(spec: MeasureSpec) -> Iterator[MeasureSpec]:
-    """`register` for the length of a ``with`` block, then `unregister`."""
-    register(spec)
-    try:
-        yield spec
-    finally:
-        unregister(spec)
-
-
 def parse(name: str) -> Parsed:
     """The declaration and cut-off of a measure name; one line (KitError) naming the fix when it is not one."""
     match = _GRAMMAR.fullmatch(name) if isinstance(name, str) else None
     family = match["family"] if match else None
-    specs = [s for s in _declared if s.family == family]
+    specs = [s for s in declarations() if s.family == family]
     if not specs:
         raise RequestError("measures", f"unknown measure {name!r}; use {measure_help()}")
     separator, digits = match["separator"], match["digits"]
@@ -105,7 +71,7 @@ def parse(name: str) -> Parsed:
         raise RequestError("measures", f"measure {name!r} takes no cut-off{note}; write {family}")
     spec = next((s for s in specs if s.separator == separator and s.cutoff != FORBIDS), None)
     if spec is None:
-        takers = ", ".join(dict.fromkeys(s.family for s in _declared if s.separator == separator))
+        takers = ", ".join(dict.fromkeys(s.family for s in declarations() if s.separator == separator))
         other = next(s.separator for s in specs if s.cutoff != FORBIDS)
         kind = "a percentage cut-off" if separator == "%" else "a cut-off @k"
         raise RequestError("measures", f"measure {name!r}: only {takers} takes {kind}; "
