@@ -147,21 +147,28 @@ def width(table: pd.DataFrame, column: str) -> float:
 
 def parts(table: pd.DataFrame, budget: float = WIDTH) -> list[pd.DataFrame]:
     """Column groups of a table, each within `budget` px (`width`), as few as fit and of even widths,
-    the key columns (`KEYS`, else the first column) repeated in every group, columns in table order."""
+    the key columns (`KEYS`, else the first column) repeated in every group, columns in table order;
+    adjacent p-value columns (``p_vs_reference``, ``p_holm``) never split apart."""
     keys = key_columns(table) or list(table.columns[:1])
     rest = [c for c in table.columns if c not in keys]
     base = sum(width(table, c) for c in keys)
-    widths = {c: width(table, c) for c in rest}
+    units: list[list[str]] = []  # columns kept in one part: a run of p-values (a model's p and its Holm p)
+    for column in rest:
+        if units and is_pvalue(column) and is_pvalue(units[-1][-1]):
+            units[-1].append(column)
+        else:
+            units.append([column])
+    widths = {tuple(u): sum(width(table, c) for c in u) for u in units}
 
     def pack(limit: float) -> list[list[str]]:
         groups: list[list[str]] = [[]]
         used = base
-        for column in rest:
-            if groups[-1] and used + widths[column] > limit:
+        for unit in units:
+            if groups[-1] and used + widths[tuple(unit)] > limit:
                 groups.append([])
                 used = base
-            groups[-1].append(column)
-            used += widths[column]
+            groups[-1].extend(unit)
+            used += widths[tuple(unit)]
         return groups
 
     groups = pack(budget)
@@ -195,8 +202,8 @@ class Table:
     with `split=False`), each in parts (`parts`), as static HTML; plain text as a fallback."""
 
     def __init__(self, table: pd.DataFrame, title: str | None = None, split: bool = True,
-                 published: str = PAPER_TITLE):
-        self.table, self.title, self.split, self.published = table, title, split, published
+                 published: str = PAPER_TITLE, empty: str | None = None):
+        self.table, self.title, self.split, self.published, self.empty = table, title, split, published, empty
 
     def _blocks(self) -> list[tuple[str, pd.DataFrame]]:
         return blocks(self.table, self.published) if self.split else [("", self.table)]
@@ -205,6 +212,8 @@ class Table:
         out = [STYLE]
         if self.title:
             out.append(f"<p class=\"evalkit-block\">{html.escape(self.title)}</p>")
+        if self.table.empty and self.empty:
+            out.append(f"<p><em>{html.escape(self.empty)}</em></p>")
         for title, rows in self._blocks():
             split = parts(rows)
             for i, part in enumerate(split):
@@ -215,13 +224,17 @@ class Table:
         return "\n".join(out)
 
     def __repr__(self) -> str:
+        if self.table.empty and self.empty:
+            return self.empty
         return "\n\n".join(f"{title}\n{formatted(rows).to_string(index=False)}" for title, rows in self._blocks())
 
 
-def show(table: pd.DataFrame, title: str | None = None, split: bool = True, published: str = PAPER_TITLE) -> Table:
+def show(table: pd.DataFrame, title: str | None = None, split: bool = True, published: str = PAPER_TITLE,
+         empty: str | None = None) -> Table:
     """A study table as printed, for the last line of a notebook cell; `split=False` for a table that
-    is not the kit's and the published rows (one block); `published` titles the published block."""
-    return Table(table, title, split, published)
+    is not the kit's and the published rows (one block); `published` titles the published block;
+    `empty`: the sentence shown instead of a table without rows (why there is none)."""
+    return Table(table, title, split, published, empty)
 
 
 def save_table(table: pd.DataFrame, name: str, out_dir: Path) -> list[Path]:

@@ -63,3 +63,23 @@ def test_wide_tables_are_split_within_the_width_with_the_keys_repeated():
     assert [c for part in split for c in part.columns[1:]] == list(wide.columns[1:])
     shown = printed.show(wide)._repr_html_()
     assert shown.count("<table") == len(split) and "part 1 of" in shown and "<th></th>" not in shown
+
+
+def test_a_models_p_and_its_holm_p_stay_in_one_part():
+    """Table 1's kit block (a smoke run's), split for the report: p_vs_reference and p_holm side by
+    side (they fell on either side of the split before)."""
+    nan = float("nan")
+    table = pd.DataFrame({
+        "model": ["bm25", "minilm", "minilm-probe", "human"],
+        "label": ["BM25", "all-MiniLM-L6-v2", "all-MiniLM-L6-v2 + instruction (prompt-sensitivity probe)",
+                  "Human (annotators vs adjudication)"],
+        "role": ["agnostic", "agnostic", "probe", "reference"], "source": "kit", "measure": "nDCG_csfcube@20",
+        **{c: [67.0097, 78.9189, 75.8280, 79.8616] for c in ("background", "method", "result", "all", "ci_low",
+                                                             "ci_high")},
+        "p_vs_reference": [0.1057, nan, 0.4013, nan], "p_holm": [0.2114, nan, 0.4013, nan],
+        "same_as_reference": ["yes", "reference", "yes", nan], "not_significant": ["all", "reference", "all", nan],
+        "status": ["ran", "ran", "ran", "ran"], "recipe": [nan, nan, nan, "pool"]})
+    (_, kit), = printed.blocks(table)
+    split = printed.parts(kit)
+    holding = [i for i, part in enumerate(split) if "p_vs_reference" in part or "p_holm" in part]
+    assert len(split) > 1 and len(holding) == 1, [list(p.columns) for p in split]
