@@ -99,7 +99,7 @@ def test_evaluate_prints_the_official_table(cached_data, capsys, sample_dir):
     assert lines[0] == "specter on csfcube (test folds), values x100"
     assert lines[1].split() == PARTS
     ndcg_row = next(line for line in lines if line.startswith("nDCG_csfcube@20"))
-    assert ndcg_row.split()[1:] == ["66.24", "37.65", "56.43", "53.14"]  # the official script's, x100
+    assert ndcg_row.split()[1:] == ["66.24", "37.65", "56.43", "53.14"]  # the official discount at rank 20, x100
     assert not any(line.startswith("MAP_csfcube") for line in lines)  # equal to AP here: printed once
     assert "same_as=MAP_csfcube:AP" in lines[-1]
 

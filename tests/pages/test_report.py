@@ -258,3 +258,19 @@ def test_progress_bars_on_stderr_are_left_out_and_warnings_and_errors_kept(tmp_p
     assert "GGUF" not in page and "it/s" not in page and "Batches" not in page
     assert html.escape(warning, quote=False) in page and "ValueError: a real failure" in page
     assert page.count("messages (stderr)") == 2  # the fixture's "a warning" and this one; the bar alone: none
+
+
+def test_the_checks_section_quotes_the_figures_its_table_shows(cached_data, capsys, sample_dir, tmp_path):
+    """Every 'MEASURE a / b / c / d' the sentence quotes is that measure's row in the table below it
+    (`evalkit evaluate` of the release's SPECTER sample, as make all writes it)."""
+    (tmp_path / "tables").mkdir()
+    assert cli.main(["evaluate", "--dataset", "csfcube", "--runs", str(sample_dir), "--name", "specter",
+                     "--json"]) == 0
+    (tmp_path / "tables" / "specter-sample.json").write_text(capsys.readouterr().out)
+    section = report.checks(tmp_path / "report.html")
+    quoted = re.findall(r"(\w[\w%@]*) (\d+\.\d\d) / (\d+\.\d\d) / (\d+\.\d\d) / (\d+\.\d\d)", html.unescape(section))
+    assert {m for m, *_ in quoted} == {"MAP_csfcube", "nDCG_csfcube%20"}
+    rows = {cells[0]: cells[1:5] for cells in
+            (re.findall(r"<td[^>]*>([^<]*)</td>", row) for row in section.split("<tr>")) if cells}
+    for measure, *values in quoted:
+        assert rows[measure] == values, (measure, rows.get(measure))
