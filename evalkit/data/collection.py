@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -315,12 +316,16 @@ class Collection:
 
     def check(self) -> None:
         """Reject qrels or candidate lists that name documents the corpus lacks, and pairs or
-        folds that name unknown queries, and empty collections: a silent nDCG of 0, or a
-        "complete" run of no query, is worse than an error."""
+        folds that name unknown queries, ids that are empty or hold a control or line-separator
+        character (`check_id`), and empty collections: a silent nDCG of 0, or a "complete" run of
+        no query, is worse than an error."""
         for part, found in (("documents", self.documents), ("queries", self.queries)):
             if not found:
                 raise DataError(self.name, f"the collection has no {part}; check its files (an empty file, "
                                 "or qrels that judge no query)")
+        for kind, ids in (("query", self.queries), ("document", self.documents)):
+            for position, rid in enumerate(ids, start=1):
+                check_id(self.name, kind, position, rid)
         for source, table in (("qrels", self.qrels), ("candidates", self.candidates or {})):
             for qid, docs in table.items():
                 missing = next((d for d in docs if d not in self.documents), None)
@@ -333,6 +338,26 @@ class Collection:
         unknown = next(((where, q) for where, q in named if q not in self.queries), None)
         if unknown is not None:
             raise DataError(self.name, f"{unknown[0]} names unknown query {unknown[1]}; fix the file that lists it")
+
+
+# Characters no id may hold: the control characters (Unicode category Cc: newline, tab, NUL, NEL...)
+# and the line and paragraph separators (U+2028, U+2029), which would split an error line, a TSV or
+# TREC line, or a table cell in two.
+_UNSAFE_ID = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def check_id(source: object, kind: str, position: int, rid: object) -> str:
+    """`rid` when it is a non-empty string free of control and line-separator characters, else one
+    line (DataError of `source`) naming the `position`-th `kind` (1 = the first) and the character."""
+    if not isinstance(rid, str) or not rid:
+        raise DataError(source, f"{kind} {position} has the empty id {ascii(rid)}; give every {kind} a "
+                                "non-empty id")
+    bad = _UNSAFE_ID.search(rid)
+    if bad is not None:
+        raise DataError(source, f"{kind} {position} has the id {ascii(rid)[:60]}, which holds the control or "
+                                f"line-separator character U+{ord(bad.group()):04X} at character {bad.start() + 1}; "
+                                f"give every {kind} an id of printable characters")
+    return rid
 
 
 LISTED_SEEDS = 60  # an unknown seed's error lists the collection's seeds up to this many (CSFCube has 34)

@@ -32,7 +32,7 @@ from evalkit.evaluation.measures.rr import RR
 BUILT_IN: tuple[MeasureSpec, ...] = (NDCG, NDCG_CSFCUBE, NDCG_CSFCUBE_PERCENT, MAP_CSFCUBE, AP, RR, P, R, P_MRR,
                                      ROBUSTNESS_AT_K)
 _declared: list[MeasureSpec] = list(BUILT_IN)
-_GRAMMAR = re.compile(r"(?P<family>.+?)(?:(?P<separator>[@%])(?P<digits>\d+))?")
+_GRAMMAR = re.compile(r"(?P<family>.+?)(?:(?P<separator>[@%])(?P<digits>[0-9]+))?")  # ASCII digits only (\d takes ٢٠)
 
 
 def declarations() -> tuple[MeasureSpec, ...]:
