@@ -30,7 +30,8 @@ optional parts some collections have:
   (CSFCube's official ``test-pid2pool-csfcube-NAME-FACET-ranked.json``), so a run given as such a
   folder is read without the run input knowing the format.
 
-A collection's `identity` keys its runs in the run store (``data_sha256``): the adapter's
+A collection's `identity` keys its runs in the run store (``data_sha256``) and names their folder
+(`store_name`, with the name; CSFCube's folder is its plain name, `named_by_kit`): the adapter's
 ``checksum`` when it gives one (CSFCube's manifest sha256, a BEIR folder's file sha256), else a
 sha256 of the content itself (`content_sha256`), so a run of a user's collection is never
 reused after its documents, queries, instructions, qrels or candidate lists change.
@@ -49,6 +50,7 @@ from functools import cached_property
 from pathlib import Path
 
 from evalkit.core.errors import DataError, DeclarationError, KitError, RequestError
+from evalkit.core.names import labelled, name_part
 
 Qrels = dict[str, dict[str, int]]
 BASE = "base"
@@ -180,6 +182,21 @@ class Collection:
     read_corpus: Callable[[Path], Iterator[Document]] | None = None  # the full protocol's corpus file reader
     # a user's instruction file -> (variants, make_variant); None: the collection takes no such file
     instructions_from: Callable[[Path], tuple[tuple[str, ...], Callable[[Query, str], Query]]] | None = None
+    # the kit vouches that the name names this one collection (CSFCube: one release, fetched and
+    # verified against the kit's manifest): its runs' folder is the plain name (`store_name`)
+    named_by_kit: bool = False
+
+    @property
+    def store_name(self) -> str:
+        """The collection's folder in the run store (``RUNS/PROFILE/<store_name>/PROTOCOL/RUN``): the
+        plain name where the kit vouches for it (`named_by_kit`: ``csfcube``), else the name's slug and
+        a digest of the name and the data's `identity` (`evalkit.core.names.labelled`), so two
+        collections of one name (BEIR folders ``a/toy`` and ``b/toy``) never share a folder, nor do a
+        name and another's derived form (``café``, ``caf-850f7dc4``); the same data under the same
+        name, read from anywhere, shares it."""
+        if self.named_by_kit:
+            return name_part(self.name)
+        return labelled(self.name, json.dumps([self.name, self.identity], ensure_ascii=False), "collection")
 
     @cached_property
     def identity(self) -> str:

@@ -50,7 +50,7 @@ from evalkit.data import protocols as data_protocols
 from evalkit.data.collection import Collection, Document, Query, select_variant
 from evalkit.data.protocols import POOL_PROTOCOLS, check_protocol, protocol_collection
 from evalkit.data.runs import Run, ranked
-from evalkit.data.runstore import is_verified, load_verified, run_folder, write_run
+from evalkit.data.runstore import check_owner, is_verified, load_verified, run_folder, write_run
 from evalkit.evaluation.request import check_cutoff
 from evalkit.llm.templates import TEMPLATES_FILE
 from evalkit.models import registry
@@ -350,7 +350,7 @@ def bind(settings: RunSettings, collection: Collection, runs_dir: Path | None,
     seen = run_collection(settings, collection)
     check_settings(settings, model, first, seen)
     # the run name must round-trip through a TREC file, stored or not
-    folder = run_folder(runs_dir if runs_dir is not None else Path(), settings, collection.name)
+    folder = run_folder(runs_dir if runs_dir is not None else Path(), settings, collection)
     folder = folder if runs_dir is not None else None
     key = sidecar_key(settings, model, collection)  # the data as given: its identity, whatever the protocol
     return BoundRun(settings, seen, model, first, depth, tuple(selected_queries(settings, seen)), key, folder)
@@ -423,6 +423,7 @@ def _obtain(bound: BoundRun, reuse: Reuse, read: bool) -> Obtained | None:
             return Obtained(folder, run)
     if reuse is Reuse.ONLY:
         return None
+    check_owner(folder, key)  # before any work: a folder of another run is never replaced (write_run checks again)
     folder = compute(bound)
     run = load_verified(folder, key)
     if run is None:
