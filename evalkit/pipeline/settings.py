@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evalkit.core.errors import DataError, RequestError
-from evalkit.core.hashing import file_sha256
+from evalkit.core.hashing import file_sha256, files_sha256
 from evalkit.core.names import run_part
 from evalkit.core.workers import check_workers
 from evalkit.data.collection import BASE
@@ -83,6 +83,17 @@ def instructions_identity(path: str) -> dict:
     except OSError as exc:
         raise DataError(f"instructions {path}", f"cannot read the file ({exc.strerror or exc}); give a YAML file "
                         "shaped as evalkit/config/instructions.yaml") from None
+
+
+def corpus_identity(path: str) -> dict:
+    """How a run's key names the full protocol's corpus file: its file name and sha256 (the digest
+    the corpus index is keyed by, `evalkit.retrieval.corpus.Corpus.of_file`), never its path."""
+    if not Path(path).is_file():  # Corpus.of_file's words, said when the run is bound
+        raise DataError(Path(path), "corpus file not found; check {corpus}")
+    try:
+        return {"file": Path(path).name, "sha256": files_sha256([Path(path)])}
+    except OSError as exc:
+        raise DataError(Path(path), f"cannot read the corpus file ({exc.strerror or exc}); check {{corpus}}") from None
 
 
 def _digest(text: str) -> str:
