@@ -106,14 +106,16 @@ OWNER_SETTINGS = ("model", "variant", "profile", "protocol", "queries", "index_d
 
 
 def owner(sidecar: dict) -> dict:
-    """The values of a sidecar (or a run's key) that its folder's path stands for (`OWNER_SETTINGS`);
-    the query subset in sorted order and an instruction file by its sha256, as the path names them."""
+    """The values of a sidecar (or a run's key) that its folder's path stands for (`OWNER_SETTINGS`),
+    those it records (an older kit's sidecar may lack a setting added since); the query subset in
+    sorted order and an instruction file by its sha256, as the path names them."""
     settings = sidecar.get("run_settings")
     settings = settings if isinstance(settings, dict) else {}
-    found = {**{k: sidecar.get(k) for k in OWNER_FIELDS}, **{k: settings.get(k) for k in OWNER_SETTINGS}}
-    if isinstance(found["queries"], list | tuple):
+    found = {**{k: sidecar[k] for k in OWNER_FIELDS if k in sidecar},
+             **{k: settings[k] for k in OWNER_SETTINGS if k in settings}}
+    if isinstance(found.get("queries"), list | tuple):
         found["queries"] = sorted(map(str, found["queries"]))
-    if isinstance(found["instructions"], dict):
+    if isinstance(found.get("instructions"), dict):
         found["instructions"] = found["instructions"].get("sha256")
     return json.loads(json.dumps(found, default=str))
 
@@ -126,7 +128,7 @@ def check_owner(folder: Path, sidecar: dict) -> None:
     if found is None:
         return
     mine, theirs = owner(sidecar), owner(found)
-    differ = [k for k in mine if mine[k] != theirs[k]]
+    differ = [k for k in mine if k in theirs and mine[k] != theirs[k]]
     if differ:
         raise DataError(folder, f"holds another run (its {', '.join(differ)} differ: {theirs[differ[0]]!r} where "
                         f"this run has {mine[differ[0]]!r}); the kit never replaces another run: move that folder "

@@ -108,6 +108,16 @@ def test_a_folder_holding_another_run_is_never_replaced(tmp_path):
     assert not [p for p in folder.parent.iterdir() if p.name.startswith(".")]  # no staging folder left
 
 
+def test_an_older_sidecar_lacking_a_setting_is_the_same_run(tmp_path):
+    """A sidecar of an older kit records no index_dtype: the run made again replaces it (the study's
+    stored runs are never refused as another run's)."""
+    folder = tmp_path / "offline" / "csfcube" / "pool" / "bm25"
+    write_run(folder, {"q1": {"d1": 1.0}}, _sidecar("bm25"))
+    newer = {**_sidecar("bm25"), "run_settings": {**_sidecar("bm25")["run_settings"], "index_dtype": "float32"}}
+    write_run(folder, {"q1": {"d1": 2.0}}, newer)
+    assert read_sidecar(folder)["run_settings"]["index_dtype"] == "float32"
+
+
 def test_the_runner_refuses_another_runs_folder_before_any_work(registry_file, collection, tmp_path, monkeypatch):
     bound = bind(RunSettings(model="bm25", profile="test", queries=QUERY), collection, tmp_path / "runs")
     write_run(bound.folder, {"q": {"d": 1.0}}, {**bound.key, "run_settings": {**bound.key["run_settings"],
