@@ -100,3 +100,20 @@ def _stored_run(result):
     from evalkit.data.runs import read_trec
 
     return read_trec(Path(result.runs["base"]) / "run.trec")
+
+
+def test_on_tied_scores_mteb_gives_the_kits_figures(collection, tmp_path, monkeypatch):
+    """A model reading one word piece of each text ties many candidates: mteb's own rule (pytrec_eval,
+    document id descending) gave other figures; the tasks hand mteb the kit's ranking (`KitOrder`)."""
+    from sentence_transformers import SentenceTransformer
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "cache"))
+    model = SentenceTransformer(str(build_sentence_transformer(tmp_path, max_seq_length=1)), device="cpu")
+    tasks = csfcube_tasks(collection, seeds=[SEED])[:1]
+    results = mteb.evaluate(model, tasks=tasks, cache=None, show_progress_bar=False, co2_tracker=False)
+    ndcg = results.task_results[0].scores["test"][0]["ndcg_at_20"]
+    kit = api.evaluate(model, "csfcube", name="one-piece", revision="1", query_template="{query} {instruction}",
+                       seeds=[SEED], measures=["nDCG@20"], aggregate="mean", runs_dir=tmp_path / "runs")
+    assert all(has_ties(docs) for docs in _stored_run(kit).values())  # the tie rule decides the figures
+    assert ndcg == pytest.approx(kit.per_query.loc["base", "nDCG@20"].mean(), abs=5e-6)
