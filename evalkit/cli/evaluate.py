@@ -16,6 +16,7 @@ from evalkit.cli.options import (
     choices,
     evaluation_request,
     same_file,
+    whole,
 )
 from evalkit.cli.printing import null_nan, print_summary, summary_settings, summary_title, write_per_query
 from evalkit.core.errors import DataError, RequestError
@@ -135,9 +136,9 @@ def add_parser(command) -> None:
     evaluate.add_argument("--test", metavar=choices(TESTS), default="t",
                           help="several --runs: paired two-sided t-test (default, the paper's) or Fisher's "
                                "randomization test")
-    evaluate.add_argument("--permutations", type=int, default=None, metavar="N",
+    evaluate.add_argument("--permutations", type=whole, default=None, metavar="N",
                           help="Fisher's randomization test: random permutations (default 10000)")
-    evaluate.add_argument("--seed", type=int, default=None, metavar="N",
+    evaluate.add_argument("--seed", type=whole, default=None, metavar="N",
                           help="Fisher's randomization test: random seed (default 42)")
     add_measure_options(evaluate)
     evaluate.add_argument("--pmrr-ties", metavar=choices(PMRR_TIES), default="kit",

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from evalkit.core.errors import RequestError, report
+from evalkit.core.workers import ascii_whole
 from evalkit.datasets import full_corpus as corpus_of
 from evalkit.datasets import input_folder
 from evalkit.evaluation.evaluate import AGGREGATIONS, DISCOUNTS
@@ -24,6 +25,21 @@ class ArgumentParser(argparse.ArgumentParser):
 
 
 # --- arguments checked before anything is loaded or scored ------------------------------------
+
+
+def whole(text: str) -> int:
+    """argparse's type of a whole-number option (``--k``, ``--depth``, ``--seed``): an optional sign
+    and ASCII digits (`evalkit.core.workers.ascii_whole`; ``int`` would read ``٢٠`` as 20); the
+    request's rules then check the number. Anything else: argparse's one line, "invalid whole number"."""
+    text = text.strip()
+    sign = -1 if text.startswith("-") else 1
+    value = ascii_whole(text[1:] if text[:1] in "+-" and text[:1] else text)
+    if value is None:
+        raise ValueError(text)
+    return sign * value
+
+
+whole.__name__ = "whole number"  # argparse names the type in its error: "invalid whole number value"
 
 
 def split_ids(text: str | None, option: str) -> tuple[str, ...] | None:
@@ -140,7 +156,7 @@ def add_measure_options(parser: argparse.ArgumentParser) -> None:
                              "the kit's table and the release's official MAP_csfcube and nDCG_csfcube%%20")
     parser.add_argument("--discount", metavar=choices(DISCOUNTS), default=None,
                         help="csfcube default table: nDCG_csfcube@k (official script, the default) or nDCG@k (trec)")
-    parser.add_argument("--k", type=int, default=None, help="csfcube default table: cut-off for nDCG, P and R (20)")
+    parser.add_argument("--k", type=whole, default=None, help="csfcube default table: cut-off for nDCG, P and R (20)")
     parser.add_argument("--aggregate", metavar=choices(AGGREGATIONS), default="folds",
                         help="folds: mean of the test folds' means where the dataset has folds; mean: plain mean")
     parser.add_argument("--per-query", metavar="CSV", help="also write per-query values to this CSV")

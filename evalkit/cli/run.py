@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from evalkit.cli.options import check_runs_dir, choices, full_corpus, split_list
+from evalkit.cli.options import check_runs_dir, choices, full_corpus, split_list, whole
 from evalkit.core.errors import RequestError
 from evalkit.core.workers import parse_workers
 from evalkit.data.collection import check_selection, select_queries
@@ -101,7 +101,7 @@ def add_parser(command) -> None:
                                                        "definition, paraphrase-1..3, aspect-subset)")
     run.add_argument("--prompt", metavar="TEXT", help="a prompt appended to every query text")
     run.add_argument("--first-stage", metavar="MODEL", help="pooled/full: first-stage model (default: the profile's)")
-    run.add_argument("--depth", type=int, help="pooled/full: first-stage depth (default: the profile's)")
+    run.add_argument("--depth", type=whole, help="pooled/full: first-stage depth (default: the profile's)")
     run.add_argument("--queries", metavar="Q1,Q2", help="only these query ids (smoke runs; not with --seeds)")
     run.add_argument("--seeds", metavar="S1,S2", help="csfcube: only these seed papers' queries (smoke runs)")
     run.add_argument("--corpus", metavar="PATH", help="full protocol: abstracts-preds.zip (figshare 14796339; "

@@ -20,13 +20,22 @@ def check_workers(workers) -> int | None:
     return workers
 
 
+def ascii_whole(text: str) -> int | None:
+    """The whole number `text` writes in the ASCII digits 0-9 alone, else None: the kit's one rule
+    for a whole number given as text. Python's `int` and `str.isdigit` also take other scripts'
+    digits and superscripts (``int('٢٠')`` is 20, ``'²'.isdigit()`` is true but ``int('²')``
+    fails), so a count or a cut-off is never read from them."""
+    return int(text) if isinstance(text, str) and text.isascii() and text.isdigit() else None
+
+
 def parse_workers(text: str | None) -> int | None:
-    """A worker count given as text (``--workers`` of `evalkit plan`, ``WORKERS``): None when blank,
-    else the whole number it writes, checked by `check_workers` (``1.5``, ``abc``, ``-1``: the same
-    refusal as the number 0)."""
+    """A worker count given as text (``--workers`` of `evalkit run` and `evalkit plan`, ``WORKERS``):
+    None when blank, else the whole number it writes in ASCII digits (`ascii_whole`), checked by
+    `check_workers` (``1.5``, ``abc``, ``-1``, ``²``: the same refusal as the number 0)."""
     text = (text or "").strip()
     if not text:
         return None
-    if not text.isdigit():
+    value = ascii_whole(text)
+    if value is None:
         raise RequestError("workers", PROBLEM, value=text)
-    return check_workers(int(text))
+    return check_workers(value)

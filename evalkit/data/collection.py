@@ -30,7 +30,8 @@ optional parts some collections have:
   (CSFCube's official ``test-pid2pool-csfcube-NAME-FACET-ranked.json``), so a run given as such a
   folder is read without the run input knowing the format.
 
-A collection's `identity` keys its runs in the run store (``data_sha256``): the adapter's
+A collection's `identity` keys its runs in the run store (``data_sha256``) and names their folder
+(`store_name`, with the name; CSFCube's folder is its plain name, `named_by_kit`): the adapter's
 ``checksum`` when it gives one (CSFCube's manifest sha256, a BEIR folder's file sha256), else a
 sha256 of the content itself (`content_sha256`), so a run of a user's collection is never
 reused after its documents, queries, instructions, qrels or candidate lists change.
@@ -42,12 +43,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 
 from evalkit.core.errors import DataError, DeclarationError, KitError, RequestError
+from evalkit.core.names import labelled, name_part
 
 Qrels = dict[str, dict[str, int]]
 BASE = "base"
@@ -179,6 +182,21 @@ class Collection:
     read_corpus: Callable[[Path], Iterator[Document]] | None = None  # the full protocol's corpus file reader
     # a user's instruction file -> (variants, make_variant); None: the collection takes no such file
     instructions_from: Callable[[Path], tuple[tuple[str, ...], Callable[[Query, str], Query]]] | None = None
+    # the kit vouches that the name names this one collection (CSFCube: one release, fetched and
+    # verified against the kit's manifest): its runs' folder is the plain name (`store_name`)
+    named_by_kit: bool = False
+
+    @property
+    def store_name(self) -> str:
+        """The collection's folder in the run store (``RUNS/PROFILE/<store_name>/PROTOCOL/RUN``): the
+        plain name where the kit vouches for it (`named_by_kit`: ``csfcube``), else the name's slug and
+        a digest of the name and the data's `identity` (`evalkit.core.names.labelled`), so two
+        collections of one name (BEIR folders ``a/toy`` and ``b/toy``) never share a folder, nor do a
+        name and another's derived form (``café``, ``caf-850f7dc4``); the same data under the same
+        name, read from anywhere, shares it."""
+        if self.named_by_kit:
+            return name_part(self.name)
+        return labelled(self.name, json.dumps([self.name, self.identity], ensure_ascii=False), "collection")
 
     @cached_property
     def identity(self) -> str:
@@ -315,12 +333,16 @@ class Collection:
 
     def check(self) -> None:
         """Reject qrels or candidate lists that name documents the corpus lacks, and pairs or
-        folds that name unknown queries, and empty collections: a silent nDCG of 0, or a
-        "complete" run of no query, is worse than an error."""
+        folds that name unknown queries, ids that are empty or hold a control or line-separator
+        character (`check_id`), and empty collections: a silent nDCG of 0, or a "complete" run of
+        no query, is worse than an error."""
         for part, found in (("documents", self.documents), ("queries", self.queries)):
             if not found:
                 raise DataError(self.name, f"the collection has no {part}; check its files (an empty file, "
                                 "or qrels that judge no query)")
+        for kind, ids in (("query", self.queries), ("document", self.documents)):
+            for position, rid in enumerate(ids, start=1):
+                check_id(self.name, kind, position, rid)
         for source, table in (("qrels", self.qrels), ("candidates", self.candidates or {})):
             for qid, docs in table.items():
                 missing = next((d for d in docs if d not in self.documents), None)
@@ -333,6 +355,26 @@ class Collection:
         unknown = next(((where, q) for where, q in named if q not in self.queries), None)
         if unknown is not None:
             raise DataError(self.name, f"{unknown[0]} names unknown query {unknown[1]}; fix the file that lists it")
+
+
+# Characters no id may hold: the control characters (Unicode category Cc: newline, tab, NUL, NEL...)
+# and the line and paragraph separators (U+2028, U+2029), which would split an error line, a TSV or
+# TREC line, or a table cell in two.
+_UNSAFE_ID = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def check_id(source: object, kind: str, position: int, rid: object) -> str:
+    """`rid` when it is a non-empty string free of control and line-separator characters, else one
+    line (DataError of `source`) naming the `position`-th `kind` (1 = the first) and the character."""
+    if not isinstance(rid, str) or not rid:
+        raise DataError(source, f"{kind} {position} has the empty id {ascii(rid)}; give every {kind} a "
+                                "non-empty id")
+    bad = _UNSAFE_ID.search(rid)
+    if bad is not None:
+        raise DataError(source, f"{kind} {position} has the id {ascii(rid)[:60]}, which holds the control or "
+                                f"line-separator character U+{ord(bad.group()):04X} at character {bad.start() + 1}; "
+                                f"give every {kind} an id of printable characters")
+    return rid
 
 
 LISTED_SEEDS = 60  # an unknown seed's error lists the collection's seeds up to this many (CSFCube has 34)

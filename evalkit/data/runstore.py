@@ -36,7 +36,7 @@ from typing import Any
 from evalkit.core import configfile
 from evalkit.core.errors import DataError, KitError
 from evalkit.core.locks import exclusive, lock_file
-from evalkit.core.names import name_part
+from evalkit.core.names import LIMIT, name_part
 from evalkit.data.runs import BLOCK, Run, TrecFault, TrecReader, is_finite_score, write_trec
 
 RANKING = "run.trec"
@@ -50,32 +50,89 @@ ACCOUNTING = "accounting.json"
 _PATH_PART = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+=@,:-]*")
 
 
+def _too_long(text: str) -> str | None:
+    return f"is {len(text)} characters; the run store takes at most {LIMIT} in one folder name" \
+        if len(text) > LIMIT else None
+
+
 def check_path_part(kind: str, text: str) -> str:
-    """`text` when it is one plain folder name (no separator, not `.` or `..`), else KitError."""
+    """`text` when it is one plain folder name (no separator, not `.` or `..`, at most
+    `evalkit.core.names.LIMIT` characters), else KitError."""
     if not isinstance(text, str) or not _PATH_PART.fullmatch(text):
         raise DataError(kind, f"{text!r} cannot be a folder name in the run store; use letters, digits and "
                         ". _ - + = @ , : only, starting with a letter, digit or _")
+    if _too_long(text):
+        raise DataError(kind, f"{text[:40]!r}... {_too_long(text)}: give a shorter name")
     return text
 
 
+def is_storable(text: object) -> bool:
+    """Whether `text` can be one field of a TREC file and one folder name (`check_run_name`'s characters)."""
+    return isinstance(text, str) and _PATH_PART.fullmatch(text) is not None
+
+
 def check_run_name(name: str) -> str:
-    """`name` when it survives a TREC file (one whitespace-free field) and a folder name, else KitError."""
-    if not isinstance(name, str) or not _PATH_PART.fullmatch(name):
+    """`name` when it survives a TREC file (one whitespace-free field) and a folder name (at most
+    `evalkit.core.names.LIMIT` characters: checked when a run is bound, before any work), else KitError."""
+    if not is_storable(name):
         raise DataError("run name", f"{name!r} cannot round-trip through a TREC file and a folder name; "
                         "name the model with letters, digits and . _ - + = @ , : only")
+    if _too_long(name):
+        raise DataError("run name", f"{name[:40]!r}... {_too_long(name)}: give the model (or the variant) a "
+                        "shorter name")
     return name
 
 
-def run_folder(runs_dir: Path, settings: Any, dataset: str) -> Path:
+def run_folder(runs_dir: Path, settings: Any, dataset: Any) -> Path:
     """Where the run of `settings` (a `RunSettings`) lives; every path part is checked first. The
-    dataset part is the collection's name as `evalkit.core.names.name_part` writes it (itself when plain)."""
+    dataset part is the collection's `store_name` when `dataset` is a collection (its name and its
+    data's identity), else the text by `evalkit.core.names.name_part` (itself when plain)."""
     name = check_run_name(settings.run_name)
     if settings.queries is not None:
         subset = hashlib.sha256("\n".join(sorted(settings.queries)).encode()).hexdigest()[:10]
         name = f"{name}@subset-{subset}"
-    parts = [check_path_part("profile", settings.profile), check_path_part("dataset", name_part(dataset)),
+    part = name_part(dataset) if isinstance(dataset, str) else dataset.store_name
+    parts = [check_path_part("profile", settings.profile), check_path_part("dataset", part),
              check_path_part("protocol", settings.protocol), name]
     return Path(runs_dir).joinpath(*parts)
+
+
+# What a run folder's path stands for (`run_folder`: the run name, the dataset's folder, the profile,
+# the protocol, the query subset), as its sidecar records it: a folder holding a run of other values
+# is another run's, never replaced (`check_owner`). Other settings (the first stage, the depth, the
+# corpus, the data's and the code's versions) are the same run made again: a new one replaces it.
+OWNER_FIELDS = ("run", "dataset")
+OWNER_SETTINGS = ("model", "variant", "profile", "protocol", "queries", "index_dtype", "prompt", "instructions")
+
+
+def owner(sidecar: dict) -> dict:
+    """The values of a sidecar (or a run's key) that its folder's path stands for (`OWNER_SETTINGS`),
+    those it records (an older kit's sidecar may lack a setting added since); the query subset in
+    sorted order and an instruction file by its sha256, as the path names them."""
+    settings = sidecar.get("run_settings")
+    settings = settings if isinstance(settings, dict) else {}
+    found = {**{k: sidecar[k] for k in OWNER_FIELDS if k in sidecar},
+             **{k: settings[k] for k in OWNER_SETTINGS if k in settings}}
+    if isinstance(found.get("queries"), list | tuple):
+        found["queries"] = sorted(map(str, found["queries"]))
+    if isinstance(found.get("instructions"), dict):
+        found["instructions"] = found["instructions"].get("sha256")
+    return json.loads(json.dumps(found, default=str))
+
+
+def check_owner(folder: Path, sidecar: dict) -> None:
+    """One line (DataError naming the folder) when `folder` holds a sidecar of another run than
+    `sidecar` (a run's key or its whole sidecar) by `owner`: the kit never writes one run over
+    another's. A folder without a readable sidecar (none yet, or damaged) is free."""
+    found = read_sidecar(folder)
+    if found is None:
+        return
+    mine, theirs = owner(sidecar), owner(found)
+    differ = [k for k in mine if k in theirs and mine[k] != theirs[k]]
+    if differ:
+        raise DataError(folder, f"holds another run (its {', '.join(differ)} differ: {theirs[differ[0]]!r} where "
+                        f"this run has {mine[differ[0]]!r}); the kit never replaces another run: move that folder "
+                        "away or give another runs folder")
 
 
 def _check_ids(run: Run) -> None:
@@ -217,6 +274,7 @@ def _write_staged(staging: Path, folder: Path, run: Run, sidecar: dict, accounti
             path.chmod(0o644)
         staging.chmod(0o755)
         with _locked(folder.parent):
+            check_owner(folder, sidecar)  # under the lock: no writer of another run swapped in meanwhile
             _swap_into_place(staging, folder)
     finally:
         shutil.rmtree(staging, ignore_errors=True)  # the new staging, or the previous run after the swap

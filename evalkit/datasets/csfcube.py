@@ -282,6 +282,7 @@ def to_collection(data: CSFCube) -> Collection:
         read_runs=load_official_run,
         instructions_from=from_file,
         read_corpus=iter_corpus,
+        named_by_kit=True,  # the run store's folder csfcube (the study's stored runs)
     )
 
 

@@ -59,10 +59,16 @@ def read_jsonl(path: Path, fields: tuple[str, ...], fix: str) -> list[dict]:
 
 
 def by_id(path: Path, records: list[dict], key: str = "_id") -> dict[str, dict]:
-    """Records keyed by their id (as a string); a repeated id is an error."""
+    """Records keyed by their id (as a string: a JSON string, or an integer written as its digits); a
+    repeated id is an error, and so is an id that is null, true/false, a fraction, a list or an object
+    (``str`` would make null the id "None"); an empty one is refused by `Collection.check` (`check_id`)."""
     out: dict[str, dict] = {}
-    for record in records:
-        rid = str(record[key])
+    for number, record in enumerate(records, start=1):
+        given = record[key]
+        if isinstance(given, bool) or not isinstance(given, str | int):
+            raise DataError(path, f"record {number} has {key} {json.dumps(given)[:40]}; give every record a "
+                            "non-empty id (a string)")
+        rid = str(given)
         if rid in out:
             raise DataError(path, f"duplicate {key} {rid}; give every record its own id")
         out[rid] = record

@@ -106,6 +106,10 @@ def check_measure_names(measures: object, discount: object = None, k: object = N
     if not names:
         raise RequestError("measures", "names no measure; give some (e.g. nDCG@10, AP) or leave it out",
                            value=list(measures) if not isinstance(measures, list) else measures)
+    foreign = next((n for n in names if any(c.isdigit() and not c.isascii() for c in n)), None)
+    if foreign is not None:  # nDCG@٢٠ beside nDCG@20 would be two columns of one measure
+        raise RequestError("measures", f"measure {foreign!r} writes a digit other than 0-9; write its cut-off in "
+                           "ASCII digits (e.g. nDCG@20)")
     repeated = next((n for n in names if names.count(n) > 1), None)
     if repeated is not None:
         raise RequestError("measures", f"lists {repeated} twice; list each measure once")

@@ -28,9 +28,11 @@ directed pairs of each pair's p-MRR, which is the kit's per-query p-MRR averaged
 (the kit's tables report the mean of the facet means). mteb's binary measures (MAP, recall,
 precision, MRR) count every grade >= 1 as relevant, CSFCube's threshold is 2: they are not the
 kit's ``AP``, ``R@k``, ``P@k``, ``RR``. Tie rule: mteb (pytrec_eval, and its p-MRR since
-2.19.5) ranks tied scores by document id descending, the kit ascending; on a model's run
-without tied scores the figures are equal (tests/integrations/test_integrations_mteb.py checks it with a
-tiny local sentence-transformer).
+2.19.5) ranks tied scores by document id descending, the kit ascending, so the tasks hand mteb
+each query's scores as n, ..., 1 along the kit's ranking (`KitOrder`), after the kit's check of a
+run a library is handed (a ranking for every query, finite scores: one line otherwise); with
+tied scores or without, the figures are equal (tests/integrations/test_integrations_mteb.py checks
+both with a tiny local sentence-transformer).
 
 Each task's name carries the protocol, the variant and a digest of its content, since mteb keys its
 result cache by task name. mteb is imported when this module is imported, never by ``import evalkit``.
@@ -47,6 +49,13 @@ from datasets import Dataset
 from mteb._evaluators.retrieval_metrics import evaluate_p_mrr_change  # FollowIR's scorer, as mteb's own tasks use it
 from mteb.abstasks import AbsTaskRetrieval
 from mteb.abstasks.task_metadata import TaskMetadata
+from mteb.models import (
+    CrossEncoderProtocol,
+    EncoderProtocol,
+    SearchCrossEncoderWrapper,
+    SearchEncoderWrapper,
+    SearchProtocol,
+)
 
 from evalkit.core.errors import DataError, RequestError
 from evalkit.data.collection import BASE, Collection, select_variant
@@ -54,6 +63,7 @@ from evalkit.data.protocols import POOL_PROTOCOLS, protocol_collection
 from evalkit.datasets import load_dataset  # the dataset layer, loaded when no collection is given
 from evalkit.evaluation.measures import PMRR, changed_documents
 from evalkit.evaluation.request import EvaluationRequest, check_options, check_request
+from evalkit.integrations.library_input import check_shape, ranked_scores
 
 SPLIT = "test"
 MEASURES = ("nDCG@20", PMRR)  # what the tasks' main scores are in the kit's terms (module docstring)
@@ -100,6 +110,15 @@ class _CSFCubeTask(AbsTaskRetrieval):
         super().__init__(**kwargs)
         self._split_data = split_data
 
+    def _evaluate_subset(self, model: Any, data_split: Any, **kwargs: Any) -> Any:
+        """mteb's evaluation of `model`, its search wrapped in `KitOrder` (mteb's own dispatch first:
+        an encoder or a cross-encoder searches through mteb's wrapper; anything else as mteb takes it)."""
+        if isinstance(model, EncoderProtocol) and not isinstance(model, SearchProtocol):
+            model = SearchEncoderWrapper(model)
+        elif isinstance(model, CrossEncoderProtocol):
+            model = SearchCrossEncoderWrapper(model)
+        return super()._evaluate_subset(KitOrder(model), data_split, **kwargs)
+
     def load_data(self, num_proc: int | None = None, **kwargs: Any) -> None:
         if self.data_loaded:
             return
@@ -111,6 +130,32 @@ class _CSFCubeTask(AbsTaskRetrieval):
             "top_ranked": {q: list(d) for q, d in data["top_ranked"].items()},
         }}}
         self.data_loaded = True
+
+
+class KitOrder:
+    """A search model whose results mteb scores as the kit ranks them: a ranking for every query,
+    held to the rule of every run a library is handed (`evalkit.integrations.library_input.check_shape`:
+    finite scores; one line otherwise), each query's scores replaced by n, ..., 1 along the kit's
+    tie rule (`library_input.ranked_scores`), so mteb's own (pytrec_eval's: document id descending)
+    never applies and its figures on tied scores are the kit's."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+
+    @property
+    def mteb_model_meta(self) -> Any:
+        return self.model.mteb_model_meta
+
+    def index(self, corpus: Any, **kwargs: Any) -> None:
+        return self.model.index(corpus, **kwargs)
+
+    def search(self, queries: Any, **kwargs: Any) -> dict[str, dict[str, float]]:
+        found = self.model.search(queries, **kwargs)
+        missing = next((str(q) for q in queries["id"] if q not in found), None)
+        if missing is not None:
+            raise DataError("run", f"the model gave no ranking for query {missing}; rank every query")
+        check_shape(found)
+        return ranked_scores(found)
 
 
 class CSFCubeFacetReranking(_CSFCubeTask):

@@ -64,7 +64,8 @@ import pyterrier as pt
 from evalkit.core.errors import DataError, RequestError
 from evalkit.data.collection import BASE, Collection, Query, select_queries, select_variant
 from evalkit.data.protocols import POOL_PROTOCOLS, check_protocol, check_protocol_run, protocol_collection
-from evalkit.data.runs import ranked
+from evalkit.data.runs import Run, add_score, ranked
+from evalkit.data.runstore import check_run
 from evalkit.datasets import load_dataset
 from evalkit.evaluation.measures import rank_scores
 from evalkit.integrations.ir_measures import ir_measures_of
@@ -239,16 +240,25 @@ class KitModel:
 
     def score(self, queries: list[Query], documents: list[list] | None) -> list[dict[str, float]]:
         """Each query's scores, as the runner scores a run (`evalkit.pipeline.runner.compute`): its
-        documents (None: each query's candidates, or the whole corpus, top `KEEP`)."""
+        documents (None: each query's candidates, or the whole corpus, top `KEEP`), held to the rule
+        of every run `evalkit.evaluate` stores (`evalkit.data.runstore.check_run`: a ranking for every
+        query, none empty, finite scores), so a NaN is the line `evaluate` gives, never a rank."""
         if documents is None and self.candidates is None:
             collection = self.kit.collection
             found = rank_corpus(self.scorer, queries, whole_corpus(collection), KEEP, collection.exclude)
-            return [found[q.qid] for q in queries]
-        lists = [self.candidates[q.qid] for q in queries] if documents is None else documents
-        score_many = getattr(self.scorer, "score_many", None)  # scorers that rank many queries at once
-        if score_many is not None:
-            return list(score_many(queries, lists))
-        return [self.scorer.score(q, docs) for q, docs in zip(queries, lists)]
+            scored = [found.get(q.qid, {}) for q in queries]
+        else:
+            lists = [self.candidates[q.qid] for q in queries] if documents is None else documents
+            score_many = getattr(self.scorer, "score_many", None)  # scorers that rank many queries at once
+            if score_many is not None:
+                scored = list(score_many(queries, lists))
+            else:
+                scored = [self.scorer.score(q, docs) for q, docs in zip(queries, lists)]
+        if len(scored) != len(queries):  # zip would drop the queries without a ranking
+            raise DataError(f"model {self.name}", f"gave {len(scored)} rankings for {len(queries)} queries; return "
+                            "one ranking per query")
+        check_run({q.qid: dict(s) for q, s in zip(queries, scored)})
+        return scored
 
     def ranking(self, scores: Mapping[str, float]) -> list[tuple[str, float]]:
         """(docno, score) best first by the kit's tie rule; the kit's scores or the model's."""
@@ -350,17 +360,15 @@ class KitReranker(pt.Transformer):
             return pd.DataFrame(columns=[*kept, "score", "rank"])
         documents = self.model.kit.collection.documents
         groups: dict[str, list[dict]] = {}
+        given: Run = {}
         for row in inp[kept].to_dict("records"):
             qid, doc = str(row["qid"]), str(row["docno"])
             if doc not in documents:
                 raise DataError(f"query {qid}", f"document {doc} is not in {self.model.kit.collection.name}; rerank "
                                 "the collection's documents")
+            add_score(given, "reranker input", qid, doc, 0.0)  # a docno twice: a run file's line
             groups.setdefault(qid, []).append({**row, "qid": qid, "docno": doc})
-        for qid, group in groups.items():
-            if len({r["docno"] for r in group}) < len(group):
-                raise DataError(f"query {qid}", "lists a document twice; give each (qid, docno) once")
-        check_protocol_run({qid: {r["docno"]: 0.0 for r in group} for qid, group in groups.items()},
-                           self.model.kit.collection, self.model.kit.protocol, source="reranker input")
+        check_protocol_run(given, self.model.kit.collection, self.model.kit.protocol, source="reranker input")
         queries = [self.model.query(qid, group[0]["query"], _instruction_of(group[0], kept))
                    for qid, group in groups.items()]
         scored = self.model.score(queries, [[documents[r["docno"]] for r in group] for group in groups.values()])

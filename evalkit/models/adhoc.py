@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evalkit.core.errors import RequestError
-from evalkit.core.names import labelled
+from evalkit.core.names import labelled, run_part
+from evalkit.data.runstore import is_storable
 from evalkit.models.identity import folder_identity
 
 PREFIX = "st:"
@@ -108,8 +109,12 @@ def st_settings(name: str) -> tuple[dict, str, str, dict | None]:
 
 
 def run_name_of(name: str) -> str:
-    """The run name of a model: its registry name, or for an ``st:`` spec a safe slug + hash."""
+    """A model's part of a run name: its registry name by the parts' rule (`evalkit.core.names.run_part`:
+    itself when plain, without ``--`` and not ending as a derived name), or for an ``st:`` spec
+    ``st-`` and a slug of its location and a digest of the whole spec (a registry name of that form is
+    derived again by `run_part`, so the two never meet). A name no folder can hold (``bm 25``, ``a/b``)
+    stays as it is: the run store refuses it in one line when the run is bound, before any work."""
     if not is_st(name):
-        return name
+        return run_part(name) if is_storable(name) else name
     location, _ = parse_st(name)
     return "st-" + labelled(Path(location).name or location, name, "model")  # the kit's one naming rule

@@ -50,7 +50,7 @@ from evalkit.data import protocols as data_protocols
 from evalkit.data.collection import Collection, Document, Query, select_variant
 from evalkit.data.protocols import POOL_PROTOCOLS, check_protocol, protocol_collection
 from evalkit.data.runs import Run, ranked
-from evalkit.data.runstore import is_verified, load_verified, run_folder, write_run
+from evalkit.data.runstore import check_owner, is_verified, load_verified, run_folder, write_run
 from evalkit.evaluation.request import check_cutoff
 from evalkit.llm.templates import TEMPLATES_FILE
 from evalkit.models import registry
@@ -62,7 +62,13 @@ from evalkit.pipeline import prerequisites
 from evalkit.pipeline import settings as pipeline_settings
 
 # a run's settings; the runner's callers import them from here too
-from evalkit.pipeline.settings import EXECUTION_FIELDS, RunSettings, check_execution, instructions_identity
+from evalkit.pipeline.settings import (
+    EXECUTION_FIELDS,
+    RunSettings,
+    check_execution,
+    corpus_identity,
+    instructions_identity,
+)
 from evalkit.retrieval.corpus import DTYPES, Corpus, documents_of, rank_corpus
 from evalkit.retrieval.executors import executor_for
 
@@ -241,12 +247,15 @@ def _scored(bound: BoundRun, executor) -> tuple[Scorer, Candidates | None, dict,
 
 
 def sidecar_key(settings: RunSettings, model_spec: ModelSpec, collection: Collection) -> dict:
-    """What a stored run must match to be reused: the settings (an instruction file by name and
-    sha256), the model's whole registry entry, the identity of user code behind it
-    (`registry.identity`) and the data. Known before any model is built (`bind`, once a run)."""
+    """What a stored run must match to be reused: the settings (an instruction file and a corpus
+    file by name and sha256, never by path: a corpus edited in place is a new run), the model's
+    whole registry entry, the identity of user code behind it (`registry.identity`) and the data.
+    Known before any model is built (`bind`, once a run)."""
     run_settings = {k: v for k, v in asdict(settings).items() if k not in EXECUTION_FIELDS}  # time, not numbers
     if settings.instructions is not None:  # the file by name and content, not by its path on this machine
         run_settings["instructions"] = instructions_identity(settings.instructions)
+    if settings.corpus is not None:  # the full protocol's corpus file by name and content, as the instructions
+        run_settings["corpus"] = corpus_identity(settings.corpus)
     return {"run": settings.run_name, "dataset": collection.name, "data_sha256": collection.identity,
             "run_settings": run_settings, "model_entry": registry.entry(model_spec), "kit_version": __version__,
             "scoring_code_sha256": scoring_code_digest(), "model_identity": registry.identity(model_spec)}
@@ -350,7 +359,7 @@ def bind(settings: RunSettings, collection: Collection, runs_dir: Path | None,
     seen = run_collection(settings, collection)
     check_settings(settings, model, first, seen)
     # the run name must round-trip through a TREC file, stored or not
-    folder = run_folder(runs_dir if runs_dir is not None else Path(), settings, collection.name)
+    folder = run_folder(runs_dir if runs_dir is not None else Path(), settings, collection)
     folder = folder if runs_dir is not None else None
     key = sidecar_key(settings, model, collection)  # the data as given: its identity, whatever the protocol
     return BoundRun(settings, seen, model, first, depth, tuple(selected_queries(settings, seen)), key, folder)
@@ -423,6 +432,7 @@ def _obtain(bound: BoundRun, reuse: Reuse, read: bool) -> Obtained | None:
             return Obtained(folder, run)
     if reuse is Reuse.ONLY:
         return None
+    check_owner(folder, key)  # before any work: a folder of another run is never replaced (write_run checks again)
     folder = compute(bound)
     run = load_verified(folder, key)
     if run is None:

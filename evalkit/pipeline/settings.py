@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evalkit.core.errors import DataError, RequestError
-from evalkit.core.hashing import file_sha256
+from evalkit.core.hashing import file_sha256, files_sha256
+from evalkit.core.names import run_part
 from evalkit.core.workers import check_workers
 from evalkit.data.collection import BASE
 from evalkit.models import adhoc
@@ -42,12 +43,24 @@ class RunSettings:
 
     @property
     def run_name(self) -> str:
-        model = adhoc.run_name_of(self.model)
-        name = model if self.variant == BASE else f"{model}--{self.variant}"
-        name = name if self.index_dtype == "float32" else f"{name}--index-{self.index_dtype}"
+        """The run's name (the TREC tag and the folder name): parts joined by ``--``, the model's, the
+        variant's (not base), ``index-DTYPE`` (not float32), ``instructions-HASH`` and ``prompt-HASH``.
+        The model's and the variant's parts are `evalkit.core.names.run_part`s: never holding ``--``,
+        the variant's never starting as the parts after it do, so two runs never share a name (a model
+        named ``bm25--generic`` is not bm25's generic variant)."""
+        parts = [adhoc.run_name_of(self.model)]
+        if self.variant != BASE:
+            parts.append(run_part(self.variant, reserved=SUFFIXES))
+        if self.index_dtype != "float32":
+            parts.append(f"index-{self.index_dtype}")
         if self.instructions is not None:
-            name = f"{name}--instructions-{instructions_identity(self.instructions)['sha256'][:10]}"
-        return name if self.prompt is None else f"{name}--prompt-{_digest(self.prompt)}"
+            parts.append(f"instructions-{instructions_identity(self.instructions)['sha256'][:10]}")
+        if self.prompt is not None:
+            parts.append(f"prompt-{_digest(self.prompt)}")
+        return "--".join(parts)
+
+
+SUFFIXES = ("index-", "instructions-", "prompt-")  # the run name's parts after the variant's
 
 
 EXECUTORS = ("local", "ray")  # in-process; a Ray cluster (evalkit.retrieval.ray_executor)
@@ -70,6 +83,17 @@ def instructions_identity(path: str) -> dict:
     except OSError as exc:
         raise DataError(f"instructions {path}", f"cannot read the file ({exc.strerror or exc}); give a YAML file "
                         "shaped as evalkit/config/instructions.yaml") from None
+
+
+def corpus_identity(path: str) -> dict:
+    """How a run's key names the full protocol's corpus file: its file name and sha256 (the digest
+    the corpus index is keyed by, `evalkit.retrieval.corpus.Corpus.of_file`), never its path."""
+    if not Path(path).is_file():  # Corpus.of_file's words, said when the run is bound
+        raise DataError(Path(path), "corpus file not found; check {corpus}")
+    try:
+        return {"file": Path(path).name, "sha256": files_sha256([Path(path)])}
+    except OSError as exc:
+        raise DataError(Path(path), f"cannot read the corpus file ({exc.strerror or exc}); check {{corpus}}") from None
 
 
 def _digest(text: str) -> str:

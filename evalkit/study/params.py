@@ -189,12 +189,33 @@ def check(notebook: str, PROFILE: str, PROTOCOL: str, SEEDS: str = "", OUTPUT_DI
           REFERENCE_MODEL: str | None = None, DISCOUNT: str | None = None,
           INSTRUCTIONS: str | None = None, OFFICIAL: str | None = None, TAG: str = "") -> Study:
     """Check a notebook's parameters (those it declares; None = not declared) and return them; a
-    request rule's error names the parameter as the notebooks spell it (``PROTOCOL``)."""
+    request rule's error names the parameter as the notebooks spell it (``PROTOCOL``). Each is text
+    (`as_text`: papermill's ``-p SEEDS 929877`` passes an int)."""
     try:
-        return _check(notebook, PROFILE, PROTOCOL, SEEDS, OUTPUT_DIR, FIGURES_DIR, RUNS_DIR, CORPUS, MODELS,
-                      REFERENCE_MODEL, DISCOUNT, INSTRUCTIONS, OFFICIAL, TAG)
+        given = {name: as_text(name, value, optional=name in OPTIONAL) for name, value in (
+            ("PROFILE", PROFILE), ("PROTOCOL", PROTOCOL), ("SEEDS", SEEDS), ("OUTPUT_DIR", OUTPUT_DIR),
+            ("FIGURES_DIR", FIGURES_DIR), ("RUNS_DIR", RUNS_DIR), ("CORPUS", CORPUS), ("MODELS", MODELS),
+            ("REFERENCE_MODEL", REFERENCE_MODEL), ("DISCOUNT", DISCOUNT), ("INSTRUCTIONS", INSTRUCTIONS),
+            ("OFFICIAL", OFFICIAL), ("TAG", TAG))}
+        return _check(notebook, **given)
     except KitError as exc:
         raise exc.for_front_end(NOTEBOOK) from None
+
+
+OPTIONAL = ("MODELS", "REFERENCE_MODEL", "DISCOUNT", "INSTRUCTIONS", "OFFICIAL")  # None: not declared
+
+
+def as_text(name: str, value: object, optional: bool = False) -> str | None:
+    """A notebook parameter as the text make passes: text as it is, a whole number as its digits
+    (papermill's ``-p SEEDS 929877`` and ``-p OUTPUT_DIR 1`` pass ints, make the same digits as text),
+    None for a parameter the notebook does not declare (`optional`); anything else (None for a
+    declared one, true/false, a fraction, a list) a one-line RequestError naming the parameter."""
+    if isinstance(value, str) or (value is None and optional):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    raise RequestError(name.lower(), f"is {'None' if value is None else 'a ' + type(value).__name__}; give text, "
+                       f"e.g. -p {name} '...' (make passes {name}=... as text)", value=repr(value))
 
 
 def _check(notebook: str, PROFILE: str, PROTOCOL: str, SEEDS: str, OUTPUT_DIR: str, FIGURES_DIR: str,  # noqa: N803

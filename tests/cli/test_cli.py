@@ -235,7 +235,8 @@ def beir_run(tmp_path_factory):
 
 def test_run_writes_a_run_store_folder(beir_run):
     spec, folder, runs_dir = beir_run
-    assert folder == runs_dir / "offline" / "scifix" / "pool" / "bm25"
+    store_name = load_dataset(spec).store_name  # the folder's name and its data's identity
+    assert store_name.startswith("scifix-") and folder == runs_dir / "offline" / store_name / "pool" / "bm25"
     assert sorted(p.name for p in folder.iterdir()) == ["run.trec", "sidecar.json"]
     assert sorted(runs.read_trec(folder / "run.trec")) == ["q1", "q2", "q3", "q4"]
 
@@ -278,7 +279,8 @@ def test_run_a_query_subset(beir_run, capsys, tmp_path):
     assert cli.main(["run", "--dataset", spec, "--model", "bm25", "--queries", "q2,q1,q2",
                      "--runs-dir", str(tmp_path)]) == 0
     folder = Path(capsys.readouterr().out.strip())
-    assert folder.parent == tmp_path / "offline" / "scifix" / "pool" and folder.name.startswith("bm25@subset-")
+    assert folder.parent == tmp_path / "offline" / load_dataset(spec).store_name / "pool"
+    assert folder.name.startswith("bm25@subset-")
     assert sorted(runs.read_trec(folder / "run.trec")) == ["q1", "q2"]
 
 

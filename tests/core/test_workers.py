@@ -14,7 +14,7 @@ from evalkit.pipeline.settings import check_execution
 from evalkit.study import params
 
 BAD = [0, -1, 1.5, True, "abc", "2"]  # a string is not a count where a number is taken
-BAD_TEXT = ["0", "-1", "1.5", "abc", "2 workers", "+3"]
+BAD_TEXT = ["0", "-1", "1.5", "abc", "2 workers", "+3", "²", "٢٠", "１"]  # digits of other scripts: not ASCII
 
 
 @pytest.mark.parametrize("value", [None, 1, 2, 64])
@@ -73,15 +73,17 @@ def _notebook(monkeypatch):
     return run
 
 
-@pytest.mark.parametrize("value", [0, -1, 1.5, True])
+@pytest.mark.parametrize("value", [0, -1, 1.5, True, "²"])
 def test_every_front_end_refuses_a_bad_count_in_one_line_with_the_rules_problem(value, tmp_path, capsys,
                                                                                  monkeypatch):
     """What the API refuses, `evalkit run`, `evalkit plan`, the notebooks' WORKERS, the plan's and the
     replicas' own callers refuse too, each naming the field its own way (number front ends: the
     value as given; text front ends: the value as typed)."""
-    front_ends = {"api": (_api, "workers="), "plan": (_plan_api, "workers="), "replicas": (_replicas, "workers="),
-                  "settings": (_settings, "workers="), "cli run": (_cli("run"), "--workers "),
-                  "cli plan": (_cli("plan"), "--workers "), "notebook": (_notebook(monkeypatch), "WORKERS=")}
+    text = {"cli run": (_cli("run"), "--workers "), "cli plan": (_cli("plan"), "--workers "),
+            "notebook": (_notebook(monkeypatch), "WORKERS=")}  # "²" (a digit to str.isdigit): text only
+    front_ends = text if isinstance(value, str) else {
+        "api": (_api, "workers="), "plan": (_plan_api, "workers="), "replicas": (_replicas, "workers="),
+        "settings": (_settings, "workers="), **text}
     for name, (call, spelled) in front_ends.items():
         with pytest.raises(KitError) as raised:
             call(value, tmp_path, capsys)

@@ -29,6 +29,7 @@ import pytest
 from evalkit.core.errors import KitError
 from evalkit.data import runstore
 from evalkit.data.runstore import RANKING, SIDECAR, load_verified, read_sidecar, write_run
+from evalkit.datasets import load_dataset
 from evalkit.pipeline import runner
 from evalkit.pipeline.runner import RunSettings, bind, obtain
 
@@ -200,7 +201,7 @@ def test_a_full_disk_through_the_command_is_one_line(small_disk, capsys, tmp_pat
     lines = [line for line in err.splitlines() if "scoring bm25" not in line and line]  # progress bars share stderr
     assert "Traceback" not in err and len(lines) == 1
     assert lines[0].startswith(f"evalkit: error: {runs_dir}") and "No space left" in lines[0]
-    assert not (runs_dir / "offline" / "beir" / "pool" / "bm25").exists()
+    assert not (runs_dir / "offline" / load_dataset(spec).store_name / "pool" / "bm25").exists()
 
 
 # --- names and ids that cannot round-trip through a TREC file ---------------------------------------------

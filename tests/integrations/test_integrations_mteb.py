@@ -1,6 +1,7 @@
 """CSFCube as mteb tasks (`evalkit.integrations.mteb.csfcube_tasks`): ``mteb.evaluate`` runs them
 with a tiny local sentence-transformer, and mteb's nDCG@20 and p-MRR equal the kit's for the same
-model, the same protocol (pool) and a run without tied scores (so the tie rules cannot differ)."""
+model and the same protocol (pool), on a run without tied scores and on one with many (the tasks
+hand mteb the kit's ranking, `KitOrder`)."""
 
 from __future__ import annotations
 
@@ -100,3 +101,43 @@ def _stored_run(result):
     from evalkit.data.runs import read_trec
 
     return read_trec(Path(result.runs["base"]) / "run.trec")
+
+
+def test_on_tied_scores_mteb_gives_the_kits_figures(collection, tmp_path, monkeypatch):
+    """A model reading one word piece of each text ties many candidates: mteb's own rule (pytrec_eval,
+    document id descending) gave other figures; the tasks hand mteb the kit's ranking (`KitOrder`)."""
+    from sentence_transformers import SentenceTransformer
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "cache"))
+    model = SentenceTransformer(str(build_sentence_transformer(tmp_path, max_seq_length=1)), device="cpu")
+    tasks = csfcube_tasks(collection, seeds=[SEED])[:1]
+    results = mteb.evaluate(model, tasks=tasks, cache=None, show_progress_bar=False, co2_tracker=False)
+    ndcg = results.task_results[0].scores["test"][0]["ndcg_at_20"]
+    kit = api.evaluate(model, "csfcube", name="one-piece", revision="1", query_template="{query} {instruction}",
+                       seeds=[SEED], measures=["nDCG@20"], aggregate="mean", runs_dir=tmp_path / "runs")
+    assert all(has_ties(docs) for docs in _stored_run(kit).values())  # the tie rule decides the figures
+    assert ndcg == pytest.approx(kit.per_query.loc["base", "nDCG@20"].mean(), abs=5e-6)
+
+
+class _Search:
+    """A stand-in for mteb's search wrapper: gives the results it holds."""
+
+    def __init__(self, results):
+        self.results = results
+
+    def search(self, queries, **kwargs):
+        return self.results
+
+
+@pytest.mark.parametrize(("results", "text"), [
+    ({"q1": {"d1": float("nan"), "d2": 1.0}, "q2": {"d1": 1.0}}, "query q1: document d1 has the score nan"),
+    ({"q1": {"d1": 1.0}}, "the model gave no ranking for query q2; rank every query"),
+    ({"q1": {}, "q2": {"d1": 1.0}}, "query q1 ranks no document")])
+def test_what_mteb_is_handed_is_a_run_the_kit_takes(results, text):
+    from evalkit.integrations.mteb import KitOrder
+
+    with pytest.raises(KitError, match=text):
+        KitOrder(_Search(results)).search({"id": ["q1", "q2"]})
+    tied = KitOrder(_Search({"q1": {"d2": 1.0, "d1": 1.0, "d3": 2.0}, "q2": {"d1": 0.5}})).search({"id": ["q1", "q2"]})
+    assert tied == {"q1": {"d3": 3.0, "d1": 2.0, "d2": 1.0}, "q2": {"d1": 1.0}}  # n..1 by the kit's tie rule

@@ -247,7 +247,7 @@ def test_bad_requests_are_refused_in_one_line(collection):
         reranker.transform(frame.head(1).assign(docno="nope"))
     with pytest.raises(KitError, match="not one of this dataset's queries"):
         kit.retriever(overlap).transform(pd.DataFrame({"qid": ["8781666_background"], "query": ["x"]}))
-    with pytest.raises(KitError, match="twice"):
+    with pytest.raises(KitError, match="duplicate candidate .* list each candidate once"):
         reranker.transform(pd.concat([frame.head(1), frame.head(1)]))
     assert qid in set(kit.retriever(overlap).transform(kit.get_topics())["qid"])
 
@@ -278,3 +278,47 @@ def test_measures_are_refused_by_the_requests_rules_as_ir_measures_refuses_them(
     with pytest.raises(KitError) as ours:
         kit.measures(*names)
     assert str(ours.value) == str(other.value) and "\n" not in str(ours.value)
+
+
+class NaNScorer:
+    """A kit Scorer object whose first candidate of every query scores NaN (issue 48: ``evaluate()``
+    refused it, ``pt.Experiment`` through the kit's transformer reported nDCG@20 0.2613)."""
+
+    def prepare(self, documents):
+        pass
+
+    def describe(self):
+        return {"kind": "nan"}
+
+    def score(self, query, documents):
+        return {d.doc_id: math.nan if i == 0 else float(i) for i, d in enumerate(documents)}
+
+
+class FewRankings(NaNScorer):
+    """Ranks many queries at once, and forgets the last one."""
+
+    def score_many(self, queries, lists):
+        return [{d.doc_id: 1.0 for d in docs} for docs in lists][:-1]
+
+
+def test_a_non_finite_score_is_refused_with_the_line_evaluate_gives(collection, tmp_path, monkeypatch):
+    monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(KitError) as raised:
+        api.evaluate(NaNScorer(), "csfcube", name="nan", revision="1", seeds=["929877"], runs_dir=tmp_path / "runs")
+    line = str(raised.value)
+    assert "score nan is not a finite number" in line and "\n" not in line
+    kit = dataset(collection, seeds=["929877"])
+    reranker = kit.reranker(NaNScorer())
+    for transformer, frame in ((kit.retriever(NaNScorer()), kit.get_topics()), (reranker, kit.get_results())):
+        with pytest.raises(KitError) as found:
+            transformer.transform(frame)
+        assert str(found.value) == line  # the kit's own line, word for word
+    for pipeline in (kit.retriever(NaNScorer()), kit.candidates() >> reranker):
+        with pytest.raises(KitError, match="score nan is not a finite number"):
+            pt.Experiment([pipeline], kit.get_topics(), kit.get_qrels(), kit.measures("nDCG@20"))
+
+
+def test_a_query_left_without_a_ranking_is_refused(collection):
+    kit = dataset(collection, seeds=["929877"])
+    with pytest.raises(KitError, match="gave 1 rankings for 2 queries; return one ranking per query"):
+        kit.reranker(FewRankings()).transform(kit.get_results())

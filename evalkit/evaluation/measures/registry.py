@@ -35,7 +35,7 @@ BUILT_IN: tuple[MeasureSpec, ...] = (NDCG, NDCG_CSFCUBE, NDCG_CSFCUBE_PERCENT, M
 DECLARED = Declarations(MeasureSpec, "measure", BUILT_IN, key=lambda s: (s.family, s.separator),
                         label=lambda s: f"{s.family}{s.separator}", example="FAMILY, HELP, ...")
 register, unregister, registered = DECLARED.register, DECLARED.unregister, DECLARED.registered
-_GRAMMAR = re.compile(r"(?P<family>.+?)(?:(?P<separator>[@%])(?P<digits>\d+))?")
+_GRAMMAR = re.compile(r"(?P<family>.+?)(?:(?P<separator>[@%])(?P<digits>[0-9]+))?")  # ASCII digits only (\d takes ٢٠)
 
 
 def declarations() -> tuple[MeasureSpec, ...]:
