@@ -458,68 +458,68 @@ def evaluate(model, dataset: str = "csfcube", run: RunRequest | None = None,
             run-store folder of the same protocol (checked and judged as ``evalkit evaluate``
             does, `evalkit.pipeline.run_input.read_run`), or another `Evaluation`. Without it
             ``tests`` is None.
-        **keywords: The fields of the model object's options, of `run` and of `evaluation`, by
+        **keywords (object): The fields of the model object's options, of `run` and of `evaluation`, by
             name (below); ``protocol`` sets both requests'. A field given both in a request and as
             a keyword, or a name that is none of them, is refused in one line.
 
     Other Parameters:
-        name: The run's name in the run store and the tables (a model object only; default: a slug
+        name (str | None): The run's name in the run store and the tables (a model object only; default: a slug
             of its class or function name and 8 hex digits of its identity).
-        revision: Your version of the model (a model object only). It is recorded beside the
+        revision (str | None): Your version of the model (a model object only). It is recorded beside the
             kit's fingerprint of everything the object reaches, and keys the runs alone where the
             fingerprint cannot be known (`evalkit.models.identity`); with neither, every call
             ranks again and ``notes`` says why.
-        variants: One instruction variant or a list (``base``, ``generic``, ``definition``,
+        variants (str | Sequence[str] | None): One instruction variant or a list (``base``, ``generic``, ``definition``,
             ``paraphrase-1`` ..., ``aspect-subset``); default ``base``, or every variant of
             `instructions` when an instruction file is given.
-        protocol: ``pool`` (each query reranks its judged pool without its seed; default),
+        protocol (str): ``pool`` (each query reranks its judged pool without its seed; default),
             ``released`` (the pools as released, seed included), ``pooled`` (`first_stage` ranks
             the collection's documents, the model reranks each query's top `depth`) or ``full``
             (as ``pooled`` over a corpus file, `corpus`); `evalkit.data.protocols`.
-        profile: The registry profile, ``offline`` (default) or ``paper``; it resolves model
+        profile (str): The registry profile, ``offline`` (default) or ``paper``; it resolves model
             names, `reference` and `first_stage`.
-        instructions: Your instruction file, shaped as ``evalkit/config/instructions.yaml``
+        instructions (str | Path | None): Your instruction file, shaped as ``evalkit/config/instructions.yaml``
             (`evalkit.datasets.csfcube_variants`); its variants replace the kit's.
-        seeds: Only the queries of these seed papers (CSFCube): a quick look. Not with `queries`.
-        queries: Only these query ids. Not with `seeds`.
-        query_template: How a model object's query text is made from ``{instruction}`` and
+        seeds (Sequence[str] | None): Only the queries of these seed papers (CSFCube): a quick look. Not with `queries`.
+        queries (Sequence[str] | None): Only these query ids. Not with `seeds`.
+        query_template (str): How a model object's query text is made from ``{instruction}`` and
             ``{query}``; default ``{query}`` (the instruction unused).
-        doc_template: How a document's text is made: ``{text}`` (title and abstract; default),
+        doc_template (str): How a document's text is made: ``{text}`` (title and abstract; default),
             ``{title}``, ``{abstract}``.
-        empty_instruction_template: The query text when the instruction is blank (``{query}``
+        empty_instruction_template (str): The query text when the instruction is blank (``{query}``
             only; default ``{query}``).
-        label: The name the tables and the report show (a model object only; default `name`).
-        role: How the model may be read (`evalkit.models.registry.ROLES`); default ``instructed``
+        label (str | None): The name the tables and the report show (a model object only; default `name`).
+        role (str | None): How the model may be read (`evalkit.models.registry.ROLES`); default ``instructed``
             when it reads the instruction, else ``agnostic``.
-        measures: ir_measures names and the kit's (``nDCG@10``, ``AP``, ``P@20``, ``p-MRR``,
+        measures (Sequence[str] | None): ir_measures names and the kit's (``nDCG@10``, ``AP``, ``P@20``, ``p-MRR``,
             ``MAP_csfcube``, ...); default the collection's own list (CSFCube: NDCG@20, AP, RR,
             P@20, R@20, p-MRR, MAP_csfcube, nDCG_csfcube%20).
-        discount: The default NDCG's discount on CSFCube: ``csfcube`` (the release's script;
+        discount (str | None): The default NDCG's discount on CSFCube: ``csfcube`` (the release's script;
             default) or ``trec`` (trec_eval's).
-        k: The default measures' cutoff (default 20).
-        aggregate: ``folds`` (the mean of the test folds' means where the collection has folds,
+        k (int | None): The default measures' cutoff (default 20).
+        aggregate (str): ``folds`` (the mean of the test folds' means where the collection has folds,
             p-MRR the mean of the stratum means; default) or ``mean`` (over queries).
-        runs_dir: The run store's folder (default ``runs``).
-        prompt: A prompt appended to every query text after one space (Promptriever's rule).
-        index_dtype: The whole-corpus vector index's dtype: ``float32`` (default) or ``float16``
+        runs_dir (str | Path): The run store's folder (default ``runs``).
+        prompt (str | None): A prompt appended to every query text after one space (Promptriever's rule).
+        index_dtype (str): The whole-corpus vector index's dtype: ``float32`` (default) or ``float16``
             (half the disk; the ranking is then that of float16-rounded document vectors).
-        first_stage: The first-stage model of the ``pooled`` and ``full`` protocols (default the
+        first_stage (str | None): The first-stage model of the ``pooled`` and ``full`` protocols (default the
             profile's).
-        depth: How many first-stage documents are reranked under ``pooled`` and ``full``
+        depth (int | None): How many first-stage documents are reranked under ``pooled`` and ``full``
             (default the profile's). `first_stage` and `depth` are refused under the pool
             protocols, as ``evalkit run`` refuses them (`evalkit.pipeline.settings.check_stage`).
-        corpus: The ``full`` protocol's corpus file (``abstracts-preds.zip``).
-        executor: Where a whole corpus is encoded and searched: ``local`` (this process; default)
+        corpus (str | Path | None): The ``full`` protocol's corpus file (``abstracts-preds.zip``).
+        executor (str): Where a whole corpus is encoded and searched: ``local`` (this process; default)
             or ``ray`` (a Ray cluster: the one ``RAY_ADDRESS`` names, else a local one started and
             stopped for the run; the ``cluster`` extra). The numbers do not depend on it.
-        workers: Ray workers (default one per GPU of the cluster, else one per CPU).
-        test: The paired test against `reference`: ``t`` (two-sided paired t-test; default) or
+        workers (int | None): Ray workers (default one per GPU of the cluster, else one per CPU).
+        test (str): The paired test against `reference`: ``t`` (two-sided paired t-test; default) or
             ``fisher`` (Fisher's randomization test by sign flips), as ``evalkit evaluate --test``.
-        alpha: The significance level of the marks and of ``better`` in ``tests`` (default 0.05).
-        permutations: Fisher's test only: the sign flips drawn (100 to 10,000,000; default the
+        alpha (float): The significance level of the marks and of ``better`` in ``tests`` (default 0.05).
+        permutations (int | None): Fisher's test only: the sign flips drawn (100 to 10,000,000; default the
             kit's, `evalkit.evaluation.stats`).
-        seed: Fisher's test only: the random seed of the sign flips (0 to 2**32-1).
-        pmrr_ties: p-MRR's order of tied scores: ``kit`` (document id ascending; default) or
+        seed (int | None): Fisher's test only: the random seed of the sign flips (0 to 2**32-1).
+        pmrr_ties (str): p-MRR's order of tied scores: ``kit`` (document id ascending; default) or
             ``mteb`` (as mteb's evaluator), as ``evalkit evaluate --pmrr-ties``.
 
     Returns:
