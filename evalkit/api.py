@@ -410,6 +410,9 @@ def evaluate_runs(runs: Sequence[str | Path], evaluation: EvaluationRequest | No
         raise RequestError("evaluation", f"a {type(evaluation).__name__} is not an EvaluationRequest; give "
                            "evalkit.EvaluationRequest(...) or its fields as keywords")
     check_options(evaluation)  # every rule before anything is read
+    runs = [runs] if isinstance(runs, str | Path) else runs
+    if not isinstance(runs, Sequence) or not runs or not all(isinstance(r, str | Path) for r in runs):
+        raise RequestError("runs", "give a run file or folder, or a list of them", value=runs)
     paths = [Path(p) for p in runs]
     for path in paths:
         if not path.exists():

@@ -154,3 +154,16 @@ def test_to_ranx_and_run_of_give_the_run_the_evaluation_made(beir, tmp_path):
     assert all(ranks[q] == first[q] for q in ranks) and ranks["q1"][0] == "d6"
     assert r1.table.loc[("base", "RR"), "all"] == pytest.approx(
         (1 / 5 + 1 / 4 + 1 / 2) / 3)  # q1: d2 at 5; q2: d3 at 4 (d4 graded 0); q3: d5 at 2
+
+
+def test_evaluate_runs_is_the_commands_evaluation(beir, tmp_path):
+    """`evaluate_runs` on a stored run gives what `evaluate` gave for it; a path alone or a list; bad runs= one line."""
+    made = api.evaluate("bm25", beir, runs_dir=tmp_path / "runs", measures=["RR"])
+    folder = made.runs["base"]
+    for runs in (folder, str(folder), [folder]):
+        read = api.evaluate_runs(runs, dataset=beir, measures=["RR"])
+        assert read.outcome.summary(read.labels[0])["RR"] == made.table.loc[("base", "RR")].to_dict()
+        assert read.protocol == "pool"
+    for runs, text in (([], r"runs=\[\]: give a run file or folder"), ([folder, folder], "given twice")):
+        with pytest.raises(RequestError, match=text):
+            api.evaluate_runs(runs, dataset=beir)
