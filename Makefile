@@ -2,14 +2,24 @@
 #
 # A parameter is data, never code. Make expands a variable given on the command line (or, for the
 # parameters below, in the environment) each time it is referenced or exported, so a value holding
-# '$(shell ...)' would run. The first line turns each such variable into a simple one holding its
+# '$(shell ...)' would run. The foreach line below turns each such variable into a simple one holding its
 # literal text, before anything reads it; parameters then reach recipes only through the
 # environment ("$$EVALKIT_PARAM_NAME"), the tools (PYTHON, PY, EVALKIT) as one single-quoted word,
 # and rules built by $(eval) reference variables as $$(NAME), so eval never parses a value as make
 # syntax. tests/kit/test_faults_make.py sets every variable this file reads to hostile values.
+# The variables set on the command line, by name (read before any of this file's own assignments).
+override COMMAND_LINE_VARIABLES := $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v))) \
+	$(if $(filter command line,$(origin v)),v)
 override ENVIRONMENT_PARAMETERS := PROFILE PROTOCOL MODELS REFERENCE_MODEL DISCOUNT SEEDS CORPUS INSTRUCTIONS OFFICIAL \
 	OUTPUT_DIR FIGURES_DIR RUNS_DIR BEIR FOLLOWIR INSTRUCTIR SEED K EXPLORE_MODELS FORCE STRICT PYTHON PY EVALKIT \
 	STAMP EVALKIT_PROGRESS HF_HUB_DISABLE_PROGRESS_BARS EXECUTOR WORKERS
+# A command-line variable that is no parameter (a misspelling: MODEL=bm25) would be read by nothing and
+# the whole profile would run: refused in one line naming the parameters, by its name only (its value is
+# never expanded). Make's own variables and the environment's are not command-line ones and pass; a
+# recursive $(MAKE) passes on the parameters it was given, which are known.
+override UNKNOWN_PARAMETERS := $(strip $(filter-out $(ENVIRONMENT_PARAMETERS) MAKE SHELL,$(COMMAND_LINE_VARIABLES)))
+$(if $(UNKNOWN_PARAMETERS),$(error unknown parameter $(UNKNOWN_PARAMETERS): the parameters are \
+	$(ENVIRONMENT_PARAMETERS); fix its name (make help, README)))
 $(foreach v,$(.VARIABLES),$(if $(or $(filter command line,$(origin $(v))),$(and $(filter environment,$(origin $(v))),$(filter $(v),$(ENVIRONMENT_PARAMETERS)))),$(eval override $(v) := $$(value $(v)))))
 $(if $(filter command line,$(origin v)),$(eval override v := $$(value v)))
 override SHELL := /bin/bash

@@ -1,7 +1,8 @@
 """evalkit: evaluation kit for instruction-following retrieval on CSFCube.
 
-`evalkit.evaluate` and `evalkit.register_model` are the Python API (`evalkit.api`), imported on
-first use so that ``import evalkit`` stays light.
+`evalkit.evaluate` and `evalkit.register_model` are the Python API (`evalkit.api`), with the two
+requests `evaluate` takes (`evalkit.RunRequest`, `evalkit.EvaluationRequest`), imported on first use
+so that ``import evalkit`` stays light.
 """
 
 import os as _os
@@ -13,7 +14,7 @@ from evalkit.core.version import __version__  # noqa: F401  (evalkit.__version__
 if (_os.environ.get("EVALKIT_PROGRESS") or "").strip().lower() == "off":
     _os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
-_API = ("evaluate", "register_model", "Evaluation")
+_API = ("evaluate", "register_model", "Evaluation", "RunRequest", "EvaluationRequest")
 
 
 def __getattr__(name: str):

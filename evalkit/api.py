@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 import pandas as pd
@@ -35,15 +35,15 @@ import pandas as pd
 from evalkit.core.errors import DataError, RequestError
 from evalkit.core.names import labelled, slug
 from evalkit.data.collection import BASE, Collection, select_variants
-from evalkit.data.protocols import protocol_collection
+from evalkit.data.protocols import DEFAULT_PROTOCOL, protocol_collection
+from evalkit.data.runs import Run
 from evalkit.data.runstore import check_run_name
 from evalkit.datasets import full_corpus, load_dataset
 from evalkit.evaluation.evaluate import SCALE, compared_measures
-from evalkit.evaluation.outcome import evaluate_tables, score_runs
+from evalkit.evaluation.outcome import Outcome, evaluate_tables, score_runs
 from evalkit.evaluation.request import (
     CheckedEvaluation,
     EvaluationRequest,
-    check_cutoff,
     check_measure_names,
     check_options,
     check_request,
@@ -54,9 +54,9 @@ from evalkit.models.adhoc import is_st
 from evalkit.models.dense import TEMPLATE_FIELDS, check_template
 from evalkit.models.identity import identity_and_reason
 from evalkit.models.objects import as_scorer, prepare_object
-from evalkit.pipeline.run_input import one_protocol, read_run, run_labels
-from evalkit.pipeline.runner import RunSettings, bind, instructions_identity, obtain
-from evalkit.pipeline.settings import check_execution
+from evalkit.pipeline import runner
+from evalkit.pipeline.run_input import one_protocol, read_run, run_labels, same_file
+from evalkit.pipeline.settings import RUN_FIELDS, RunRequest, RunSettings, check_run_request, instructions_identity
 
 ROLES_READING = "instructed"
 
@@ -84,6 +84,16 @@ class Evaluation:
     compared: dict = field(default_factory=dict, repr=False)  # variant -> {run: per-query table}, reference first
     collection: Collection | None = field(default=None, repr=False)  # as the protocol judges it
     checked: CheckedEvaluation | None = field(default=None, repr=False)  # the request the tables answer
+    made: dict[str, Run] = field(default_factory=dict, repr=False)  # variant -> the run this evaluation ranked
+
+    def run_of(self, variant: str = BASE) -> Run:
+        """The run this evaluation ranked (or reused) under `variant`, as it was scored: what `to_ranx`
+        converts. Its folder in `runs` may hold another run later (a later evaluation of the same name),
+        so this is never read back from the folder."""
+        if not isinstance(variant, str) or variant not in self.made:
+            raise RequestError("variant", f"this result has {', '.join(self.made) or 'no run it holds'}",
+                               value=variant)
+        return self.made[variant]
 
     def __str__(self) -> str:
         two = lambda v: f"{v:.2f}"  # noqa: E731
@@ -108,8 +118,8 @@ class Evaluation:
         return "\n".join(parts + [f"note: {n}" for n in self.notes])
 
     def to_ranx(self, variant: str = BASE):
-        """This evaluation's stored run of `variant` and its judgments as ``(ranx.Qrels, ranx.Run)``
-        (`evalkit.integrations.ranx.from_evaluation`)."""
+        """The run this evaluation made of `variant` (`run_of`, not what its folder holds now) and its
+        judgments as ``(ranx.Qrels, ranx.Run)`` (`evalkit.integrations.ranx.from_evaluation`)."""
         from evalkit.integrations import ranx  # lazy: ranx (and numba) is a heavy optional library
 
         return ranx.from_evaluation(self, variant)
@@ -205,9 +215,9 @@ def _register(model, name, revision, profile, query_template, doc_template, empt
     return found, None if why is None else f"{name}: {why}"
 
 
-def _reference_tables(reference, settings_of, collection: Collection, variants: Sequence[str], runs_dir: Path,
-                      checked: CheckedEvaluation, models: registry.Registry) -> tuple[str, dict[str, pd.DataFrame]]:
+def _reference_tables(reference, request: _Request) -> tuple[str, dict[str, pd.DataFrame]]:
     """(label, {variant: per-query table}) of the reference, scored as the model's runs are."""
+    variants = request.variants
     if isinstance(reference, Evaluation):
         missing = next((v for v in variants if v not in reference.runs), None)
         if missing is not None:
@@ -215,22 +225,21 @@ def _reference_tables(reference, settings_of, collection: Collection, variants: 
                                "that variant")
         return reference.name, {v: reference.per_query.loc[v] for v in variants}
     text = str(reference)
-    settings = settings_of(BASE)
-    judged = protocol_collection(collection, settings.protocol)
-    if models.knows(text, settings.profile):
+    settings = request.settings(BASE)
+    if request.models.knows(text, settings.profile):
         tables = {}
         for variant in variants:
-            run = obtain(bind(replace(settings_of(variant), model=text), collection, runs_dir, models)).run
-            tables[variant] = score_runs(judged, {text: run}, checked)[text]
+            run = _obtain(request, variant, model=text).run
+            tables[variant] = score_runs(request.judged, {text: run}, request.checked)[text]
         return text, tables
     path = Path(text).expanduser()
     if not path.exists():
         raise RequestError("reference", f"neither a model of profile {settings.profile} nor a run file or folder; "
                            "name a model (evalkit models) or give a run", value=text)
-    run, protocol, judged = read_run(path, None, collection, default=settings.protocol)
     label = run_labels([path])[path]
-    one_protocol([(label, protocol), (settings.model, settings.protocol)], "reference")  # as `evalkit evaluate --runs`
-    return label, dict.fromkeys(variants, score_runs(judged, {label: run}, checked)[label])
+    runs, _, judged = read_runs([path], {path: label}, request.collection, default=settings.protocol,
+                                beside=[(settings.model, settings.protocol)], field="reference")
+    return label, dict.fromkeys(variants, score_runs(judged, runs, request.checked)[label])
 
 
 def _variants(collection: Collection, variants, instructions: str | None) -> list[str]:
@@ -242,25 +251,187 @@ def _variants(collection: Collection, variants, instructions: str | None) -> lis
                                 offer_file=False))
 
 
-def _instructions_file(instructions) -> str | None:
-    if instructions is None:
-        return None
-    if not isinstance(instructions, str | Path) or not Path(instructions).expanduser().is_file():
-        raise RequestError("instructions", "no such file; give a YAML file shaped as evalkit/config/instructions.yaml",
-                           value=str(instructions))
-    return str(Path(instructions).expanduser())
+# --- the one request: the model, the dataset, a run request and an evaluation request ------------------
+
+MODEL_FIELDS = ("name", "revision", "query_template", "doc_template", "empty_instruction_template", "label", "role")
+EVALUATION_FIELDS = tuple(f.name for f in fields(EvaluationRequest) if f.name != "dataset")  # the dataset: its own
+KEYWORDS = (*MODEL_FIELDS, *RUN_FIELDS, *(f for f in EVALUATION_FIELDS if f not in RUN_FIELDS))
+MODEL_DEFAULTS = {"query_template": "{query}", "doc_template": "{text}", "empty_instruction_template": "{query}"}
 
 
-def evaluate(model, dataset: str = "csfcube", *, name: str | None = None, revision: str | None = None,
-             variants: str | Sequence[str] | None = None, protocol: str = "pool", profile: str = "offline",
-             reference=None, instructions: str | Path | None = None, seeds: Sequence[str] | None = None,
-             queries: Sequence[str] | None = None, query_template: str = "{query}", doc_template: str = "{text}",
-             empty_instruction_template: str = "{query}", label: str | None = None, role: str | None = None,
-             measures: Sequence[str] | None = None, discount: str | None = None, k: int | None = None,
-             aggregate: str = "folds", runs_dir: str | Path = "runs", first_stage: str | None = None,
-             depth: int | None = None, corpus: str | None = None, test: str = "t", alpha: float = 0.05,
-             permutations: int | None = None, seed: int | None = None, executor: str = "local",
-             workers: int | None = None) -> Evaluation:
+def requests_of(dataset: str, run: RunRequest | None = None, evaluation: EvaluationRequest | None = None,
+                **keywords) -> tuple[RunRequest, EvaluationRequest, dict]:
+    """(the run request, the evaluation request, a model object's options) of `evaluate`'s
+    arguments: each request as given, else the defaults, filled by `keywords` (`KEYWORDS`: a model
+    object's `MODEL_FIELDS`, the run request's fields, the evaluation request's; ``protocol`` is
+    both requests'). A field set in a request and by a keyword too, an unknown keyword, or two
+    requests naming different protocols: one line. Nothing is checked here beyond that
+    (`check_run_request`, `evalkit.evaluation.request.check_request`)."""
+    for argument, given, kind in (("run", run, RunRequest), ("evaluation", evaluation, EvaluationRequest)):
+        if given is not None and not isinstance(given, kind):
+            raise RequestError(argument, f"a {type(given).__name__} is not a {kind.__name__}; give "
+                               f"evalkit.{kind.__name__}(...) or its fields as keywords")
+    unknown = next((k for k in keywords if k not in KEYWORDS), None)
+    if unknown is not None:
+        raise RequestError(unknown, f"is no argument of evaluate; give one of {', '.join(KEYWORDS)}")
+    run_fields = {k: v for k, v in keywords.items() if k in RUN_FIELDS}
+    evaluation_fields = {k: v for k, v in keywords.items() if k in EVALUATION_FIELDS}
+    for argument, given, named in (("run", run, run_fields), ("evaluation", evaluation, evaluation_fields)):
+        if given is not None and named:
+            raise RequestError(next(iter(named)), f"is a field of the {argument} request given; set it there or "
+                               f"as a keyword, not both")
+    run = replace(run, **run_fields) if run is not None else RunRequest(**run_fields)
+    evaluation = replace(evaluation, **evaluation_fields) if evaluation is not None else \
+        EvaluationRequest(**evaluation_fields)
+    if evaluation.protocol is not None and evaluation.protocol != run.protocol:
+        raise RequestError("protocol", f"the run request says {run.protocol!r} and the evaluation request "
+                           f"{evaluation.protocol!r}; give one protocol", value=evaluation.protocol)
+    model_options = MODEL_DEFAULTS | {k: v for k, v in keywords.items() if k in MODEL_FIELDS}
+    return run, replace(evaluation, dataset=dataset, protocol=run.protocol), model_options
+
+
+@dataclass(frozen=True)
+class _Request:
+    """One request of `evaluate` or `store_runs`, each part checked once: the model's name and the
+    registry that ranks it (a Python object attached), the collection and the same as its protocol
+    judges it, the checked run and evaluation requests, the variants, and why the kit cannot key
+    the model's runs (or None)."""
+
+    model: str
+    models: registry.Registry
+    collection: Collection
+    judged: Collection
+    run: RunRequest
+    checked: CheckedEvaluation
+    variants: tuple[str, ...]
+    unseen: str | None
+
+    def settings(self, variant: str, model: str | None = None) -> RunSettings:
+        """The run of `model` (default the request's) under `variant`."""
+        run = self.run
+        return RunSettings(model=model or self.model, dataset=self.checked.request.dataset, profile=run.profile,
+                           protocol=run.protocol, variant=variant, prompt=run.prompt, first_stage=run.first_stage,
+                           depth=run.depth, queries=self.checked.queries, corpus=run.corpus,
+                           instructions=run.instructions, index_dtype=run.index_dtype, executor=run.executor,
+                           workers=run.workers)
+
+
+def _checked(model, dataset: object, run: RunRequest | None, evaluation: EvaluationRequest | None,
+             keywords: dict) -> _Request:
+    """Every argument of `evaluate` checked, each by its one rule, before any ranking."""
+    if not isinstance(dataset, str) or not dataset.strip():
+        raise RequestError("dataset", "give a dataset spec, e.g. csfcube or beir:FOLDER (`evalkit --help` lists them)",
+                           value=dataset)
+    run, evaluation, options = requests_of(dataset, run, evaluation, **keywords)
+    check_options(evaluation)  # the rules `evalkit evaluate` follows, worded as this function's arguments
+    run = check_run_request(run)  # the rules `evalkit run` follows (and `bind`, for every run)
+    if isinstance(model, str):
+        given = next((k for k in MODEL_FIELDS if options.get(k, MODEL_DEFAULTS.get(k)) != MODEL_DEFAULTS.get(k)),
+                     None)
+        if given in ("name", "revision"):
+            raise RequestError("name", "{name} and {revision} apply to a model object; a model named by a string is "
+                               "a registry entry or an st: spec (write st:LOCATION;revision=REV)")
+        if given is not None:
+            raise RequestError(given, "applies to a model object; a model named by a string takes its settings from "
+                               "the registry entry or the st: spec (st:LOCATION;query_template=...)")
+        registry.spec(model, run.profile)  # a registry name or st: spec: one-line error when unknown
+        name, unseen, models = model, None, registry.current()
+    else:
+        found, unseen = _register(model, options.get("name"), options.get("revision"), run.profile,
+                                  options["query_template"], options["doc_template"],
+                                  options["empty_instruction_template"], options.get("label"), options.get("role"))
+        name, models = found.name, registry.current().with_object(found)
+    collection = load_dataset(dataset)
+    checked = check_request(evaluation, collection)
+    if run.protocol == "full":  # the given file, else the one the dataset's scheme downloaded: every front end's rule
+        run = replace(run, corpus=full_corpus(dataset, run.corpus))
+    variants = tuple(_variants(collection, run.variants, run.instructions))
+    judged = protocol_collection(collection, run.protocol)  # released: the seed judged too, as `evalkit evaluate`
+    return _Request(name, models, collection, judged, run, checked, variants, unseen)
+
+
+def _obtain(request: _Request, variant: str, *, model: str | None = None, read: bool = True):
+    """The stored run of `model` (default the request's) under `variant`: reused when it matches, else
+    made and stored (`evalkit.pipeline.runner.obtain`, the one way to a run)."""
+    bound = runner.bind(request.settings(variant, model), request.collection, Path(request.run.runs_dir),
+                        request.models)  # this object, not one found by name
+    return runner.obtain(bound, read=read)
+
+
+def store_runs(model, dataset: str = "csfcube", run: RunRequest | None = None,
+               evaluation: EvaluationRequest | None = None, **keywords) -> dict[str, Path]:
+    """Rank `dataset` with `model` under each variant and store the runs, checked as `evaluate`
+    checks them (its arguments, the same rules); returns each variant's run-store folder
+    (``evalkit run``: a matching stored run is reused, not read). Only the evaluation request's
+    query selection (``seeds``, ``queries``) shapes the runs."""
+    request = _checked(model, dataset, run, evaluation, keywords)
+    return {variant: _obtain(request, variant, read=False).folder for variant in request.variants}
+
+
+@dataclass(frozen=True)
+class RunsEvaluation:
+    """Runs a user gives, evaluated (`evaluate_runs`): the `Outcome` (the first run the reference of its
+    tests), each run's label in order, and the one protocol they were judged under."""
+
+    outcome: Outcome
+    labels: list[str]
+    protocol: str
+
+
+def read_runs(paths: Sequence[Path], labels: dict[Path, str], collection: Collection, *, name: str | None = None,
+              protocol: str | None = None, default: str = DEFAULT_PROTOCOL, beside: Sequence[tuple[str, str]] = (),
+              field: str = "runs") -> tuple[dict[str, Run], str, Collection]:
+    """({label: run}, their one protocol, the collection as it judges them) of runs a user gives
+    (``evalkit evaluate --runs``, `evaluate`'s ``reference=``): each read and checked
+    (`evalkit.pipeline.run_input.read_run`), all of one protocol with the runs `beside` them
+    (`one_protocol`; `field` names the argument an error is about)."""
+    runs, made, judged = {}, [], collection
+    for path in paths:
+        runs[labels[path]], used, judged = read_run(path, name, collection, protocol, default=default)
+        made.append((labels[path], used))
+    return runs, one_protocol([*made, *beside], field), judged
+
+
+def evaluate_runs(runs: Sequence[str | Path], evaluation: EvaluationRequest | None = None, *, name: str | None = None,
+                  **keywords) -> RunsEvaluation:
+    """Evaluate runs a user gives (TREC run files, run-store folders, or with `name` a folder of the
+    collection's own ranked files) under `evaluation` (or keywords that fill it; its ``protocol``
+    None: each run's recorded one), the first the reference of the paired tests: ``evalkit evaluate
+    --runs``. Each argument is checked by the rules `evaluate` follows, before anything is read."""
+    known = [f.name for f in fields(EvaluationRequest)]
+    unknown = next((k for k in keywords if k not in known), None)
+    if unknown is not None:
+        raise RequestError(unknown, f"is no argument of evaluate_runs; give one of {', '.join(known)}")
+    if evaluation is not None and keywords:
+        raise RequestError(next(iter(keywords)), "is a field of the evaluation request given; set it there or as a "
+                           "keyword, not both")
+    evaluation = evaluation if evaluation is not None else EvaluationRequest(**keywords)
+    if not isinstance(evaluation, EvaluationRequest):
+        raise RequestError("evaluation", f"a {type(evaluation).__name__} is not an EvaluationRequest; give "
+                           "evalkit.EvaluationRequest(...) or its fields as keywords")
+    check_options(evaluation)  # every rule before anything is read
+    runs = [runs] if isinstance(runs, str | Path) else runs
+    if not isinstance(runs, Sequence) or not runs or not all(isinstance(r, str | Path) for r in runs):
+        raise RequestError("runs", "give a run file or folder, or a list of them", value=runs)
+    paths = [Path(p) for p in runs]
+    for path in paths:
+        if not path.exists():
+            raise DataError(path, "no such run file or directory; check {runs}")
+    repeated = next((p for p in paths if sum(same_file(p, q) or p == q for q in paths) > 1), None)
+    if repeated is not None:
+        raise RequestError("runs", "given twice; list each run once", value=str(repeated))
+    if len(paths) > 1 and name:
+        raise RequestError("name", "picks the official files of one folder; compare run files or run-store folders")
+    collection = load_dataset(evaluation.dataset)
+    checked = check_request(evaluation, collection)
+    labels = run_labels(paths) if len(paths) > 1 else {paths[0]: name or str(paths[0])}
+    found, protocol, judged = read_runs(paths, labels, collection, name=name, protocol=evaluation.protocol)
+    outcome = evaluate_tables(judged, score_runs(judged, found, checked), checked)
+    return RunsEvaluation(outcome, [labels[p] for p in paths], protocol)
+
+
+def evaluate(model, dataset: str = "csfcube", run: RunRequest | None = None,
+             evaluation: EvaluationRequest | None = None, *, reference=None, **keywords) -> Evaluation:
     """Rank `dataset` with `model` under each variant, store the runs in the run store, and evaluate
     them as ``evalkit evaluate`` does: per-query values, the measures table and, with a
     `reference`, paired two-sided tests against it.
@@ -276,63 +447,83 @@ def evaluate(model, dataset: str = "csfcube", *, name: str | None = None, revisi
             ``st:PATH_OR_HUB_ID`` spec (`evalkit.models.adhoc`).
         dataset: The dataset spec (`evalkit.datasets.load_dataset`): ``csfcube``,
             ``beir:FOLDER``, ``followir:FOLDER``, ``instructir:FOLDER`` or ``irds:ID``.
-        name: The run's name in the run store and the tables (a model object only; default: a slug
-            of its class or function name and 8 hex digits of its identity).
-        revision: Your version of the model (a model object only). It is recorded beside the
-            kit's fingerprint of everything the object reaches, and keys the runs alone where the
-            fingerprint cannot be known (`evalkit.models.identity`); with neither, every call
-            ranks again and ``notes`` says why.
-        variants: One instruction variant or a list (``base``, ``generic``, ``definition``,
-            ``paraphrase-1`` ..., ``aspect-subset``); default ``base``, or every variant of
-            `instructions` when an instruction file is given.
-        protocol: ``pool`` (each query reranks its judged pool without its seed; default),
-            ``released`` (the pools as released, seed included), ``pooled`` (`first_stage` ranks
-            the collection's documents, the model reranks each query's top `depth`) or ``full``
-            (as ``pooled`` over a corpus file, `corpus`); `evalkit.data.protocols`.
-        profile: The registry profile, ``offline`` (default) or ``paper``; it resolves model
-            names, `reference` and `first_stage`.
+        run (RunRequest | None): How the runs are made (`evalkit.pipeline.settings.RunRequest`, the
+            request ``evalkit run``'s options fill): profile, protocol, variants, instruction file,
+            prompt, first stage and depth, corpus, index dtype, executor and workers, run store.
+            Default: its fields' defaults, filled by `keywords`.
+        evaluation (EvaluationRequest | None): How they are evaluated
+            (`evalkit.evaluation.request.EvaluationRequest`, the request ``evalkit evaluate``'s
+            options fill): measures, discount, k, aggregate, the paired test, p-MRR's tie order,
+            the queries (``seeds`` or ``queries``). Its dataset is `dataset`, its protocol the run
+            request's. Default: its fields' defaults, filled by `keywords`.
         reference (str | Path | Evaluation | None): What the tests compare with, on the same
             settings: a registry model or ``st:`` spec (ranked here), a TREC run file or
             run-store folder of the same protocol (checked and judged as ``evalkit evaluate``
             does, `evalkit.pipeline.run_input.read_run`), or another `Evaluation`. Without it
             ``tests`` is None.
-        instructions: Your instruction file, shaped as ``evalkit/config/instructions.yaml``
+        **keywords (object): The fields of the model object's options, of `run` and of `evaluation`, by
+            name (below); ``protocol`` sets both requests'. A field given both in a request and as
+            a keyword, or a name that is none of them, is refused in one line.
+
+    Other Parameters:
+        name (str | None): The run's name in the run store and the tables (a model object only; default: a slug
+            of its class or function name and 8 hex digits of its identity).
+        revision (str | None): Your version of the model (a model object only). It is recorded beside the
+            kit's fingerprint of everything the object reaches, and keys the runs alone where the
+            fingerprint cannot be known (`evalkit.models.identity`); with neither, every call
+            ranks again and ``notes`` says why.
+        variants (str | Sequence[str] | None): One instruction variant or a list (``base``, ``generic``, ``definition``,
+            ``paraphrase-1`` ..., ``aspect-subset``); default ``base``, or every variant of
+            `instructions` when an instruction file is given.
+        protocol (str): ``pool`` (each query reranks its judged pool without its seed; default),
+            ``released`` (the pools as released, seed included), ``pooled`` (`first_stage` ranks
+            the collection's documents, the model reranks each query's top `depth`) or ``full``
+            (as ``pooled`` over a corpus file, `corpus`); `evalkit.data.protocols`.
+        profile (str): The registry profile, ``offline`` (default) or ``paper``; it resolves model
+            names, `reference` and `first_stage`.
+        instructions (str | Path | None): Your instruction file, shaped as ``evalkit/config/instructions.yaml``
             (`evalkit.datasets.csfcube_variants`); its variants replace the kit's.
-        seeds: Only the queries of these seed papers (CSFCube): a quick look. Not with `queries`.
-        queries: Only these query ids. Not with `seeds`.
-        query_template: How a model object's query text is made from ``{instruction}`` and
+        seeds (Sequence[str] | None): Only the queries of these seed papers (CSFCube): a quick look. Not with `queries`.
+        queries (Sequence[str] | None): Only these query ids. Not with `seeds`.
+        query_template (str): How a model object's query text is made from ``{instruction}`` and
             ``{query}``; default ``{query}`` (the instruction unused).
-        doc_template: How a document's text is made: ``{text}`` (title and abstract; default),
+        doc_template (str): How a document's text is made: ``{text}`` (title and abstract; default),
             ``{title}``, ``{abstract}``.
-        empty_instruction_template: The query text when the instruction is blank (``{query}``
+        empty_instruction_template (str): The query text when the instruction is blank (``{query}``
             only; default ``{query}``).
-        label: The name the tables and the report show (a model object only; default `name`).
-        role: How the model may be read (`evalkit.models.registry.ROLES`); default ``instructed``
+        label (str | None): The name the tables and the report show (a model object only; default `name`).
+        role (str | None): How the model may be read (`evalkit.models.registry.ROLES`); default ``instructed``
             when it reads the instruction, else ``agnostic``.
-        measures: ir_measures names and the kit's (``nDCG@10``, ``AP``, ``P@20``, ``p-MRR``,
+        measures (Sequence[str] | None): ir_measures names and the kit's (``nDCG@10``, ``AP``, ``P@20``, ``p-MRR``,
             ``MAP_csfcube``, ...); default the collection's own list (CSFCube: NDCG@20, AP, RR,
             P@20, R@20, p-MRR, MAP_csfcube, nDCG_csfcube%20).
-        discount: The default NDCG's discount on CSFCube: ``csfcube`` (the release's script;
+        discount (str | None): The default NDCG's discount on CSFCube: ``csfcube`` (the release's script;
             default) or ``trec`` (trec_eval's).
-        k: The default measures' cutoff (default 20).
-        aggregate: ``folds`` (the mean of the test folds' means where the collection has folds,
+        k (int | None): The default measures' cutoff (default 20).
+        aggregate (str): ``folds`` (the mean of the test folds' means where the collection has folds,
             p-MRR the mean of the stratum means; default) or ``mean`` (over queries).
-        runs_dir: The run store's folder (default ``runs``).
-        first_stage: The first-stage model of the ``pooled`` and ``full`` protocols (default the
+        runs_dir (str | Path): The run store's folder (default ``runs``).
+        prompt (str | None): A prompt appended to every query text after one space (Promptriever's rule).
+        index_dtype (str): The whole-corpus vector index's dtype: ``float32`` (default) or ``float16``
+            (half the disk; the ranking is then that of float16-rounded document vectors).
+        first_stage (str | None): The first-stage model of the ``pooled`` and ``full`` protocols (default the
             profile's).
-        depth: How many first-stage documents are reranked under ``pooled`` and ``full``
-            (default the profile's).
-        corpus: The ``full`` protocol's corpus file (``abstracts-preds.zip``).
-        executor: Where a whole corpus is encoded and searched: ``local`` (this process; default)
+        depth (int | None): How many first-stage documents are reranked under ``pooled`` and ``full``
+            (default the profile's). `first_stage` and `depth` are refused under the pool
+            protocols, as ``evalkit run`` refuses them (`evalkit.pipeline.settings.check_stage`).
+        corpus (str | Path | None): The ``full`` protocol's corpus file (``abstracts-preds.zip``).
+        executor (str): Where a whole corpus is encoded and searched: ``local`` (this process; default)
             or ``ray`` (a Ray cluster: the one ``RAY_ADDRESS`` names, else a local one started and
             stopped for the run; the ``cluster`` extra). The numbers do not depend on it.
-        workers: Ray workers (default one per GPU of the cluster, else one per CPU).
-        test: The paired test against `reference`: ``t`` (two-sided paired t-test; default) or
+        workers (int | None): Ray workers (default one per GPU of the cluster, else one per CPU).
+        test (str): The paired test against `reference`: ``t`` (two-sided paired t-test; default) or
             ``fisher`` (Fisher's randomization test by sign flips), as ``evalkit evaluate --test``.
-        alpha: The significance level of the marks and of ``better`` in ``tests`` (default 0.05).
-        permutations: Fisher's test only: the sign flips drawn (100 to 10,000,000; default the
+        alpha (float): The significance level of the marks and of ``better`` in ``tests`` (default 0.05).
+        permutations (int | None): Fisher's test only: the sign flips drawn (100 to 10,000,000; default the
             kit's, `evalkit.evaluation.stats`).
-        seed: Fisher's test only: the random seed of the sign flips (0 to 2**32-1).
+        seed (int | None): Fisher's test only: the random seed of the sign flips (0 to 2**32-1).
+        pmrr_ties (str): p-MRR's order of tied scores: ``kit`` (document id ascending; default) or
+            ``mteb`` (as mteb's evaluator), as ``evalkit evaluate --pmrr-ties``.
 
     Returns:
         An `Evaluation`: ``per_query`` (one row per variant and query), ``table`` (per variant and
@@ -349,57 +540,16 @@ def evaluate(model, dataset: str = "csfcube", *, name: str | None = None, revisi
             ranking.
         KitError: A model, run or dataset that cannot be used (one line).
     """
-    if not isinstance(dataset, str) or not dataset.strip():
-        raise RequestError("dataset", "give a dataset spec, e.g. csfcube or beir:FOLDER (`evalkit --help` lists them)",
-                           value=dataset)
-    request = EvaluationRequest(dataset=dataset, protocol=protocol, measures=measures, discount=discount, k=k,
-                                aggregate=aggregate, seeds=seeds, queries=queries, test=test, alpha=alpha,
-                                permutations=permutations, seed=seed)
-    check_options(request)  # the rules `evalkit evaluate` follows, worded as this function's arguments
-    check_cutoff("depth", depth)
-    check_execution(executor, workers)
-    if profile not in registry.profiles():
-        raise RequestError("profile", f"choose one of {', '.join(registry.profiles())}", value=profile)
-    if not isinstance(runs_dir, str | Path) or not str(runs_dir).strip():
-        raise RequestError("runs_dir", "give the folder of the run store", value=runs_dir)
-    if Path(runs_dir).expanduser().exists() and not Path(runs_dir).expanduser().is_dir():
-        raise RequestError("runs_dir", "is not a folder; give the folder of the run store (made if missing)",
-                           value=str(runs_dir))
-    instructions = _instructions_file(instructions)
-    if isinstance(model, str):
-        if name is not None or revision is not None:
-            raise RequestError("name", "{name} and {revision} apply to a model object; a model named by a string is "
-                               "a registry entry or an st: spec (write st:LOCATION;revision=REV)")
-        registry.spec(model, profile)  # a registry name or st: spec: one-line error when unknown
-        model_name, unseen = model, None
-    else:
-        found, unseen = _register(model, name, revision, profile, query_template, doc_template,
-                                  empty_instruction_template, label, role)
-        model_name = found.name
-    models = registry.current() if isinstance(model, str) else registry.current().with_object(found)
-    collection = load_dataset(dataset)
-    checked = check_request(request, collection)
-    if protocol == "full":  # the given file, else the one the dataset's scheme downloaded: the CLI's rule
-        corpus = full_corpus(dataset, corpus)
-    variants = _variants(collection, variants, instructions)
-    runs_dir = Path(runs_dir)
-
-    def settings_of(variant: str) -> RunSettings:
-        return RunSettings(model=model_name, dataset=dataset, profile=profile, protocol=protocol, variant=variant,
-                           first_stage=first_stage, depth=depth, queries=checked.queries, corpus=corpus,
-                           instructions=instructions, executor=executor, workers=workers)
-
-    judged = protocol_collection(collection, protocol)  # released: the seed judged too, as `evalkit evaluate`
-    tables, folders = {}, {}
+    request = _checked(model, dataset, run, evaluation, keywords)
+    model_name, checked, judged, variants = request.model, request.checked, request.judged, list(request.variants)
+    tables, folders, made = {}, {}, {}
     for variant in variants:
-        settings = settings_of(variant)
-        obtained = obtain(bind(settings, collection, runs_dir, models))  # this object, not one found by name
-        run, folders[variant] = obtained.run, obtained.folder
-        tables[variant] = score_runs(judged, {model_name: run}, checked)[model_name]
+        obtained = _obtain(request, variant)
+        made[variant], folders[variant] = obtained.run, obtained.folder
+        tables[variant] = score_runs(judged, {model_name: obtained.run}, checked)[model_name]
     label_of, references = None, {}
     if reference is not None:
-        label_of, references = _reference_tables(reference, settings_of, collection, variants, runs_dir, checked,
-                                                 models)
+        label_of, references = _reference_tables(reference, request)
         if label_of == model_name:
             raise RequestError("reference", "the model evaluated cannot be its own reference; name another model "
                                "or run", value=label_of)
@@ -421,17 +571,18 @@ def evaluate(model, dataset: str = "csfcube", *, name: str | None = None, revisi
         blank = tests[(tests["note"] != "") & (tests["note"] != "reference")]
         notes += [f"tests: {count} row(s) without a p-value: {why}" for why, count in
                   blank["note"].str.split(";").str[0].value_counts().sort_index().items()]
+    profile, protocol = request.run.profile, request.run.protocol
     settings = {"dataset": dataset, "profile": profile, "protocol": protocol, "variants": variants,
                 "measures": names, "aggregate": first.aggregate,
-                "model_identity": registry.identity(models.spec(model_name, profile))}
+                "model_identity": registry.identity(request.models.spec(model_name, profile))}
     if twins:
         settings["same_as"] = twins  # {measure: the measure shown for it}: equal on every query here
-    if instructions is not None:
-        settings["instructions"] = instructions_identity(instructions)
-    if unseen is not None:
-        notes.append(unseen)
+    if request.run.instructions is not None:
+        settings["instructions"] = instructions_identity(request.run.instructions)
+    if request.unseen is not None:
+        notes.append(request.unseen)
     elif settings["model_identity"] is None:
         notes.append(f"{model_name}: nothing pins this model's files (a hub id without a revision), so its runs are "
                      "made again every time and never reused; give a revision")
-    return Evaluation(model_name, collection.name, per_query_table, measures_table, tests, folders, notes, settings,
-                      pairs if reference is not None else {}, judged, checked)
+    return Evaluation(model_name, request.collection.name, per_query_table, measures_table, tests, folders, notes,
+                      settings, pairs if reference is not None else {}, judged, checked, made)

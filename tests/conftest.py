@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from evalkit import cli
+from evalkit import api, cli
 from evalkit.data import runs
 from evalkit.data.collection import Collection
 from evalkit.datasets import csfcube, csfcube_official, load_dataset
@@ -106,7 +106,8 @@ def hub_reachable(monkeypatch):
 def cached_data(collection, monkeypatch):
     """The CLI reads CSFCube as the session's collection: tests about output skip re-verifying and
     re-parsing the release (the CLI's first test does it for real); other datasets load as usual."""
-    for command in (cli.evaluate, cli.export, cli.run, cli.verify):  # each command that reads a --dataset
+    # each module that reads a command's --dataset (`evalkit run` and `evaluate` through the API)
+    for command in (api, cli.export, cli.verify):
         monkeypatch.setattr(command, "load_dataset",
                             lambda spec: collection if spec == "csfcube" else load_dataset(spec))
 

@@ -15,53 +15,36 @@ from evalkit.cli.options import (
     check_output_file,
     choices,
     evaluation_request,
-    same_file,
     whole,
 )
 from evalkit.cli.printing import null_nan, print_summary, summary_settings, summary_title, write_per_query
-from evalkit.core.errors import DataError, RequestError
 from evalkit.data.protocols import PROTOCOLS
-from evalkit.datasets import load_dataset
 from evalkit.evaluation.compare import FAMILY
 from evalkit.evaluation.evaluate import SCALE, compared_measures
 from evalkit.evaluation.measures import PMRR_TIES
-from evalkit.evaluation.outcome import evaluate_tables, score_runs
-from evalkit.evaluation.request import check_options, check_request
 from evalkit.evaluation.stats import TESTS, PairedTestSettings
-from evalkit.pipeline.run_input import one_protocol, read_run, run_labels
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
+    """The options as the evaluation request, the runs handed to the API's `evaluate_runs` (its checks,
+    its sequence); prints the summary, the comparison's rows or the runs x measures table."""
+    # lazy: loaded only when this command runs (start-up cost, tests/kit/test_imports.py)
+    from evalkit import api
+
     request = evaluation_request(args)
-    check_options(request)  # every option's rule before anything is read (the API's rules, worded --option)
-    paths = [Path(p) for p in args.runs]
-    for runs in paths:
-        if not runs.exists():
-            raise DataError(runs, "no such run file or directory; check --runs")
-    repeated = next((p for p in paths if sum(same_file(p, q) or p == q for q in paths) > 1), None)
-    if repeated is not None:
-        raise RequestError("runs", "given twice; list each run once", value=repeated)
-    if len(paths) > 1 and args.name:
-        raise RequestError("name", "picks the official files of one folder; compare run files or run-store folders")
-    if args.per_query:
+    if args.per_query:  # an output file: the command line's own, checked before anything is read
         args.per_query = str(check_output_file(Path(args.per_query), "--per-query"))
-        for runs in paths:
+        for runs in map(Path, args.runs):
             check_not_input(Path(args.per_query), runs, args.dataset, "--per-query")
-    collection = load_dataset(args.dataset)
-    checked = check_request(request, collection)
-    runs, protocols = {}, {}
-    for path in paths:
-        runs[path], protocols[path], judged = read_run(path, args.name, collection, args.protocol)
-    labels = run_labels(paths) if len(paths) > 1 else {paths[0]: args.name or str(paths[0])}
-    one_protocol([(labels[p], protocols[p]) for p in paths])  # the API's reference= follows the same rule
-    outcome = evaluate_tables(judged, score_runs(judged, {labels[p]: runs[p] for p in paths}, checked), checked)
+    evaluated = api.evaluate_runs(args.runs, request, name=args.name)
+    outcome, checked, judged = evaluated.outcome, evaluated.outcome.checked, evaluated.outcome.collection
     printed = not args.json and args.format != "rows"  # printed: one name per number (twins shown once)
     names = outcome.shown if printed else outcome.names
-    settings = {**summary_settings(args, judged, names), "protocol": protocols[paths[0]]}
+    settings = {**summary_settings(args, judged, names), "protocol": evaluated.protocol}
     if printed and outcome.twins:
         settings["same_as"] = ",".join(f"{twin}:{kept}" for twin, kept in outcome.twins.items())
-    first = labels[paths[0]]
-    if len(paths) == 1:
+    first = evaluated.labels[0]
+    if len(evaluated.labels) == 1:
         notes = outcome.notes(first)
         write_per_query(outcome.tables[first], args.per_query)
         print_summary(outcome.summary(first, names, settings) | ({"notes": notes} if notes else {}), args.json,
@@ -70,11 +53,11 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     notes = outcome.labelled_notes()
     if args.per_query:
         write_per_query(_concat_runs(outcome.tables), args.per_query)
-    title = summary_title(f"{len(paths)} runs against {first}", judged, args.aggregate)
+    title = summary_title(f"{len(evaluated.labels)} runs against {first}", judged, args.aggregate)
     if args.json or args.format == "rows":
         _print_comparison(outcome.tests(compared_measures(names)), notes,
                           {**settings, **checked.test.described(), "alpha": checked.test.alpha, "holm_over": FAMILY},
-                          args.json, title, checked.test)
+                          args.json, title, checked.test, outcome.aggregate)
         return
     table = outcome.table(compared_measures(names))  # its notes end with the fold notes
     print(table.format(args.format), end="" if args.format != "text" else "\n")
@@ -85,9 +68,14 @@ def _concat_runs(tables: dict) -> object:
     return pd.concat([t.assign(run=name)[["run", *t.columns]] for name, t in tables.items()])
 
 
+AGGREGATE_WORDS = {"folds": "the fold aggregate", "mean": "the mean over queries"}  # how the header says it
+
+
 def _print_comparison(result, notes: list[str], settings: dict, as_json: bool, title: str,
-                      test: PairedTestSettings) -> None:
-    """The comparison's rows: JSON (fractions, as every JSON of the kit), or a text listing x100."""
+                      test: PairedTestSettings, aggregate: str) -> None:
+    """The comparison's rows: JSON (fractions, as every JSON of the kit), or a text listing x100 whose
+    header says which aggregate the ``aggregate`` column holds (`aggregate`: ``folds`` or ``mean``,
+    the outcome's: ``mean`` on a collection without folds)."""
     if as_json:
         rows = [null_nan(r) for r in result.to_dict(orient="records")]
         print(json.dumps({"reference": result["run"].iloc[0], "rows": rows, "notes": notes, "settings": settings},
@@ -97,8 +85,8 @@ def _print_comparison(result, notes: list[str], settings: dict, as_json: bool, t
             f"Fisher's randomization tests ({test.permutations:,} permutations, seed {test.seed})")
     print(f"{title}: {name} of the per-query differences of every pair of runs, Holm-adjusted over {FAMILY} "
           f"(p_holm; better: the run marked significantly better, p_holm < {test.alpha:g}, as the table's marks); "
-          f"values x{SCALE}: aggregate = the run's value in the measures table (the fold aggregate), delta = the "
-          "mean per-query difference run - against (what t and p test)")
+          f"values x{SCALE}: aggregate = the run's value in the measures table ({AGGREGATE_WORDS[aggregate]}), "
+          "delta = the mean per-query difference run - against (what t and p test)")
     shown = result.assign(n=result["n"].astype(int), aggregate=SCALE * result["aggregate"],
                           delta=SCALE * result["delta"])
     print(shown.to_string(index=False, formatters={"aggregate": _two, "delta": _two, "t": _two,

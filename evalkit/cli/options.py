@@ -15,6 +15,7 @@ from evalkit.datasets import input_folder
 from evalkit.evaluation.evaluate import AGGREGATIONS, DISCOUNTS
 from evalkit.evaluation.measures import measure_help
 from evalkit.evaluation.request import EvaluationRequest
+from evalkit.pipeline.run_input import same_file
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -59,20 +60,6 @@ def split_list(text: str | None) -> list[str] | None:
     return None if text is None else [part.strip() for part in text.split(",") if part.strip()]
 
 
-def check_runs_dir(path: Path) -> None:
-    """The run store folder: a folder (or creatable under one) that this user may write."""
-    if path.exists() and not path.is_dir():
-        raise RequestError("runs_dir", "is a file; give a folder for the run store", value=str(path))
-    probe = path
-    while not probe.exists():
-        probe = probe.parent
-    if not probe.is_dir():
-        raise RequestError("runs_dir", f"{probe} is a file, so the folder cannot be made; give another folder",
-                               value=str(path))
-    if not os.access(probe, os.W_OK | os.X_OK):
-        raise RequestError("runs_dir", f"{probe} is not writable; give a folder you can write", value=str(path))
-
-
 def check_output_file(path: Path, option: str) -> Path:
     """The file to write for an output option: a regular file or a new one, in an existing folder this
     user may write (checked before any work). A symlink is written through (the file it points at
@@ -99,13 +86,6 @@ def check_output_file(path: Path, option: str) -> Path:
                            "cannot write the file (not writable); give a path you can write",
                            value=str(path))
     return path
-
-
-def same_file(a: Path, b: Path) -> bool:
-    try:
-        return a.exists() and b.exists() and a.samefile(b)
-    except OSError:
-        return False
 
 
 def is_within(path: Path, folder: Path) -> bool:

@@ -40,7 +40,9 @@ def print_summary(summary: dict, as_json: bool, title: str) -> None:
 
 
 def summary_title(what: str, collection, aggregate_by: str) -> str:
-    part = "test folds" if aggregate_by == "folds" and collection.folds else "all queries"
+    """The header of a summary: what is evaluated, on which collection, aggregated how (the fold
+    aggregate over the test folds, else the mean over every evaluated query)."""
+    part = "test folds" if aggregate_by == "folds" and collection.folds else "mean over all queries"
     return f"{what} on {collection.name} ({part})"
 
 

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from evalkit.cli.options import check_runs_dir, choices, full_corpus, split_list, whole
+from evalkit.cli.options import choices, split_list, whole
 from evalkit.core.errors import RequestError
 from evalkit.core.workers import parse_workers
-from evalkit.data.collection import check_selection, select_queries
-from evalkit.data.protocols import DEFAULT_PROTOCOL, POOL_PROTOCOLS, PROTOCOLS, check_protocol
-from evalkit.datasets import load_dataset
-from evalkit.evaluation.request import check_cutoff
+from evalkit.data.protocols import DEFAULT_PROTOCOL, PROTOCOLS
+from evalkit.evaluation.request import EvaluationRequest
 
 ST_OPTIONS = {"query_template": "--query-template", "doc_template": "--doc-template",
               "empty_instruction_template": "--empty-instruction-template", "revision": "--revision"}
@@ -37,42 +34,21 @@ def _model_spec(args: argparse.Namespace) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> None:
+    """The options as the run request and the evaluation request's query selection, handed to the API's
+    `store_runs` (its checks, its sequence); prints the run's folder."""
     # lazy: loaded only when this command runs (start-up cost, tests/kit/test_imports.py)
-    from evalkit.pipeline.runner import RunSettings, bind, obtain
+    from evalkit import api
+    from evalkit.pipeline.settings import RunRequest
 
-    check_protocol(args.protocol)  # the request's rules, before anything is read
-    check_cutoff("depth", args.depth)
-    if args.protocol in POOL_PROTOCOLS and (args.depth is not None or args.first_stage):
-        option = "--depth" if args.depth is not None else "--first-stage"
-        raise RequestError("protocol",
-                           f"{option} applies to the pooled and full protocols; add --protocol pooled or drop it")
-    if args.corpus is not None:
-        if args.protocol != "full":
-            raise RequestError("corpus", "applies to --protocol full; add it or drop --corpus")
-        if not Path(args.corpus).is_file():
-            raise RequestError("corpus", "no such file; give abstracts-preds.zip (figshare 14796339)",
-                               value=args.corpus)
-    full_corpus(args)
-    if args.prompt is not None and not args.prompt.strip():
-        raise RequestError("prompt", "is empty; give the prompt text or drop --prompt")
-    queries = split_list(args.queries)
-    seeds = split_list(args.seeds or None)
-    check_selection(seeds, queries)  # the request's rule, before anything is loaded
-    workers = parse_workers(args.workers)
-    model = _model_spec(args)
-    if args.instructions is not None and not Path(args.instructions).is_file():
-        raise RequestError("instructions", "no such file; give a YAML file shaped as evalkit/config/instructions.yaml",
-                           value=args.instructions)
-    runs_dir = Path(args.runs_dir)
-    check_runs_dir(runs_dir)
-    collection = load_dataset(args.dataset)
-    queries = select_queries(collection, seeds, queries)  # the one rule (the API's seeds= and queries= too)
-    settings = RunSettings(model=model, dataset=args.dataset, profile=args.profile, protocol=args.protocol,
-                           variant=args.variant, prompt=args.prompt, first_stage=args.first_stage, depth=args.depth,
-                           queries=queries, corpus=args.corpus, instructions=args.instructions,
-                           index_dtype=args.index_dtype, executor=args.executor, workers=workers)
-    bound = bind(settings, collection, runs_dir)  # checked once (an unknown --first-stage too), before any work
-    print(obtain(bound, read=False).folder)  # a matching stored run is reused, not rewritten or parsed
+    request = RunRequest(profile=args.profile, protocol=args.protocol, variants=args.variant,
+                         instructions=args.instructions, prompt=args.prompt, first_stage=args.first_stage,
+                         depth=args.depth, corpus=args.corpus, index_dtype=args.index_dtype,
+                         executor=args.executor, workers=parse_workers(args.workers), runs_dir=args.runs_dir)
+    selection = EvaluationRequest(dataset=args.dataset, queries=split_list(args.queries),
+                                  seeds=split_list(args.seeds or None))
+    folders = api.store_runs(_model_spec(args), args.dataset, request, selection)
+    print(folders[args.variant])  # a matching stored run is reused, not rewritten or parsed
+
 
 def add_parser(command) -> None:
     """Add `evalkit run`, its options and its handler (`command` makes the subparser)."""

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 import os
-from pathlib import Path
 
-from evalkit.cli.options import check_runs_dir, split_ids
+from evalkit.cli.options import split_ids
 from evalkit.datasets import csfcube, load_dataset
 
 
@@ -14,10 +13,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
     """Kit rows against the published record (`evalkit.study.record.verify`); status 1 when a figure differs."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # only weights already present: verify never downloads
     # lazy: loaded only when this command runs (start-up cost, tests/kit/test_imports.py)
+    from evalkit.pipeline.settings import check_runs_dir
     from evalkit.study import record
 
-    runs_dir = Path(args.runs_dir)
-    check_runs_dir(runs_dir)
+    runs_dir = check_runs_dir(args.runs_dir)  # the run store's one rule (`evalkit run`'s and the API's)
     wanted = split_ids(args.models, "--models")
     published = record.load_record()
     record.check_models(published, wanted)

@@ -31,7 +31,8 @@ _UPPER = (NOTEBOOK, EXPLORE)  # the front ends of papermill parameters and make 
 
 # Fields a front end spells other than by its rule (`spell`): the CLI's and notebooks' own names.
 _SPELLED = {
-    CLI: {"runs_dir": "--runs-dir", "reference": "--runs", "queries": "--queries", "model": "--model"},
+    CLI: {"runs_dir": "--runs-dir", "reference": "--runs", "queries": "--queries", "model": "--model",
+          "variants": "--variant"},  # `evalkit run` takes one variant
     NOTEBOOK: {"reference": "REFERENCE_MODEL", "model": "MODELS", "variants": "INSTRUCTIONS",
                "runs_dir": "RUNS_DIR"},
 }

@@ -7,7 +7,9 @@ LLM comparisons, hybrid components, corpus streaming) goes:
   papermill kernel (ipykernel) both ``sys.stderr`` and file descriptor 2 are forwarded into
   the executed notebook, so the bars go to the kernel's own copy of the terminal's stderr
   (``sys.stderr._original_stdstream_copy``), and the notebooks stay free of progress output.
-  Non-terminal stderr (a log file) gets a line every 30 s at most.
+  Non-terminal stderr (a log file) gets a line every 30 s (`HEARTBEAT_S`): at most, however
+  often the loop advances, and at least, however rarely (a heartbeat thread refreshes the bar,
+  so a 40-minute stage that updates once at its end still shows it is alive), each a whole line.
 - ``off``: no bars.
 - unset or ``auto``: tqdm's default (``sys.stderr``), as in an interactive session.
 
@@ -24,13 +26,15 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from collections.abc import Iterable
+import threading
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from tqdm import tqdm
 
 ENV = "EVALKIT_PROGRESS"
 MODES = ("auto", "terminal", "off")
+HEARTBEAT_S = 30.0  # a stream that is not a terminal: a line at least (and, terminal mode, at most) this often
 
 
 def mode() -> str:
@@ -69,6 +73,47 @@ class _Tolerant:
         return self.stream.fileno()
 
 
+class _Lines(_Tolerant):
+    """A stream that is not a terminal (a log file): each of tqdm's in-place redraws (``\\r`` then
+    the bar) becomes a whole line, so a log shows one line per redraw, not one ever-growing line."""
+
+    def write(self, text: str) -> int:
+        lines = [part.rstrip() for part in text.split("\r")]
+        shown = "".join(f"{line}\n" if not line.endswith("\n") else line for line in lines if line.strip())
+        if shown:
+            super().write(shown)
+        return len(text)
+
+
+def _wait(stop: threading.Event, seconds: float) -> bool:
+    """Wait up to `seconds` for `stop`; True when it is set (the heartbeat's clock, replaced in tests)."""
+    return stop.wait(seconds)
+
+
+class _Bar(tqdm):
+    """A tqdm bar that, on a stream that is not a terminal, is redrawn by a heartbeat thread at
+    least every `HEARTBEAT_S` seconds until it closes, whatever the loop does meanwhile."""
+
+    def start_heartbeat(self, interval: float, wait: Callable[[threading.Event, float], bool]) -> None:
+        self._stop = threading.Event()
+
+        def beat() -> None:
+            while not wait(self._stop, interval):
+                with self.get_lock():
+                    if self.disable or self._stop.is_set():
+                        return
+                    self.refresh(nolock=True)
+
+        self._heartbeat = threading.Thread(target=beat, name="evalkit-progress-heartbeat", daemon=True)
+        self._heartbeat.start()
+
+    def close(self) -> None:
+        stop = getattr(self, "_stop", None)
+        if stop is not None:
+            stop.set()
+        super().close()
+
+
 def _target():
     """Where `mode` sends progress: a stream, or None (no stderr at all)."""
     if mode() != "terminal":
@@ -96,19 +141,25 @@ def _fd_stream(fd: int):
 def bar(iterable: Iterable | None = None, *, total: int | None = None, desc: str | None = None,
         unit: str = "it", min_total: int = 0, **kwargs) -> tqdm:
     """A tqdm bar to the place `EVALKIT_PROGRESS` names; disabled when off, or when `total` is
-    known and below `min_total` (nothing worth watching)."""
+    known and below `min_total` (nothing worth watching). On a stream that is not a terminal its
+    lines are whole lines, one at least every `HEARTBEAT_S` seconds while it is open."""
     current = mode()
     if total is None and iterable is not None and hasattr(iterable, "__len__"):
         total = len(iterable)  # type: ignore[arg-type]
     stream = _stream()
     disable = bool(kwargs.pop("disable", False)) or current == "off" or (total is not None and total < min_total) \
         or stream.stream is None
+    tty = bool(getattr(stream, "isatty", lambda: False)())
     if current == "terminal":
-        tty = bool(getattr(stream, "isatty", lambda: False)())
-        kwargs.setdefault("mininterval", 0.5 if tty else 30.0)
+        kwargs.setdefault("mininterval", 0.5 if tty else HEARTBEAT_S)
         kwargs.setdefault("dynamic_ncols", tty)
-    return tqdm(iterable, total=total, desc=desc, unit=unit, file=stream, disable=disable,
+    if not tty and not disable:
+        stream = _Lines(stream.stream)
+    made = _Bar(iterable, total=total, desc=desc, unit=unit, file=stream, disable=disable,
                 smoothing=kwargs.pop("smoothing", 0.1), **kwargs)
+    if not tty and not disable:
+        made.start_heartbeat(HEARTBEAT_S, _wait)
+    return made
 
 
 def announce(line: str) -> None:

@@ -21,14 +21,12 @@ ranx metrics. Each takes what the API's `evaluate` takes for the same thing (``p
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 import ranx
 
 from evalkit.core.errors import DataError, RequestError
 from evalkit.data.collection import BASE, Collection
 from evalkit.data.runs import Run
-from evalkit.data.runstore import load_verified
 from evalkit.datasets import load_dataset  # the dataset layer: loaded only when a result is converted
 from evalkit.evaluation import measures
 from evalkit.evaluation.evaluate import parsed_measure
@@ -71,13 +69,11 @@ def to_ranx(run: Run, collection: Collection, protocol: str = "pool", name: str 
 
 
 def from_evaluation(result, variant: str = BASE) -> tuple[ranx.Qrels, ranx.Run]:
-    """``(ranx.Qrels, ranx.Run)`` of an `evalkit.api.Evaluation`'s stored run of `variant`, verified
-    against its sidecar (`evalkit.data.runstore.load_verified`), under the evaluation's protocol."""
+    """``(ranx.Qrels, ranx.Run)`` of the run an `evalkit.api.Evaluation` made of `variant`
+    (`Evaluation.run_of`: the run it scored, not what its run-store folder holds now, which a later
+    evaluation of the same name may have replaced), under the evaluation's protocol."""
     if not isinstance(variant, str) or variant not in result.runs:
         raise RequestError("variant", f"this result has {', '.join(result.runs)}", value=variant)  # as compare_table
     collection = load_dataset(result.settings["dataset"])
-    folder = Path(result.runs[variant])
-    run = load_verified(folder, {"dataset": collection.name, "data_sha256": collection.identity})
-    if run is None:
-        raise DataError(folder, "the stored run is missing or fails its sidecar check; evaluate it again")
+    run = result.run_of(variant)
     return to_ranx(run, collection, result.settings["protocol"], name=f"{result.name}--{variant}")

@@ -23,16 +23,36 @@ from __future__ import annotations
 import copy
 from collections.abc import Generator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from evalkit.core import progress
 from evalkit.core.errors import DataError
-from evalkit.llm.cache import valid_prob
+from evalkit.llm.backend import Backend, Prompts
+from evalkit.llm.cache import JudgmentCache, Key, valid_prob
+from evalkit.llm.tally import Tally
 
-if TYPE_CHECKING:  # names in annotations only: the judge calls the scheduler, never the other way round
-    from evalkit.llm.judge import Judge, QueryJudge
 
-Task = tuple["QueryJudge", Generator]
+class QueryJudge(Protocol):
+    """What the scheduler reads of one query's judge (`evalkit.llm.judge.QueryJudge`): the cache key
+    of a prompt order and the prompts of some orders. The judge calls the scheduler, never the other
+    way round, so the scheduler names only these."""
+
+    def key(self, order: tuple[str, str]) -> Key: ...
+
+    def prompts_for(self, orders: Sequence[tuple[str, str]]) -> Prompts: ...
+
+
+class Judge(Protocol):
+    """What the scheduler reads of a judge (`evalkit.llm.judge.Judge`): the backend it asks, the
+    cache it fills, the tally it counts on and how many prompts go in one batched call."""
+
+    backend: Backend
+    cache: JudgmentCache
+    tally: Tally
+    chunk: int
+
+
+Task = tuple[QueryJudge, Generator]
 
 
 def _checked(judge: Judge, probs: list) -> list[float]:

@@ -71,6 +71,14 @@ def read_run(runs: Path, name: str | None, collection: Collection, protocol: str
     return run, protocol, check_protocol_run(run, collection, protocol, source=str(runs))
 
 
+def same_file(a: Path, b: Path) -> bool:
+    """Whether two paths are one existing file (a run given twice under two names)."""
+    try:
+        return a.exists() and b.exists() and a.samefile(b)
+    except OSError:
+        return False
+
+
 def one_protocol(protocols: Sequence[tuple[str, str]], field: str = "runs") -> str:
     """The one protocol of the runs compared ((run label, the protocol it was made under) each):
     the CLI's ``--runs``, the API's ``reference=`` beside the model's runs; `field` names the

@@ -51,7 +51,6 @@ from evalkit.data.collection import Collection, Document, Query, select_variant
 from evalkit.data.protocols import POOL_PROTOCOLS, check_protocol, protocol_collection
 from evalkit.data.runs import Run, ranked
 from evalkit.data.runstore import check_owner, is_verified, load_verified, run_folder, write_run
-from evalkit.evaluation.request import check_cutoff
 from evalkit.llm.templates import TEMPLATES_FILE
 from evalkit.models import registry
 from evalkit.models import registry as models_registry  # `bind` has a parameter named registry
@@ -66,10 +65,12 @@ from evalkit.pipeline.settings import (
     EXECUTION_FIELDS,
     RunSettings,
     check_execution,
+    check_index_dtype,
+    check_stage,
     corpus_identity,
     instructions_identity,
 )
-from evalkit.retrieval.corpus import DTYPES, Corpus, documents_of, rank_corpus
+from evalkit.retrieval.corpus import Corpus, documents_of, rank_corpus
 from evalkit.retrieval.executors import executor_for
 
 KEEP = 1000  # documents kept per query when a whole corpus is ranked (as BEIR runs)
@@ -91,14 +92,13 @@ def check_settings(settings: RunSettings, model: ModelSpec, first: ModelSpec | N
     the protocol first, by `bind`): `model` and `first` are the model's and the first stage's specs,
     `collection` the run's (`run_collection`)."""
     select_variant(collection, settings.variant)  # the request's rules, as every front end's
-    check_cutoff("depth", settings.depth)
+    check_stage(settings.protocol, settings.first_stage, settings.depth)  # `check_run_request`'s rule too
     if settings.protocol == "full" and not settings.corpus:
         raise RequestError("protocol", datasets.missing_corpus(settings.dataset), value="full")
     if settings.protocol == "full" and collection.read_corpus is None:
         raise RequestError("protocol", f"{collection.name} has no corpus file for the full protocol; use "
                                        "{protocol:pool} or {protocol:pooled}", value="full")
-    if settings.index_dtype not in DTYPES:
-        raise RequestError("index_dtype", f"is not one of {', '.join(DTYPES)}", value=settings.index_dtype)
+    check_index_dtype(settings.index_dtype)
     check_execution(settings.executor, settings.workers)
     missing = sorted(registry.needs(model) - capabilities(collection))
     if missing:

@@ -686,3 +686,24 @@ def test_run_refuses_an_executor_request_in_one_line_naming_the_option(tmp_path,
                      *extra]) == 2
     assert capsys.readouterr().err.strip() == line
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").rglob("run.trec"))
+
+
+def test_the_comparison_header_names_the_aggregate_asked_for(cached_data, capsys, specter, tmp_path):
+    """46.7: ``--aggregate mean`` says "the mean over queries", not "the fold aggregate", and its
+    values are the plain means of the per-query values."""
+    runs.write_trec(tmp_path / "a.trec", specter, "a")
+    runs.write_trec(tmp_path / "b.trec", {q: {d: -s for d, s in docs.items()} for q, docs in specter.items()}, "b")
+    argv = ["evaluate", "--dataset", "csfcube", "--runs", str(tmp_path / "a.trec"), "--runs", str(tmp_path / "b.trec"),
+            "--format", "rows", "--measures", "RR"]
+    for aggregate, words in (("mean", "(the mean over queries)"), ("folds", "(the fold aggregate)")):
+        assert cli.main([*argv, "--aggregate", aggregate]) == 0
+        header = capsys.readouterr().out.splitlines()[0]
+        assert words in header and ("fold aggregate" in header) == (aggregate == "folds"), header
+    assert cli.main(argv[:5] + ["--aggregate", "mean"]) == 0  # one run: its summary's header
+    assert capsys.readouterr().out.splitlines()[0].endswith("on csfcube (mean over all queries), values x100")
+    assert cli.main([*argv, "--aggregate", "mean", "--per-query", str(tmp_path / "pq.csv")]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    per_query = pd.read_csv(tmp_path / "pq.csv", index_col=0)
+    mean = 100 * per_query[per_query["run"] == "a"]["RR"].mean()
+    line = next(r for r in rows if r.split()[:3] == ["RR", "all", "a"])
+    assert float(line.split()[3]) == pytest.approx(mean, abs=0.005)

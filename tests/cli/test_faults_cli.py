@@ -267,7 +267,7 @@ def test_report_out_through_a_symlink_writes_the_file_it_points_at(tmp_path, cap
 
 
 def test_per_query_not_writable_is_checked_before_scoring(cached_data, capsys, sample_dir, tmp_path, monkeypatch):
-    monkeypatch.setattr("evalkit.cli.evaluate.score_runs", lambda *a, **k: pytest.fail("scored"))
+    monkeypatch.setattr("evalkit.api.score_runs", lambda *a, **k: pytest.fail("scored"))
     monkeypatch.setattr(os, "access", lambda path, mode: False)
     _one_line(capsys, _evaluate(sample_dir, "--per-query", str(tmp_path / "pq.csv")), "--per-query", "not writable")
 

@@ -163,3 +163,38 @@ def test_no_stderr_at_all_drops_progress_and_writes_nothing_to_stdout(monkeypatc
         assert sum(progress.bar(range(100), desc="scoring", mininterval=0)) == 4950
         progress.announce("running relevance")
     assert capsys.readouterr().out == ""
+
+
+def test_a_log_gets_a_whole_line_at_least_every_30_s_however_rarely_the_loop_advances(monkeypatch):
+    """46.7: a stage that updates its bar once, at its end (40 minutes of encoding), printed nothing to a
+    log until it ended. On a stream that is not a terminal, a heartbeat redraws the bar every
+    `HEARTBEAT_S` (30 s) of a fake clock, each redraw a whole line; many quick updates stay few lines."""
+    import threading
+    import time
+
+    log, _ = streams(monkeypatch)  # a StringIO: not a terminal
+    monkeypatch.setenv(progress.ENV, "terminal")
+    waited: list[float] = []
+
+    def fake_clock(stop: threading.Event, seconds: float) -> bool:
+        """Each call lets `seconds` pass at once, four times (two minutes of a stalled stage), then waits for
+        the bar to close."""
+        waited.append(seconds)
+        return stop.wait() if len(waited) > 4 else False
+
+    monkeypatch.setattr(progress, "_wait", fake_clock)
+    with progress.bar(total=3, desc="encoding documents", unit="text") as stalled:
+        deadline = time.monotonic() + 30
+        while len(waited) <= 4 and time.monotonic() < deadline:  # the loop does not advance meanwhile
+            time.sleep(0.01)
+        lines_while_stalled = log.getvalue().count("\n")
+        stalled.update(3)
+    assert waited[:4] == [30.0] * 4 == [progress.HEARTBEAT_S] * 4
+    assert lines_while_stalled >= 1 + 4  # the opening line and one per 30 s of the fake clock
+    assert all(line.startswith("encoding documents") for line in log.getvalue().splitlines())
+    assert "\r" not in log.getvalue() and "3/3" in log.getvalue().splitlines()[-1]
+    monkeypatch.setattr(progress, "_wait", lambda stop, seconds: stop.wait())  # no heartbeat within this loop
+    busy, _ = streams(monkeypatch)
+    for _ in progress.bar(range(10_000), desc="scoring"):
+        pass
+    assert 1 <= busy.getvalue().count("\n") <= 3  # at most a line per 30 s: the first, the last

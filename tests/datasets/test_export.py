@@ -5,6 +5,7 @@ SPECTER run, and a run whose rankings differ between a seed's two facets, so p-M
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import ir_measures
 import pandas as pd
@@ -107,6 +108,11 @@ def test_trec_export_carries_each_querys_texts_and_the_candidates_texts(collecti
     for doc in pools:  # every candidate a run ranks has its title and abstract
         assert (corpus[doc]["title"], corpus[doc]["text"]) == (collection.documents[doc].title,
                                                                collection.documents[doc].text)
+    some = corpus[pools[0]]
+    assert some["text"] and not some["text"].startswith(some["title"])  # the abstract alone, not title + abstract
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    said = readme.split("`corpus.jsonl` (`docno`, `title`, `text`", 1)[1].split(")", 1)[0]
+    assert "abstract alone" in said and "title and abstract" not in said, said  # the README says what text holds
 
 
 def test_export_help_names_the_formats_and_only_the_datasets_it_exports(capsys):

@@ -188,6 +188,12 @@ def hostile(name: str, tmp_path: Path) -> str:
     return f"{tmp_path}/o/{value}" if name in PATHS else value
 
 
+def parameters() -> set[str]:
+    """The Makefile's parameters (ENVIRONMENT_PARAMETERS): what a command line may set."""
+    text = (ROOT / "Makefile").read_text()
+    return set(re.search(r"ENVIRONMENT_PARAMETERS := ((?:.*\\\n)*.*)", text).group(1).replace("\\", " ").split())
+
+
 def test_the_parser_finds_the_makefiles_variables():
     found = makefile_variables()
     assert {"PROTOCOL", "OUTPUT_DIR", "FORCE", "EXPLORE_MODELS", "SEED", "K", "TAG", "NB", "BUILD", "PY", "STAMP",
@@ -197,12 +203,12 @@ def test_the_parser_finds_the_makefiles_variables():
 @pytest.mark.parametrize("target", ["help", "relevance", "explore", "report", "plan"])
 @pytest.mark.parametrize("dry", [True, False], ids=["make-n", "make"])
 def test_no_make_variable_runs_code(recorder, tmp_path, target, dry):
-    """Every variable the Makefile reads (parsed from it) set on the command line to `hostile`:
-    nothing runs, under make and make -n, at parse time and in the recipes; the parameters
-    reach the launched notebook literally. The tool variables (programs the recipes run) keep
-    the recorder here and are tested below."""
+    """Every parameter the Makefile reads set on the command line to `hostile`: nothing runs, under
+    make and make -n, at parse time and in the recipes; the parameters reach the launched notebook
+    literally. The tool variables (programs the recipes run) keep the recorder here and are tested
+    below; the Makefile's other variables are refused by name (the next test)."""
     script, stamp, log = recorder
-    params = {n: hostile(n, tmp_path) for n in makefile_variables() - TOOLS}
+    params = {n: hostile(n, tmp_path) for n in parameters() - TOOLS}
     params["OUTPUT_DIR"] = str(tmp_path / "build")  # make's targets: a plain path (refused otherwise, below)
     args = ["make", "-s", *(["-n"] if dry else []), target, f"PY={script}", f"EVALKIT={script}", f"STAMP={stamp}",
             *(f"{k}={v}" for k, v in params.items())]
@@ -215,6 +221,32 @@ def test_no_make_variable_runs_code(recorder, tmp_path, target, dry):
         assert env["EVALKIT_PARAM_SEED"] == params["SEED"]
         assert env["EVALKIT_PARAM_MODELS"] == params["MODELS"]
         assert env["EVALKIT_PARAM_OUTPUT_DIR"] == params["OUTPUT_DIR"]
+
+
+@pytest.mark.parametrize("dry", [True, False], ids=["make-n", "make"])
+def test_a_variable_that_is_no_parameter_is_one_line_naming_the_parameters(recorder, tmp_path, dry):
+    """46.7: ``make relevance MODEL=bm25`` (MODELS misspelled) ran the whole profile, MODEL read by
+    nothing. A command-line variable that is no parameter, a misspelling or one of the Makefile's own
+    (TAG, NB, ... set to `hostile`), is one line naming it and the parameters, before anything runs
+    and without its value being expanded; the same name in the environment is not refused."""
+    script, stamp, log = recorder
+    internals = {n: hostile(n, tmp_path) for n in makefile_variables() - parameters() - TOOLS}
+    assert {"TAG", "NB", "BUILD"} <= set(internals)
+    base = ["make", "-s", *(["-n"] if dry else []), "relevance", f"PY={script}", f"EVALKIT={script}",
+            f"STAMP={stamp}", f"OUTPUT_DIR={tmp_path / 'build'}"]
+    for extra in ({"MODEL": "bm25"}, {"MODEL": "bm25", **internals}):
+        done = subprocess.run([*base, *(f"{k}={v}" for k, v in extra.items())], cwd=ROOT, capture_output=True,
+                              text=True, timeout=120)
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode != 0 and len(lines) == 1, done.stderr
+        named = lines[0].split("unknown parameter ", 1)[1].split(":", 1)[0].split()
+        assert sorted(named) == sorted(extra) and "the parameters are PROFILE PROTOCOL MODELS " in lines[0]
+        assert not log.exists()  # nothing launched
+        _no_pwned(ROOT, tmp_path)
+    env = {**os.environ, "MODEL": "bm25", "TAG": "x"}  # the environment's variables are not parameters: ignored
+    done = subprocess.run([*base, "-n"] if not dry else base, cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and "evalkit.study.launch relevance" in done.stdout, done.stderr
 
 
 @pytest.mark.parametrize("dry", [True, False], ids=["make-n", "make"])

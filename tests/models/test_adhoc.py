@@ -43,8 +43,8 @@ def tiny(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def cached_data(collection, monkeypatch):
-    for command in (cli.evaluate, cli.run):  # the commands these tests give a --dataset
-        monkeypatch.setattr(command, "load_dataset", lambda spec: collection if spec == "csfcube" else None)
+    # `evalkit run` and `evaluate` read their --dataset through the API
+    monkeypatch.setattr(api, "load_dataset", lambda spec: collection if spec == "csfcube" else None)
 
 
 def _sidecar(folder: Path) -> dict:
