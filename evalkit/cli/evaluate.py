@@ -19,10 +19,9 @@ from evalkit.cli.options import (
 )
 from evalkit.cli.printing import null_nan, print_summary, summary_settings, summary_title, write_per_query
 from evalkit.data.protocols import PROTOCOLS
-from evalkit.evaluation.compare import FAMILY
 from evalkit.evaluation.evaluate import SCALE, compared_measures
 from evalkit.evaluation.measures import PMRR_TIES
-from evalkit.evaluation.stats import TESTS, PairedTestSettings
+from evalkit.evaluation.stats import FAMILIES, TESTS, PairedTestSettings
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
@@ -56,7 +55,8 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     title = summary_title(f"{len(evaluated.labels)} runs against {first}", judged, args.aggregate)
     if args.json or args.format == "rows":
         _print_comparison(outcome.tests(compared_measures(names)), notes,
-                          {**settings, **checked.test.described(), "alpha": checked.test.alpha, "holm_over": FAMILY},
+                          {**settings, **checked.test.described(), "alpha": checked.test.alpha,
+                           "holm_over": FAMILIES[checked.test.family]},
                           args.json, title, checked.test, outcome.aggregate)
         return
     table = outcome.table(compared_measures(names))  # its notes end with the fold notes
@@ -83,7 +83,8 @@ def _print_comparison(result, notes: list[str], settings: dict, as_json: bool, t
         return
     name = ("paired two-sided t-tests" if test.test == "t" else
             f"Fisher's randomization tests ({test.permutations:,} permutations, seed {test.seed})")
-    print(f"{title}: {name} of the per-query differences of every pair of runs, Holm-adjusted over {FAMILY} "
+    tested = "every pair of runs" if test.family == "pairs" else "each run against the first"
+    print(f"{title}: {name} of the per-query differences of {tested}, Holm-adjusted over {FAMILIES[test.family]} "
           f"(p_holm; better: the run marked significantly better, p_holm < {test.alpha:g}, as the table's marks); "
           f"values x{SCALE}: aggregate = the run's value in the measures table ({AGGREGATE_WORDS[aggregate]}), "
           "delta = the mean per-query difference run - against (what t and p test)")
@@ -121,6 +122,10 @@ def add_parser(command) -> None:
                                "(x100, superscripts marking the runs each is significantly better than, Holm over all "
                                "pairs of runs); rows: one row per measure, stratum and pair of runs (delta, t, p, "
                                "p_holm and the run marked better: what made each mark)")
+    evaluate.add_argument("--family", metavar=choices(FAMILIES), default=None,
+                          help="several --runs: the tests Holm adjusts over: pairs (every pair of runs, the default) "
+                               "or reference (each run against the first, as the paper's Table 1 and the study's "
+                               "relevance table)")
     evaluate.add_argument("--test", metavar=choices(TESTS), default="t",
                           help="several --runs: paired two-sided t-test (default, the paper's) or Fisher's "
                                "randomization test")

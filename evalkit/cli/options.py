@@ -124,7 +124,8 @@ def evaluation_request(args: argparse.Namespace, **fields) -> EvaluationRequest:
     rules (`evalkit.evaluation.request`) check it; their errors name ``--measures`` etc. when
     the CLI prints them."""
     given = {name: getattr(args, name) for name in ("dataset", "protocol", "discount", "k", "aggregate", "test",
-                                                       "permutations", "seed", "pmrr_ties") if hasattr(args, name)}
+                                                       "permutations", "seed", "family", "pmrr_ties")
+             if hasattr(args, name)}
     if getattr(args, "measures", None) is not None:
         given["measures"] = args.measures.split(",")
     return EvaluationRequest(**({k: v for k, v in given.items() if v is not None} | fields))

@@ -18,11 +18,12 @@ reference):
   both runs have a value for; for p-MRR a seed's queries are one unit (its facets are one pair
   of instructions scored both ways, not independent queries: `pair_units`);
 - ``t``, ``p`` (paired two-sided t-test; or Fisher's randomization test, ``test="fisher"``,
-  whose statistic is ``delta`` itself, ``t`` blank), ``p_holm`` (Holm over every pair of runs
-  of that measure and stratum, `FAMILY`, `evalkit.evaluation.stats.holm`; ``adjust="none"``
-  leaves it raw), ``n`` (paired units), ``better`` (the run of the pair marked significantly
-  better: ``p_holm`` < ``alpha`` and ``delta`` not 0; blank when neither is), ``note`` (why
-  ``p`` is blank: fewer than `evalkit.evaluation.stats.MIN_PAIRED` units, no variance).
+  whose statistic is ``delta`` itself, ``t`` blank), ``p_holm`` (Holm, `evalkit.evaluation.stats.holm`,
+  over the `family` of that measure and stratum, `evalkit.evaluation.stats.FAMILIES`: every pair
+  of runs, or each run against the reference; ``adjust="none"`` leaves it raw), ``n`` (paired
+  units), ``better`` (the run of the pair marked significantly better: ``p_holm`` < ``alpha``
+  and ``delta`` not 0; blank when neither is), ``note`` (why ``p`` is blank: fewer than
+  `evalkit.evaluation.stats.MIN_PAIRED` units, no variance).
 
 Runs with no query in common are refused.
 """
@@ -39,16 +40,18 @@ from evalkit.core.errors import DataError, RequestError
 from evalkit.data.collection import Collection
 from evalkit.evaluation.aggregate import ALL
 from evalkit.evaluation.evaluate import paired_by_units, summarize
-from evalkit.evaluation.stats import ALPHA, PERMUTATION_SEED, PERMUTATIONS, check_computed, holm, paired_test
+from evalkit.evaluation.stats import (
+    ALPHA,
+    PERMUTATION_SEED,
+    PERMUTATIONS,
+    check_computed,
+    check_family,
+    holm,
+    paired_test,
+)
 
 COLUMNS = ["measure", "stratum", "run", "against", "aggregate", "delta", "t", "p", "p_holm", "n", "better", "note"]
 ADJUST = ("holm", "none")
-# The families of tests Holm adjusts over, by name: every pair of runs (the comparison table's marks,
-# `evalkit evaluate`, the API), or each run against the reference only (the first run: the paper's
-# Table 1 marks, the study's relevance table). Per measure and stratum either way.
-FAMILIES = {"pairs": "all pairs of runs of one measure and stratum",
-            "reference": "each run against the reference (the first run), per measure and stratum"}
-FAMILY = FAMILIES["pairs"]  # the default family (per variant in the API)
 
 
 def pair_units(collection: Collection) -> dict[str, str]:
@@ -92,13 +95,6 @@ def check_adjust(adjust: object) -> str:
     if adjust not in ADJUST:
         raise RequestError("adjust", "choose holm or none", value=adjust)
     return adjust
-
-
-def check_family(family: object) -> str:
-    """The family of tests the adjustment runs over: one of `FAMILIES` (``pairs`` or ``reference``)."""
-    if not isinstance(family, str) or family not in FAMILIES:
-        raise RequestError("family", f"choose {' or '.join(FAMILIES)}", value=family)
-    return family
 
 
 def tested_pairs(names: Sequence[str], family: str) -> list[tuple[str, str]]:

@@ -28,9 +28,9 @@ from evalkit.core.errors import RequestError
 from evalkit.core.latex import latex_escape
 from evalkit.data.collection import Collection
 from evalkit.evaluation.aggregate import ALL
-from evalkit.evaluation.compare import FAMILY, compare
+from evalkit.evaluation.compare import compare, tested_pairs
 from evalkit.evaluation.evaluate import SCALE, paired_by_units
-from evalkit.evaluation.stats import ALPHA, MIN_PAIRED, PERMUTATION_SEED, PERMUTATIONS
+from evalkit.evaluation.stats import ALPHA, FAMILIES, MIN_PAIRED, PERMUTATION_SEED, PERMUTATIONS
 
 FORMATS = ("text", "markdown", "latex")
 LETTERS = "abcdefghijklmnoprstuvwxyz"  # no q: Unicode has no superscript q
@@ -55,6 +55,7 @@ class ComparisonTable:
     notes: list[str] = field(default_factory=list)
     tests: pd.DataFrame = field(default_factory=pd.DataFrame)
     adjust: str = "holm"
+    family: str = "pairs"
 
     @property
     def caption(self) -> str:
@@ -63,8 +64,9 @@ class ComparisonTable:
         test = ("paired two-sided t-test" if self.test == "t" else
                 f"Fisher's randomization test ({self.permutations:,} permutations, seed {self.seed})")
         runs = len(self.letters)
-        pairs = runs * (runs - 1) // 2
-        family = (f"Holm-adjusted over {FAMILY} ({pairs} pair{'s' if pairs != 1 else ''} of {runs} runs)"
+        pairs = len(tested_pairs(list(self.letters), self.family))
+        family = (f"Holm-adjusted over {FAMILIES[self.family]} ({pairs} pair{'s' if pairs != 1 else ''} of "
+                  f"{runs} runs)"
                   if self.adjust == "holm" else "not adjusted for multiple comparisons")
         return (f"Values x{SCALE} (the measures table's aggregate); a superscript letter marks a run this one is "
                 f"significantly better than ({test} on per-query values, p-MRR paired by seed, {family}, "
@@ -131,7 +133,7 @@ class ComparisonTable:
 def compare_table(collection: Collection, tables: Mapping[str, pd.DataFrame], measures: Sequence[str],
                   aggregate_by: str = "folds", test: str = "t", alpha: float = ALPHA,
                   permutations: int = PERMUTATIONS, seed: int = PERMUTATION_SEED,
-                  adjust: str = "holm") -> ComparisonTable:
+                  adjust: str = "holm", family: str = "pairs") -> ComparisonTable:
     """The runs x measures table of `tables` (per-query tables, run name -> table); `adjust`
     ``none`` leaves p-values raw (as ranx's report). Its marks are the ``better`` column of
     `evalkit.evaluation.compare.compare`'s rows, kept as the table's `tests`."""
@@ -141,7 +143,7 @@ def compare_table(collection: Collection, tables: Mapping[str, pd.DataFrame], me
                            f"{len(names)} runs: a comparison table marks at most {len(LETTERS)}; compare fewer runs")
     letters = dict(zip(names, LETTERS))
     strata = [*dict.fromkeys(collection.strata.values()), ALL]
-    rows = compare(collection, tables, measures, aggregate_by, test, permutations, seed, alpha, adjust)
+    rows = compare(collection, tables, measures, aggregate_by, test, permutations, seed, alpha, adjust, family)
     index = pd.MultiIndex.from_product([strata, names], names=["stratum", "run"])
     better = pd.DataFrame("", index=index, columns=list(measures))
     each = rows.drop_duplicates(["measure", "stratum", "run"])  # every run is a row's run at least once
@@ -159,4 +161,4 @@ def compare_table(collection: Collection, tables: Mapping[str, pd.DataFrame], me
         notes.append(f"{m}: a seed's two facets are one unit of the paired test (they are not independent "
                      f"queries); a stratum needs {MIN_PAIRED} seeds for a test")
     return ComparisonTable(values, better, letters, test, alpha, permutations if test == "fisher" else None,
-                           seed if test == "fisher" else None, notes, rows.reset_index(drop=True), adjust)
+                           seed if test == "fisher" else None, notes, rows.reset_index(drop=True), adjust, family)

@@ -41,7 +41,9 @@ class EvaluationRequest:
     ``protocol`` None: a run's recorded protocol, else the default. ``measures`` None: the
     collection's default table, shaped by ``discount`` and ``k`` (CSFCube only). ``test``,
     ``alpha``, ``permutations`` and ``seed``: the paired test of a comparison (the last two for
-    Fisher's randomization test only). ``seeds`` / ``queries``: evaluate some queries only."""
+    Fisher's randomization test only); ``family``: the tests Holm adjusts over (``pairs``: every
+    pair of runs; ``reference``: each run against the first). ``seeds`` / ``queries``: evaluate
+    some queries only."""
 
     dataset: str = "csfcube"
     protocol: str | None = None
@@ -53,6 +55,7 @@ class EvaluationRequest:
     alpha: float = ALPHA
     permutations: int | None = None
     seed: int | None = None
+    family: str = "pairs"
     pmrr_ties: str = "kit"
     seeds: Sequence[str] | None = None
     queries: Sequence[str] | None = None
@@ -132,7 +135,7 @@ def _checked_options(request: EvaluationRequest) -> tuple[tuple[str, ...] | None
         check_protocol(request.protocol)
     check_aggregate(request.aggregate)
     given = check_measure_names(request.measures, request.discount, request.k)
-    test = check_test(request.test, request.alpha, request.permutations, request.seed)
+    test = check_test(request.test, request.alpha, request.permutations, request.seed, request.family)
     check_pmrr_ties(request.pmrr_ties)
     check_selection(request.seeds, request.queries)
     return given, test

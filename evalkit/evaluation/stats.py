@@ -45,19 +45,28 @@ class PairedTest:
     note: str | None = None
 
 
+# The families of tests Holm adjusts over, by name: every pair of runs (the comparison table's marks,
+# `evalkit evaluate`, the API by default), or each run against the reference only (the first run:
+# the paper's Table 1 marks, the study's relevance table). Per measure and stratum either way.
+FAMILIES = {"pairs": "all pairs of runs of one measure and stratum",
+            "reference": "each run against the reference (the first run), per measure and stratum"}
+
+
 @dataclass(frozen=True)
 class PairedTestSettings:
-    """A checked paired test: ``test`` (t or fisher), ``alpha``, and Fisher's ``permutations``
-    and ``seed`` (their defaults when not given; unused by the t-test)."""
+    """A checked paired test: ``test`` (t or fisher), ``alpha``, Fisher's ``permutations`` and
+    ``seed`` (their defaults when not given; unused by the t-test), and the ``family`` of tests
+    Holm adjusts over (`FAMILIES`)."""
 
     test: str = "t"
     alpha: float = ALPHA
     permutations: int = PERMUTATIONS
     seed: int = PERMUTATION_SEED
+    family: str = "pairs"
 
     def arguments(self) -> dict:
         """The keyword arguments of `compare` and `compare_table`."""
-        return {"test": self.test, "permutations": self.permutations, "seed": self.seed}
+        return {"test": self.test, "permutations": self.permutations, "seed": self.seed, "family": self.family}
 
     def described(self) -> dict:
         """The test as the settings of a printed or JSON comparison say it."""
@@ -73,8 +82,15 @@ def whole_number(field: str, value: object) -> int:
     return value
 
 
+def check_family(family: object) -> str:
+    """The family of tests the adjustment runs over: one of `FAMILIES` (``pairs`` or ``reference``)."""
+    if not isinstance(family, str) or family not in FAMILIES:
+        raise RequestError("family", f"choose {' or '.join(FAMILIES)}", value=family)
+    return family
+
+
 def check_test(test: object = "t", alpha: object = ALPHA, permutations: object = None,
-               seed: object = None) -> PairedTestSettings:
+               seed: object = None, family: object = "pairs") -> PairedTestSettings:
     """The paired test: ``t`` or ``fisher``; `alpha` in (0, 1); Fisher's `permutations`
     (`MIN_PERMUTATIONS` to `MAX_PERMUTATIONS`) and `seed` (0 to `MAX_SEED`), given only with
     ``test`` fisher."""
@@ -95,7 +111,7 @@ def check_test(test: object = "t", alpha: object = ALPHA, permutations: object =
         if not 0 <= seed <= MAX_SEED:
             raise RequestError("seed", f"give a whole number from 0 to {MAX_SEED:,}", value=seed)
     return PairedTestSettings(test, float(alpha), PERMUTATIONS if permutations is None else permutations,
-                              PERMUTATION_SEED if seed is None else seed)
+                              PERMUTATION_SEED if seed is None else seed, check_family(family))
 
 
 def check_computed(test: object, permutations: object, seed: object, alpha: object = ALPHA) -> PairedTestSettings:

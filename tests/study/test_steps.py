@@ -5,6 +5,7 @@ intervals checked against hand-computed values."""
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
 
@@ -137,3 +138,22 @@ def test_tests_without_the_reference_are_empty_and_say_so_in_the_table(study, co
     runs = steps.load_runs(study, collection, models=study.models[1:])
     values = steps.per_query(runs, [MEASURE])
     assert steps.paired_tests(values, collection, [MEASURE], "bm25").empty
+
+
+def test_the_relevance_tables_tests_are_evalkit_evaluates(study, collection, capsys):
+    """The same stored runs through `evalkit evaluate --family reference`: the very p and p_holm."""
+    from evalkit import cli
+
+    table = run_cells("relevance", study)["relevance"].query("source == 'kit' and model != 'human'")
+    folders = [runner.bind(study.settings(m, collection), collection, study.runs_dir).folder for m in study.models]
+    runs = [a for f in folders for a in ("--runs", str(f))]
+    capsys.readouterr()  # the notebook's printing
+    assert cli.main(["evaluate", "--dataset", "csfcube", *runs, "--measures", MEASURE, "--family", "reference",
+                     "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["settings"]["holm_over"].startswith("each run against the reference")
+    rows = [r for r in printed["rows"] if r["stratum"] == "all" and r["against"]]
+    assert [r["against"] for r in rows] == [printed["reference"]] * 2  # the first run: bm25's folder
+    for model, row in zip(study.models[1:], rows):  # in the order of --runs
+        mine = table.set_index("model").loc[model]
+        assert (row["p"], row["p_holm"]) == (mine["p_vs_reference"], mine["p_holm"])
