@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import sys
 from pathlib import Path
 
 from evalkit.cli.options import check_runs_dir, choices, full_corpus, split_list
@@ -72,7 +74,9 @@ def cmd_run(args: argparse.Namespace) -> None:
                            queries=queries, corpus=args.corpus, instructions=args.instructions,
                            index_dtype=args.index_dtype, executor=args.executor, workers=workers)
     bound = bind(settings, collection, runs_dir)  # checked once (an unknown --first-stage too), before any work
-    print(obtain(bound, read=False).folder)  # a matching stored run is reused, not rewritten or parsed
+    with contextlib.redirect_stdout(sys.stderr):  # stdout is the folder alone (Ray prints "(raylet)" lines there)
+        folder = obtain(bound, read=False).folder  # a matching stored run is reused, not rewritten or parsed
+    print(folder)
 
 def add_parser(command) -> None:
     """Add `evalkit run`, its options and its handler (`command` makes the subparser)."""

@@ -28,20 +28,22 @@ with the numbers of the in-process executor (`evalkit.retrieval.executors`).
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import os
 import platform
 import socket
 import uuid
 from collections import deque
-from contextlib import ExitStack
 from pathlib import Path
 
 import numpy as np
 import ray
 from ray.exceptions import RayActorError, RayTaskError
+
+try:  # Ray's own step for a saved token (`use_token_if_saved`); private, and absent before token authentication
+    from ray._private.authentication.authentication_token_setup import maybe_enable_token_auth_if_token_available
+except ImportError:
+    maybe_enable_token_auth_if_token_available = None
 
 from evalkit.core.errors import DataError, KitError, MissingPrerequisite, RequestError
 from evalkit.core.workspace import cache_root
@@ -54,12 +56,93 @@ SEARCH_ROWS = 1 << 18  # index rows a worker searches at once
 # how long a starting raylet waits for its agents (Ray's default is too short on a loaded machine)
 START_WAIT_ENV, START_WAIT_S = "RAY_raylet_start_wait_time_s", "60"
 START_ATTEMPTS = 3  # tries to start a local cluster
+PER_CPU = 2  # CPU workers per CPU of a cluster at most (more only queue for the cores)
+PROBE_S = 5  # seconds RAY_ADDRESS has to answer (connect, then gRPC) before the kit says it does not
 VECTORS_ENV = "EVALKIT_RAY_VECTORS"  # "object-store": vectors through Ray's object store even on a shared path
 
 
-def text_key(document) -> str:
-    """A document's text (title and body: every document template reads only these), as a digest."""
-    return hashlib.blake2b(json.dumps([document.title, document.text]).encode(), digest_size=16).hexdigest()
+def torch_threads() -> int:
+    """The driver's torch threads, which every CPU worker takes: CPU kernels give other last bits
+    at another thread count, so workers that took their share of the cores would not give the
+    in-process run's vectors (more threads than cores costs time, never a number)."""
+    import torch  # the models extra: lazy, as the executor's other torch use (an optional extra)
+
+    return torch.get_num_threads()
+
+
+def check_count(count: int | None, gpus: int, cpus: float, where: str) -> None:
+    """One line when `count` workers do not fit `where`: one GPU each, else at most `PER_CPU` per CPU."""
+    most = gpus if gpus else max(1, int(cpus * PER_CPU))
+    if count is not None and count > most:
+        holds = f"{gpus} GPUs, one per worker" if gpus else f"{cpus:g} CPUs, at most {PER_CPU} workers per CPU"
+        raise RequestError("workers", f"asks for {count} Ray workers; {where} holds at most {most} ({holds}): ask "
+                           f"for at most {most}", value=count)
+
+
+def check_address(value: str) -> str:
+    """``RAY_ADDRESS`` checked before Ray sees it (Ray retries an address that does not answer for
+    minutes): one line for an empty value, whitespace (a trailing newline), a port that is not a
+    whole number 1-65535, nothing listening there, or a listener that does not speak gRPC (not a
+    Ray head), each within `PROBE_S` seconds. ``auto`` goes to Ray, which finds a cluster started
+    on this machine or says there is none."""
+    fix = "set it to the head's address as `ray start --head` prints it (host:port), or unset it for a local cluster"
+    if not value.strip():
+        raise MissingPrerequisite("RAY_ADDRESS is set but empty", fix)
+    if any(c.isspace() for c in value):
+        raise MissingPrerequisite(f"RAY_ADDRESS={value!r} holds whitespace (a trailing newline?)", fix)
+    if value == "auto":
+        return value
+    host, colon, port = value.removeprefix("ray://").rpartition(":")
+    if not colon or not host or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
+        raise MissingPrerequisite(f"RAY_ADDRESS={value} is not host:port with a port 1-65535", fix)
+    host = host.strip("[]")  # an IPv6 address in brackets
+    try:
+        with socket.create_connection((host, int(port)), timeout=PROBE_S):
+            pass
+    except OSError as exc:
+        raise MissingPrerequisite(f"nothing answers at RAY_ADDRESS={value} ({exc.strerror or exc})",
+                                  "start the head there (`ray start --head`), or unset RAY_ADDRESS for a local "
+                                  "cluster") from None
+    if not speaks_http2(host, int(port)):
+        raise MissingPrerequisite(f"RAY_ADDRESS={value} answers, but not as a Ray head (no gRPC answer within "
+                                  f"{PROBE_S} s)", "point it at the head's port (6379 unless `ray start --head` "
+                                  "printed another)")
+    return value
+
+
+HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])  # + an empty SETTINGS frame
+
+
+def speaks_http2(host: str, port: int) -> bool:
+    """Whether the listener at host:port answers HTTP/2's preface with a SETTINGS frame (a frame
+    header of type 4 on stream 0), as every gRPC server, Ray's head among them, does first."""
+    try:
+        with socket.create_connection((host, port), timeout=PROBE_S) as conn:
+            conn.sendall(HTTP2_PREFACE)
+            header = b""
+            while len(header) < 9:
+                part = conn.recv(9 - len(header))
+                if not part:
+                    return False
+                header += part
+    except OSError:  # a timeout, a reset
+        return False
+    return header[3] == 4 and int.from_bytes(header[5:9], "big") & 0x7FFFFFFF == 0
+
+
+def use_token_if_saved() -> None:
+    """Join with Ray's saved token (``~/.ray/auth_token``, which a local ``ray.init`` writes) as
+    ``ray start`` does: a head started while the token exists requires it, and ``ray.init(address=)``
+    alone does not read it. ``RAY_AUTH_MODE`` set by the user is left as it is."""
+    if maybe_enable_token_auth_if_token_available is None:
+        return
+    loud = logging.getLogger("ray")
+    level = loud.level
+    loud.setLevel(logging.ERROR)  # Ray's notice that token authentication is on
+    try:
+        maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+    finally:
+        loud.setLevel(level)
 
 
 def one_line(exc: BaseException) -> str:
@@ -75,11 +158,12 @@ class Worker:
     payload (its encode function and vector caches, sent once through the object store and kept
     with the model loaded; a worker Ray restarts fetches it again)."""
 
-    def __init__(self, threads: int):
+    def __init__(self, threads: int | None):
         os.environ["EVALKIT_PROGRESS"] = "off"  # the driver shows the one bar of the job
-        import torch  # the models extra: the worker encodes with torch
+        if threads is not None:  # the driver's torch threads: CPU kernels round by their thread count
+            import torch  # the models extra: the worker encodes with torch
 
-        torch.set_num_threads(threads)
+            torch.set_num_threads(threads)
         self.payload: tuple = (None, None)
         self.indexes: dict = {}
 
@@ -103,11 +187,10 @@ class Worker:
         return self.payload[1]
 
     def encode(self, box: list, batch: list, path: str | None):
-        encode, stores = self._model(box)
-        with ExitStack() as stack:
-            for store in stores:
-                stack.enter_context(store.transient())
-            vectors = np.asarray(encode(batch), dtype=np.float32)
+        """The model's vectors of `batch` (no embedding cache: the driver alone writes files of the
+        kit's stores), returned, or saved at `path` (a file only this call writes) when every
+        worker sees the driver's cache folder."""
+        vectors = np.asarray(self._model(box)(batch), dtype=np.float32)
         if path is None:
             return vectors
         temporary = f"{path}.{os.getpid()}.tmp.npy"
@@ -173,21 +256,23 @@ class RayExecutor:
         quiet = {"logging_level": logging.ERROR, "log_to_driver": False}
         if ray.is_initialized():
             self.cluster = "this process's"
-        elif os.environ.get("RAY_ADDRESS"):
-            address = os.environ["RAY_ADDRESS"]
+        elif "RAY_ADDRESS" in os.environ:
+            address = check_address(os.environ["RAY_ADDRESS"])
+            use_token_if_saved()
             try:
                 ray.init(address=address, **quiet)
             except Exception as exc:  # Ray's connection errors have no common type
                 raise MissingPrerequisite(f"cannot join the Ray cluster at RAY_ADDRESS={address} ({one_line(exc)})",
-                                          "start it (`ray start --head`) or unset RAY_ADDRESS for a local "
-                                          "one") from None
+                                          "check that the head runs there (`ray status`) or unset RAY_ADDRESS "
+                                          "for a local cluster") from None
             self.cluster, self.owned = f"joined at {address}", False
         else:
             cores = os.cpu_count() or 1
+            check_count(self.wanted, 0, cores, "a local cluster on this machine")  # before anything starts
             os.environ.setdefault(START_WAIT_ENV, START_WAIT_S)
             for attempt in range(START_ATTEMPTS):  # Ray gives a node 30 s to register: a loaded machine may miss it
                 try:
-                    ray.init(num_cpus=max(cores, self.wanted or cores), include_dashboard=False, **quiet)
+                    ray.init(num_cpus=cores, include_dashboard=False, **quiet)
                     break
                 except Exception as exc:  # a start that timed out: Ray raises a bare Exception
                     ray.shutdown()
@@ -197,14 +282,14 @@ class RayExecutor:
                                                   "(`ray start --head`) and set RAY_ADDRESS") from None
             self.cluster, self.owned = "local", True
 
-    def _workers(self, encode, stores) -> list:
+    def _workers(self, encode) -> list:
         """The workers, holding this model's payload (sent again for another model)."""
         self._connect()
         owner = id(getattr(encode, "__self__", encode))  # a bound method is made anew on each access
         if self.actors and self.payload_id == owner:
             return self.actors
         try:
-            self.payload = ray.put((encode, stores))
+            self.payload = ray.put(encode)
         except Exception as exc:  # cloudpickle's errors have no common type
             raise RequestError("executor", f"cannot send the model to Ray workers ({one_line(exc)}); run it "
                                "with {executor:local}") from None
@@ -214,16 +299,15 @@ class RayExecutor:
         resources = ray.cluster_resources()
         gpus, cpus = int(resources.get("GPU", 0)), float(resources.get("CPU", 1))
         count = self.wanted or gpus or max(1, int(cpus))
-        if gpus and count > gpus:
-            raise RequestError("workers", f"asks for {count} Ray workers; the cluster has {gpus} GPUs (one per "
-                               f"worker): ask for at most {gpus}", value=count)
+        check_count(count, gpus, cpus, "the cluster")
         share = cpus / count
-        self.threads = 1 if gpus else max(1, int(share))
+        self.threads = torch_threads()
         options = {"num_gpus": 1, "num_cpus": 1} if gpus else \
             {"num_cpus": int(share) if share >= 1 else max(0.0001, int(share * 10000) / 10000)}
-        cores = os.cpu_count() or 1
-        if not gpus and (share < 1 or self.owned and count > cores):
-            self.notes.append(f"{count} workers share {min(cpus, cores):g} cores (one thread each)")
+        if not gpus and count * self.threads > cpus:
+            self.notes.append(f"{count} workers of {self.threads} torch threads each (the driver's: CPU kernels "
+                              f"round by their thread count, so the vectors are the in-process run's) share "
+                              f"{cpus:g} CPUs")
         self.shape = (ray.get_runtime_context().gcs_address, tuple(sorted(options.items())), self.threads)
         for shape in [k for k in _IDLE if k != self.shape]:  # idle workers of another shape free their CPUs
             for actor in _IDLE.pop(shape):
@@ -264,53 +348,34 @@ class RayExecutor:
         return out
 
     # -- the executor's two jobs --------------------------------------------------------------
-    def encode_batches(self, encode, stores, batches, folder):
-        actors = self._workers(encode, stores)
+    def encode_batches(self, encode, batches, folder):
+        """The vectors of each batch, in order (`evalkit.retrieval.executors`). No input is in two
+        batches (`evalkit.retrieval.vector_index.batch_plan`), so batches never wait for each other."""
+        actors = self._workers(encode)
         shards = Path(f"{folder}.shards") if self.shared else None
         if shards is not None:
             shards.mkdir(parents=True, exist_ok=True)
         pending: deque = deque()
         batches = iter(batches)
         run = uuid.uuid4().hex[:12]  # this build's files: a killed build's late workers write others
-        sent, committed = 0, -1
-        in_flight: dict[str, int] = {}  # a document text of a batch not yet committed -> that batch
-        held = None  # the next batch, while it waits for an earlier one that shares a text with it
-
-        def send() -> bool:
-            """Send the next batch unless it shares a document text with a batch not yet committed:
-            in-process, that text's vector is in the cache when the later batch is encoded, so the
-            later batch's model inputs (and every vector's bits) are the same only if it waits."""
-            nonlocal sent, held
-            if held is None:
-                batch = next(batches, None)
-                if batch is None:
-                    return False
-                held = (batch, [text_key(d) for d in batch])
-            batch, keys = held
-            if any(in_flight.get(key, committed) > committed for key in keys):
-                return False
-            held = None
-            for key in keys:
-                in_flight[key] = sent
-            number = sent % len(actors)
-            path = None if shards is None else str(shards / f"{run}-{sent:09d}.npy")
-            pending.append((batch, keys, number, path, actors[number].encode.remote([self.payload], batch, path)))
-            sent += 1
-            return True
+        sent = 0
 
         def fill() -> None:
-            while len(pending) < IN_FLIGHT * len(actors) and send():
-                pass
+            nonlocal sent
+            while len(pending) < IN_FLIGHT * len(actors):
+                batch = next(batches, None)
+                if batch is None:
+                    return
+                number = sent % len(actors)
+                path = None if shards is None else str(shards / f"{run}-{sent:09d}.npy")
+                pending.append((batch, number, path, actors[number].encode.remote([self.payload], batch, path)))
+                sent += 1
 
         fill()
         while pending:
-            batch, keys, number, path, ref = pending.popleft()
+            batch, number, path, ref = pending.popleft()
             found = self._get([ref], [number])[0]
             yield batch, np.load(found) if path is not None else found
-            committed += 1
-            for key in keys:
-                if in_flight.get(key) == committed:
-                    del in_flight[key]
             if path is not None:
                 Path(path).unlink(missing_ok=True)
             fill()
