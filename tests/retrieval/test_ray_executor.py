@@ -23,8 +23,10 @@ import fcntl
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -43,7 +45,7 @@ from evalkit.pipeline.runner import Reuse, RunSettings, bind, obtain
 from evalkit.pipeline.settings import check_execution
 from evalkit.retrieval import exact_search, executors, vector_index
 from evalkit.retrieval.corpus import Corpus, rank_corpus
-from evalkit.retrieval.embeddings import Encoder
+from evalkit.retrieval.embeddings import CachedVectors, Encoder
 
 ray = pytest.importorskip("ray")
 
@@ -422,3 +424,109 @@ def test_without_ray_the_executor_names_the_extra(monkeypatch):
     monkeypatch.delattr("evalkit.retrieval.ray_executor")
     with pytest.raises(MissingPrerequisite, match=r"evalkit\[cluster\]"):
         executors.executor_for("ray", 2)
+
+
+# --- issue 48 item 10: numbers that do not depend on the executor's choices; one line for what cannot run ----------
+
+class ThreadSensitive:
+    """An encoder (`BiEncoder`'s interface) whose vectors move with torch's thread count and with
+    the size of the batch they are encoded in, as a real model's last bits do on the CPU."""
+
+    location, revision = "thread-sensitive", "1"
+
+    def __init__(self):
+        self.vectors = CachedVectors({"model": self.location})
+        self.fingerprint = self.vectors.fingerprint
+
+    def compute(self, texts) -> np.ndarray:
+        import torch
+
+        rows = np.asarray([[len(t), sum(map(ord, t)) % 97, 1.0] for t in texts], dtype=np.float32)
+        return rows + np.float32(1e-3) * len(texts) + np.float32(1e-2) * torch.get_num_threads()
+
+    def encode(self, texts, desc: str = "texts") -> np.ndarray:
+        return self.vectors.stack(list(texts), str, self.compute)
+
+
+def test_the_vectors_do_not_depend_on_thread_counts_or_on_which_batch_an_input_is_in(cluster, tmp_path, monkeypatch):
+    """2 workers on a cluster of 2 CPUs (a share of one core each) give the bytes of the in-process
+    build, whose torch runs 3 threads here; a document whose abstract another has under another title
+    (one model input under ``{abstract}``) three batches later ties with it exactly on both."""
+    torch = pytest.importorskip("torch")
+    docs = distinct_documents(40)
+    docs += [Document(f"r{d.doc_id}", "another title", d.text) for d in docs[:4]]  # batch 1's inputs, in batch 6
+    corpus, queries = Corpus.of_documents(docs), list(collection().queries.values())
+    before = torch.get_num_threads()
+    torch.set_num_threads(3)
+    try:
+        for name, executor in (("local", executors.IN_PROCESS), ("ray", RayExecutor(2))):
+            monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / name))
+            with executor:
+                rank_corpus(BiEncoder(ThreadSensitive(), doc_template="{abstract}"), queries, corpus, 5,
+                            executor=executor)
+    finally:
+        torch.set_num_threads(before)
+    assert index_bytes(tmp_path / "ray") == index_bytes(tmp_path / "local")
+    rows = np.frombuffer(index_bytes(tmp_path / "ray")["vectors.bin"], dtype=np.float32).reshape(len(docs), 3)
+    assert rows[0, 2] == np.float32(1.0) + np.float32(8e-3) + np.float32(3e-2)  # 3 threads, a batch of 8
+    for i in range(4):
+        assert rows[i].tobytes() == rows[40 + i].tobytes()
+
+
+def test_more_workers_than_a_cluster_holds_is_one_line_before_any_worker_starts(cluster, monkeypatch):
+    executor = RayExecutor(5)  # this module's cluster: 2 CPUs, at most 2 workers each
+    with pytest.raises(RequestError) as caught:
+        executor._workers(lambda batch: None)
+    assert str(caught.value) == ("workers=5: asks for 5 Ray workers; the cluster holds at most 4 (2 CPUs, at most "
+                                 "2 workers per CPU): ask for at most 4")
+    assert executor.actors == []
+    cores = os.cpu_count() or 1
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)  # no cluster yet: the kit would start a local one
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setattr(ray, "init", lambda *a, **k: pytest.fail("a local cluster was started"))
+    with pytest.raises(RequestError, match=rf"^workers=1000000: asks for 1000000 Ray workers; a local cluster on this "
+                                           rf"machine holds at most {2 * cores} \({cores} CPUs"):
+        RayExecutor(1000000)._connect()
+
+
+@pytest.fixture(scope="module")
+def not_ray() -> int:
+    """A port on this machine that answers, but not as Ray's head does (an HTTP/1 server)."""
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def serve():
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn:
+                conn.recv(64)
+                conn.sendall(b"HTTP/1.0 400 Bad Request\r\n\r\n")
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield server.getsockname()[1]
+    server.close()
+
+
+@pytest.mark.parametrize("address, said", [
+    ("", "RAY_ADDRESS is set but empty"),
+    ("127.0.0.1:6379\n", r"RAY_ADDRESS='127.0.0.1:6379\\n' holds whitespace \(a trailing newline\?\)"),
+    (":99999", "RAY_ADDRESS=:99999 is not host:port with a port 1-65535"),
+    ("127.0.0.1:²", "RAY_ADDRESS=127.0.0.1:² is not host:port with a port 1-65535"),
+    ("127.0.0.1:1", r"nothing answers at RAY_ADDRESS=127.0.0.1:1 \(Connection refused\)"),
+    ("not-ray", r"RAY_ADDRESS=127.0.0.1:\d+ answers, but not as a Ray head")])
+def test_an_odd_or_unreachable_ray_address_is_one_line_within_seconds(address, said, not_ray, monkeypatch):
+    address = f"127.0.0.1:{not_ray}" if address == "not-ray" else address
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", lambda *a, **k: pytest.fail("Ray was asked to join"))
+    monkeypatch.setenv("RAY_ADDRESS", address)
+    start = time.monotonic()
+    with pytest.raises(MissingPrerequisite, match=f"^{said}") as caught:
+        RayExecutor(2)._connect()
+    assert time.monotonic() - start < ray_executor.PROBE_S + 2 and "\n" not in str(caught.value)
+
+
+def test_a_ray_head_passes_the_address_check(cluster):
+    address = ray.get_runtime_context().gcs_address
+    assert ray_executor.check_address(address) == address and ray_executor.check_address("auto") == "auto"
