@@ -32,13 +32,14 @@ import logging
 import os
 import platform
 import socket
+import time
 import uuid
 from collections import deque
 from pathlib import Path
 
 import numpy as np
 import ray
-from ray.exceptions import RayActorError, RayTaskError
+from ray.exceptions import ActorUnavailableError, RayActorError, RayTaskError
 
 try:  # Ray's own step for a saved token (`use_token_if_saved`); private, and absent before token authentication
     from ray._private.authentication.authentication_token_setup import maybe_enable_token_auth_if_token_available
@@ -57,6 +58,10 @@ SEARCH_ROWS = 1 << 18  # index rows a worker searches at once
 START_WAIT_ENV, START_WAIT_S = "RAY_raylet_start_wait_time_s", "60"
 START_ATTEMPTS = 3  # tries to start a local cluster
 PER_CPU = 2  # CPU workers per CPU of a cluster at most (more only queue for the cores)
+UNAVAILABLE_S = 120  # seconds a worker "temporarily unavailable" is asked again (Ray declares a lost node dead sooner)
+# how long Ray lets this process wait for a head that went away before it ends the process (default 60 s): long
+# enough for the kit to notice (`RayExecutor._get`) and leave the cluster with its one line
+RECONNECT_ENV, RECONNECT_S = "RAY_gcs_rpc_server_reconnect_timeout_s", "600"
 PROBE_S = 5  # seconds RAY_ADDRESS has to answer (connect, then gRPC) before the kit says it does not
 VECTORS_ENV = "EVALKIT_RAY_VECTORS"  # "object-store": vectors through Ray's object store even on a shared path
 
@@ -168,7 +173,7 @@ class Worker:
         self.indexes: dict = {}
 
     def where(self, probe: str, token: str) -> tuple[str, bool]:
-        """(this worker's node and device, whether it reads the driver's probe file)."""
+        """(this worker's host, Ray node and device, whether it reads the driver's probe file)."""
         import torch
 
         gpus = ray.get_gpu_ids()
@@ -178,7 +183,7 @@ class Worker:
             sees = Path(probe).read_text(encoding="utf-8") == token
         except OSError:
             sees = False
-        return f"{socket.gethostname()}: {device}", sees
+        return f"{socket.gethostname()} (node {ray.get_runtime_context().get_node_id()[:8]}): {device}", sees
 
     def _model(self, box: list):
         """The payload in `box` (a list, so Ray passes the reference, not the value), fetched once."""
@@ -248,12 +253,14 @@ class RayExecutor:
         self.payload = None  # the model's payload in the object store, held while the workers may need it
         self.payload_id: int | None = None
         self.count: int | None = None
+        self.head: str | None = None  # the cluster's head (host:port), asked whether it answers after a failure
 
     # -- the cluster and the workers ----------------------------------------------------------
     def _connect(self) -> None:
         if self.cluster is not None:
             return
         quiet = {"logging_level": logging.ERROR, "log_to_driver": False}
+        os.environ.setdefault(RECONNECT_ENV, RECONNECT_S)
         if ray.is_initialized():
             self.cluster = "this process's"
         elif "RAY_ADDRESS" in os.environ:
@@ -277,10 +284,12 @@ class RayExecutor:
                 except Exception as exc:  # a start that timed out: Ray raises a bare Exception
                     ray.shutdown()
                     if attempt + 1 == START_ATTEMPTS:
-                        raise MissingPrerequisite(f"the local Ray cluster did not start ({one_line(exc)})",
-                                                  "run again when the machine is less loaded, or start Ray yourself "
+                        raise MissingPrerequisite(f"the local Ray cluster did not start in {START_ATTEMPTS} tries "
+                                                  f"({one_line(exc)})", "run in this process (executor local), or "
+                                                  "again when the machine is less loaded, or start Ray yourself "
                                                   "(`ray start --head`) and set RAY_ADDRESS") from None
             self.cluster, self.owned = "local", True
+        self.head = ray.get_runtime_context().gcs_address
 
     def _workers(self, encode) -> list:
         """The workers, holding this model's payload (sent again for another model)."""
@@ -332,20 +341,63 @@ class RayExecutor:
         self.unshared_because = f"{VECTORS_ENV}=object-store" if forced else "no path every worker sees"
         return self.actors
 
-    def _get(self, refs: list, numbers: list[int] | None = None):
+    def _get(self, refs: list, numbers: list[int] | None = None, resend=None):
+        """The results of `refs` (of workers `numbers`). A worker "temporarily unavailable" (its
+        node lost, not yet declared dead by Ray) is asked again, by `resend(number)` (a new ref of
+        the same work), for up to `UNAVAILABLE_S` seconds, while the cluster's head answers; a head
+        that no longer answers is the cluster stopped (`_stopped`)."""
         numbers = numbers if numbers is not None else list(range(len(refs)))
         out = []
         for number, ref in zip(numbers, refs):
-            try:
-                out.append(ray.get(ref))
-            except RayTaskError as exc:
-                self.discard()
-                raise DataError(f"Ray worker {number + 1} of {self.count}", one_line(exc)) from None
-            except RayActorError as exc:
-                self.discard()
-                raise DataError(f"Ray worker {number + 1} of {self.count}", f"died and was restarted {RESTARTS} "
-                               f"times ({one_line(exc)}); check the workers' memory and logs") from None
+            since = None
+            while True:
+                try:
+                    out.append(ray.get(ref))
+                    break
+                except RayTaskError as exc:
+                    self.discard()
+                    raise DataError(f"Ray worker {number + 1} of {self.count}", one_line(exc)) from None
+                except ActorUnavailableError as exc:
+                    if not self._head_answers():
+                        raise self._stopped() from None
+                    since = since or time.monotonic()
+                    if resend is None or time.monotonic() - since > UNAVAILABLE_S:
+                        self.discard()
+                        raise DataError(f"Ray worker {number + 1} of {self.count}", f"unavailable for "
+                                        f"{time.monotonic() - since:.0f} s ({one_line(exc)}); check its node "
+                                        "(`ray status`)") from None
+                    time.sleep(1)
+                    ref = resend(number)
+                except RayActorError as exc:
+                    if not self._head_answers():
+                        raise self._stopped() from None
+                    self.discard()
+                    raise DataError(f"Ray worker {number + 1} of {self.count}", f"died and was restarted "
+                                    f"{RESTARTS} times ({one_line(exc)}); check the workers' memory and "
+                                    "logs") from None
         return out
+
+    def _head_answers(self) -> bool:
+        """Whether the cluster's head still accepts a connection (within `PROBE_S`)."""
+        host, _, port = (self.head or "").rpartition(":")
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=PROBE_S):
+                return True
+        except (OSError, ValueError):
+            return False
+
+    def _stopped(self) -> KitError:
+        """The cluster stopped under the run: this process leaves it (Ray would end a process whose
+        head stays away: `RECONNECT_ENV`), keeps none of its workers, and says so in one line."""
+        head, cluster = self.head, self.cluster
+        self.actors, self.payload, self.owned = [], None, False
+        for shape in [k for k in _IDLE if k[0] == head]:
+            _IDLE.pop(shape)
+        ray.shutdown()
+        self.cluster = None
+        return MissingPrerequisite(f"the Ray cluster ({cluster}) stopped in the middle of the run: its head at "
+                                   f"{head} does not answer", "start it again and run again (the batches already "
+                                   "committed are kept), or run in this process (executor local)")
 
     # -- the executor's two jobs --------------------------------------------------------------
     def encode_batches(self, encode, batches, folder):
@@ -374,7 +426,8 @@ class RayExecutor:
         fill()
         while pending:
             batch, number, path, ref = pending.popleft()
-            found = self._get([ref], [number])[0]
+            again = lambda n, b=batch, p=path: actors[n].encode.remote([self.payload], b, p)  # noqa: E731
+            found = self._get([ref], [number], again)[0]
             yield batch, np.load(found) if path is not None else found
             if path is not None:
                 Path(path).unlink(missing_ok=True)
@@ -423,7 +476,10 @@ class RayExecutor:
     def discard(self) -> None:
         """Stop this executor's workers (after a failure: none is kept idle)."""
         for actor in self.actors:
-            ray.kill(actor)
+            try:
+                ray.kill(actor)
+            except Exception:  # a cluster since left or stopped: the actor is gone with it (no common type)
+                pass
         self.actors = []
 
     def __enter__(self):
