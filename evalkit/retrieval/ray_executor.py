@@ -1,26 +1,30 @@
 """The Ray executor (``executor="ray"``): a whole corpus encoded and searched by Ray Core actors,
 with the numbers of the in-process executor (`evalkit.retrieval.executors`).
 
-- The cluster: with ``RAY_ADDRESS`` set the kit joins it (and leaves it running); without, it
-  starts a local cluster on this machine and stops it after the run; a Ray already started in
+- The cluster: with ``RAY_ADDRESS`` set the kit joins it (and leaves it running), the address
+  checked first (`check_address`) and Ray's saved token used (`use_token_if_saved`); without,
+  it starts a local cluster on this machine and stops it after the run; a Ray already started in
   this process (``ray.init`` by the caller) is used as it is.
 - The workers: one actor each, holding the model (loaded once, on its first batch). A worker
-  takes one GPU where the cluster has GPUs, else a share of the CPUs, and sets torch's threads to
-  that share, so the threads of all workers stay within the cores (a local cluster of more
-  workers than cores runs one thread each, and the run's notes say the cores are shared).
-- What moves: the driver reads the corpus and cuts it into the index's fixed batches
-  (`evalkit.retrieval.vector_index.BATCH` documents, in corpus order, whatever the worker
-  count); the workers encode them (their embedding cache is the driver's cache path) and the
-  driver commits them in corpus order into the one index under its lock, as in-process. The
-  vectors come back through the cache folder when every worker sees it (a shared filesystem:
-  the driver writes a probe file there and each worker reads it), else through Ray's object
-  store (also when ``EVALKIT_RAY_VECTORS=object-store``); the run's notes say which. At most two
-  batches per worker are in flight, so the driver's memory is bounded by batches, not the corpus.
+  takes one GPU where the cluster has GPUs, else a share of the CPUs (at most `PER_CPU` workers
+  a CPU: `check_count`), and runs torch with the driver's thread count (`torch_threads`: CPU
+  kernels round by their thread count).
+- What moves: the driver plans the index's batches (the corpus's distinct model inputs,
+  `evalkit.retrieval.vector_index.batch_plan`, whatever the worker count); the workers encode
+  them with the model alone (no embedding cache: workers write no file of the kit's stores) and
+  the driver commits them in corpus order into the one index under its lock, as in-process. The
+  vectors come back through a file per batch beside the index when every worker sees the
+  driver's cache folder (a shared filesystem: the driver writes a probe file there and each
+  worker reads it), else through Ray's object store (also when
+  ``EVALKIT_RAY_VECTORS=object-store``); the run's notes say which. At most two batches per
+  worker are in flight, so the driver's memory is bounded by batches, not the corpus.
 - Failures: a worker killed mid-batch is restarted by Ray and its batches are retried
-  (`RESTARTS`); the result is the same, since a batch's vectors do not depend on who encodes
-  them. A worker that fails (a model it cannot load) ends the run with one line naming the
-  worker, its node and the cause. A killed driver leaves the committed batches: the next run
-  resumes after them, and batches encoded but not committed come from the embedding cache.
+  (`RESTARTS`); one "temporarily unavailable" (its node lost) is asked again while the head
+  answers (`UNAVAILABLE_S`); the result is the same, since a batch's vectors do not depend on who
+  encodes them. A worker that fails (a model it cannot load) ends the run with one line naming
+  the worker and the cause; a cluster whose head stops answering, with one line, this process
+  leaving it alive. A killed driver leaves the committed batches: the next run resumes after
+  them (the batches encoded but not committed are encoded again).
 - The search: the finished index, in shards of `SEARCH_ROWS` rows, each searched exactly by a
   worker that sees the index folder (else on the driver), merged per query by
   `evalkit.retrieval.exact_search.merge_top`.
