@@ -42,6 +42,7 @@ from collections import deque
 from pathlib import Path
 
 import numpy as np
+import psutil
 import ray
 from ray.exceptions import ActorUnavailableError, RayActorError, RayTaskError
 
@@ -68,6 +69,25 @@ UNAVAILABLE_S = 120  # seconds a worker "temporarily unavailable" is asked again
 RECONNECT_ENV, RECONNECT_S = "RAY_gcs_rpc_server_reconnect_timeout_s", "600"
 PROBE_S = 5  # seconds RAY_ADDRESS has to answer (connect, then gRPC) before the kit says it does not
 VECTORS_ENV = "EVALKIT_RAY_VECTORS"  # "object-store": vectors through Ray's object store even on a shared path
+
+
+def children() -> set[int]:
+    """The process ids of this process's descendants."""
+    return {p.pid for p in psutil.Process().children(recursive=True)}
+
+
+def end(pids: set[int]) -> None:
+    """Kill the processes `pids` (a local start that failed: its GCS, raylet and agents, which Ray
+    no longer holds when its start raises) and wait for them, a few seconds at most."""
+    found = []
+    for pid in pids:
+        try:
+            process = psutil.Process(pid)
+            process.kill()
+            found.append(process)
+        except psutil.Error:  # gone by itself meanwhile
+            pass
+    psutil.wait_procs(found, timeout=10)
 
 
 def torch_threads() -> int:
@@ -282,11 +302,13 @@ class RayExecutor:
             check_count(self.wanted, 0, cores, "a local cluster on this machine")  # before anything starts
             os.environ.setdefault(START_WAIT_ENV, START_WAIT_S)
             for attempt in range(START_ATTEMPTS):  # Ray gives a node 30 s to register: a loaded machine may miss it
+                before = children()
                 try:
                     ray.init(num_cpus=cores, include_dashboard=False, **quiet)
                     break
                 except Exception as exc:  # a start that timed out: Ray raises a bare Exception
                     ray.shutdown()
+                    end(children() - before)  # what the failed start left (Ray lost hold of it)
                     if attempt + 1 == START_ATTEMPTS:
                         raise MissingPrerequisite(f"the local Ray cluster did not start in {START_ATTEMPTS} tries "
                                                   f"({one_line(exc)})", "run in this process (executor local), or "

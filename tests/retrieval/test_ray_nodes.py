@@ -20,7 +20,9 @@ the probe that decides it is tested in test_ray_executor.py).
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -50,6 +52,42 @@ FAST_DEATH = {"health_check_period_ms": 500, "health_check_failure_threshold": 4
 
 def children() -> set[int]:
     return {p.pid for p in psutil.Process().children(recursive=True)}
+
+
+FAILED_START = """
+import json, os, time
+import ray._private.services as services
+from evalkit.core.errors import KitError
+from evalkit.retrieval import ray_executor
+
+def never_registers(*args, **kwargs):  # what Ray raises when a loaded machine starts its node too slowly
+    raise Exception("The current node timed out during startup (simulated)")
+
+services.get_node = never_registers
+ray_executor.START_ATTEMPTS = 2
+start = time.monotonic()
+try:
+    ray_executor.RayExecutor(1)._connect()
+except KitError as exc:
+    said = str(exc)
+print(json.dumps({"said": said, "seconds": time.monotonic() - start, "left": sorted(ray_executor.children())}))
+"""
+
+
+def test_a_local_cluster_that_does_not_start_is_one_line_and_leaves_no_process(tmp_path):
+    """The kit's own local cluster (no RAY_ADDRESS) whose node never registers, in a process of its
+    own: after its tries, one line naming the cause and saying to run in this process; none of
+    the processes the tries started (GCS, raylet, agents) is left."""
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    done = subprocess.run([sys.executable, "-c", FAILED_START], capture_output=True, text=True, env=env,
+                          cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.splitlines()[-1])
+    assert found["said"] == ("the local Ray cluster did not start in 2 tries (Exception: The current node timed out "
+                             "during startup (simulated)); fix: run in this process (executor local), or again when "
+                             "the machine is less loaded, or start Ray yourself (`ray start --head`) and set "
+                             "RAY_ADDRESS")
+    assert found["left"] == []
 
 
 @pytest.fixture(scope="module")
