@@ -216,3 +216,21 @@ def test_cli_plan_workers(monkeypatch, capsys):
     assert result["total"]["gpu_hours"] > 0
     assert cli.main(["plan", "--profile", "paper", "--workers", "0"]) == 2
     assert "--workers 0: must be a positive whole number (Ray workers)" in capsys.readouterr().err
+
+
+def test_a_70b_model_on_one_80_gb_gpu_is_flagged_not_planned(tiny_registry, monkeypatch):
+    """Llama-3-70B served by vLLM: 70.6B parameters x 2 bytes (bfloat16) x 1.2 overhead = 169.4 GB (by hand), more
+    than one 80 GB GPU and than two: a replica of 1 GPU (no tensor_parallel_size, workers) is
+    "not run" with the fix (at least 3 GPUs); the entry with tensor_parallel_size 4 fits."""
+    monkeypatch.setattr(prerequisites, "gpu_count", lambda: 8)
+    monkeypatch.setattr(prerequisites, "missing", lambda spec: [])  # (vllm, weights: not this test's)
+    collection, queries = tiny_collection(), list(tiny_collection().queries.values())
+    spec = registry.spec("served", "t")
+    spec.settings.pop("tensor_parallel_size")
+    row = plan.row_plan(spec, queries, collection, "pool", 2, "gpu")
+    assert row.gpu_memory_gb == pytest.approx(70.6 * 2 * 1.2)
+    assert [(m.reason, m.fix) for m in row.missing] == [
+        ("~169 GB (bfloat16) does not fit 1 GPU(s) of 80 GB (gpu_memory_gb in costs.yaml)",
+         "set tensor_parallel_size to at least 3 in its entry (the GPUs one copy spans)")]
+    assert plan.row_plan(registry.spec("served", "t"), queries, collection, "pool", 2, "gpu").missing == []
+    assert plan.row_plan(spec, queries, collection, "pool", 2, "cpu").missing == []  # no GPU planned
