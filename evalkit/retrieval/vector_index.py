@@ -367,25 +367,29 @@ def _build(folder: Path, corpus: Corpus, encode, dtype: str, meta: dict | None, 
                 raise DataError(folder, f"the model gave vectors of shape {vectors.shape} for "
                                 f"{len(segment.fresh)} documents of a {dim}-dimensional index; delete the folder "
                                 "to rebuild it")
-        stored = np.empty((len(segment.documents), dim or 0), dtype=dtype)
-        fresh = iter(vectors.astype(dtype) if segment.fresh else ())
-        earlier = sorted({s for s in segment.sources if s < segment.first})
-        if earlier:  # repeated inputs of committed documents: their rows, as stored
-            with open(vectors_path, "rb") as fh:
-                mapped = np.memmap(fh, dtype=dtype, mode="r", shape=(rows, dim))
-                copied = {s: np.array(mapped[s]) for s in earlier}
+        sources = np.asarray(segment.sources, dtype=np.int64) - segment.first  # < 0: a committed row
+        own = sources == np.arange(len(sources))
+        if own.all():  # no repeated input (the common case): the batch's rows as they are
+            stored = np.ascontiguousarray(vectors, dtype=dtype)
+        else:
+            stored = np.empty((len(sources), dim), dtype=dtype)
+            if segment.fresh:
+                stored[own] = vectors
+            inside = ~own & (sources >= 0)
+            stored[inside] = stored[sources[inside]]  # a first occurrence is always its own row
+            earlier = np.flatnonzero(sources < 0)
+            if len(earlier):  # repeated inputs of committed documents: their rows, as stored
+                mapped = np.memmap(vectors_path, dtype=dtype, mode="r", shape=(rows, dim))
+                stored[earlier] = mapped[sources[earlier] + segment.first]
                 del mapped
-        for i, source in enumerate(segment.sources):
-            own = source == segment.first + i
-            stored[i] = next(fresh) if own else copied[source] if source < segment.first else \
-                stored[source - segment.first]
-        norms = np.linalg.norm(stored.astype(np.float64), axis=1)
+        # float64 sums of squares (einsum: one pass, no float64 copy of the batch)
+        norms = np.sqrt(np.einsum("ij,ij->i", stored, stored, dtype=np.float64))
         if not np.isfinite(norms).all():
             bad = segment.documents[int(np.flatnonzero(~np.isfinite(norms))[0])].doc_id
             raise DataError(folder, f"the model gave document {bad} a vector with a NaN or infinite value (as "
                             f"{dtype}); check the model (or use index dtype float32 where float16 overflows)")
         max_norm = max(max_norm, float(norms.max()))
-        data = stored.tobytes()
+        data = memoryview(stored).cast("B")  # the rows' bytes, not copied
         with open(vectors_path, "ab") as fh:
             fh.write(data)
             fh.flush()
