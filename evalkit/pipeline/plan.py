@@ -286,7 +286,16 @@ def first_stage_plan(profile: str, protocol: str, queries: Sequence[Query], coll
     kind = device_of(device)
     work_s = row.texts / costs()["rates"]["encode_per_s"][kind][_size_class(spec)]
     if registry.family_of(spec).work == ENCODING:  # the executor's corpus encoding: one GPU a worker
+        rate = costs()["rates"]["encode_per_s"][kind][_size_class(spec)]
+        driver = costs()["cluster"]["driver_docs_per_s"]
+        if workers is not None and rate * workers > driver:  # the driver commits every batch: it sets the pace
+            work_s = row.texts / driver * workers
+            row.notes.append(f"bound by the driver: it commits at most {driver:,} documents a second (measured "
+                             f"here at 4,096 dimensions, cluster.driver_docs_per_s in costs.yaml), below the "
+                             f"{workers} workers' {rate * workers:,g} a second")
         spread(row, work_s, workers, 1, kind, "encoding")
+        row.notes.append(f"per-{kind.upper()} rate {rate:g} texts a second: assumed (rates.encode_per_s in "
+                         "costs.yaml), not measured here; Ray's start: measured")
     else:  # a lexical first stage indexes in the driver
         in_driver(row, work_s / 3600, workers, kind, on_gpu=False)
     if protocol == "full":

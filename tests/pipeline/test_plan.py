@@ -171,8 +171,10 @@ def test_make_plan_hands_parameters_over_as_data(tmp_path):
 
 
 def test_workers_divide_the_corpus_encoding_and_add_rays_start(collection, monkeypatch):
-    """--workers N: the first stage's corpus encoding is texts / (rate x N) plus Ray's fixed start;
-    GPU-hours are N GPUs for that whole time; without workers the time is one process's."""
+    """--workers N: the first stage's corpus encoding is texts / (rate x N) plus Ray's fixed start,
+    or texts / the driver's measured commit rate where N workers would encode faster than the driver
+    commits (32 x 1,000 > 14,000); GPU-hours are N GPUs for that whole time; without workers the time
+    is one process's."""
     monkeypatch.setattr(prerequisites, "gpu_count", lambda: 0)
     queries = list(collection.queries.values())
     rate = prerequisites.costs()["rates"]["encode_per_s"]["gpu"]["small"]  # SciNCL: 0.11B
@@ -180,9 +182,12 @@ def test_workers_divide_the_corpus_encoding_and_add_rays_start(collection, monke
     one = plan.first_stage_plan("paper", "full", queries, collection, device="gpu")
     assert one.hours == pytest.approx(one.texts / rate / 3600) and one.gpu_hours == pytest.approx(one.hours)
     assert one.workers == 1
+    driver = prerequisites.costs()["cluster"]["driver_docs_per_s"]
     for workers in (1, 8, 32):
         row = plan.first_stage_plan("paper", "full", queries, collection, workers, "gpu")
-        assert row.hours == pytest.approx((start + row.texts / rate / workers) / 3600)
+        assert row.hours == pytest.approx((start + row.texts / min(rate * workers, driver)) / 3600)
+        assert any("bound by the driver" in note for note in row.notes) is (rate * workers > driver)
+        assert any("assumed" in note for note in row.notes)
         assert row.gpu_hours == pytest.approx(workers * row.hours) and row.workers == workers
         assert any("spread over" in note and "Ray's start" in note for note in row.notes)
     cpu = plan.first_stage_plan("paper", "full", queries, collection, 8, "cpu")
