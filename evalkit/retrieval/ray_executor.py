@@ -326,6 +326,8 @@ class RayExecutor:
         try:
             self.payload = ray.put(encode)
         except Exception as exc:  # cloudpickle's errors have no common type
+            while (exc.__cause__ or exc.__context__) is not None:  # the root (Ray wraps it in a report of pages)
+                exc = exc.__cause__ or exc.__context__
             raise RequestError("executor", f"cannot send the model to Ray workers ({one_line(exc)}); run it "
                                "with {executor:local}") from None
         self.payload_id = owner

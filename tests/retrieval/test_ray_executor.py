@@ -530,3 +530,18 @@ def test_an_odd_or_unreachable_ray_address_is_one_line_within_seconds(address, s
 def test_a_ray_head_passes_the_address_check(cluster):
     address = ray.get_runtime_context().gcs_address
     assert ray_executor.check_address(address) == address and ray_executor.check_address("auto") == "auto"
+
+
+def test_a_model_that_cannot_be_sent_to_the_workers_is_one_line(cluster):
+    lock = threading.Lock()  # a model holding what pickle cannot send (an open lock, a socket, a CUDA context)
+
+    def encode(batch):
+        with lock:
+            return None
+
+    executor = RayExecutor(2)
+    with pytest.raises(RequestError) as caught:
+        executor._workers(encode)
+    assert str(caught.value) == ("executor= cannot send the model to Ray workers (TypeError: cannot pickle "
+                                 "'_thread.lock' object); run it with executor='local'")
+    assert executor.actors == []
