@@ -8,10 +8,13 @@ CPU workers, with the numbers of the in-process executor.
 - a driver interrupted after some batches: the next run resumes, and no document of a committed
   batch is encoded again;
 - a driver process killed (SIGKILL) between its commits: its workers end, its lock and its batch
-  files do not stop the next run, which resumes, encodes no document twice and makes the run of a
-  clean in-process build;
+  files do not stop the next run, which resumes, encodes no document of a committed batch again
+  and makes the run of a clean in-process build;
 - a worker that cannot load the model: one line naming the worker and the cause;
-- the shard-by-shard search merged per query equals the whole search, ties at the cut-off too.
+- the shard-by-shard search merged per query equals the whole search, ties at the cut-off too;
+- (issue 48 item 10) the vectors do not depend on the executor's thread count or on which batch
+  a model input is in; `--workers` beyond the cluster, odd or unreachable ``RAY_ADDRESS`` values
+  and a model pickle cannot send: one line each, within seconds, before any worker starts.
 
 One cluster for the module (started once: Ray's start is seconds), a tiny local model, batches
 of 8 documents so that a 60-document corpus makes 8 batches.
