@@ -72,14 +72,14 @@ def child(model: str, docs: int, executor: str, workers: int, out: str, encode: 
     scorer = BiEncoder(Encoder(model))
     if not encode:  # the driver's own work (index commits, search): vectors from a table, no model
         table = np.random.default_rng(0).standard_normal((docs, 32)).astype(np.float32)
-        scorer.doc_vectors = lambda batch: table[[int(d.doc_id[1:]) for d in batch]]
+        scorer.index_vectors = lambda batch: table[[int(d.doc_id[1:]) for d in batch]]
     start = time.perf_counter()
     startup = None
     if executor == "ray":
         from evalkit.retrieval.ray_executor import RayExecutor
 
         runner = RayExecutor(workers)
-        runner._workers(scorer.doc_vectors, scorer.vector_stores())  # the cluster and its workers, timed alone
+        runner._workers(scorer.index_vectors)  # the cluster and its workers, timed alone
         startup = time.perf_counter() - start
     else:
         runner = IN_PROCESS

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import sys
 
 from evalkit.cli.options import choices, split_list, whole
 from evalkit.core.errors import RequestError
@@ -46,7 +48,8 @@ def cmd_run(args: argparse.Namespace) -> None:
                          executor=args.executor, workers=parse_workers(args.workers), runs_dir=args.runs_dir)
     selection = EvaluationRequest(dataset=args.dataset, queries=split_list(args.queries),
                                   seeds=split_list(args.seeds or None))
-    folders = api.store_runs(_model_spec(args), args.dataset, request, selection)
+    with contextlib.redirect_stdout(sys.stderr):  # stdout is the folder alone (Ray prints "(raylet)" lines there)
+        folders = api.store_runs(_model_spec(args), args.dataset, request, selection)
     print(folders[args.variant])  # a matching stored run is reused, not rewritten or parsed
 
 

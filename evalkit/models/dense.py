@@ -116,10 +116,17 @@ class BiEncoder:
         """What makes a document vector (keys the corpus index): the encoder and the template."""
         return {"fingerprint": self.encoder.fingerprint, "doc_template": self.doc_template}
 
-    def vector_stores(self) -> list:
-        """The vector caches behind `doc_vectors` (kept small while a corpus is streamed)."""
-        store = getattr(self.encoder, "vectors", None)
-        return [store] if store is not None else []
+    def document_input(self, document: Document) -> str:
+        """The exact model input a document's vector is made from (a corpus index encodes each
+        distinct one once: `evalkit.retrieval.vector_index.batch_plan`)."""
+        return self.document_string(document)
+
+    def index_vectors(self, documents: Sequence[Document]) -> np.ndarray:
+        """The model's vectors of `documents` for a corpus index: the model alone, no embedding
+        cache in between, so a batch's vectors depend on its contents only."""
+        texts = [self.document_string(d) for d in documents]
+        compute = getattr(self.encoder, "compute", None)  # `Encoder.compute`; a user's encoder: its encode
+        return compute(texts) if compute is not None else self.encoder.encode(texts, "documents")
 
     # -- shared ---------------------------------------------------------------------------
     def can_search(self, excluding: bool) -> bool:
@@ -131,7 +138,8 @@ class BiEncoder:
     def corpus_index(self, corpus, dtype: str = "float32", executor=None):
         """The `evalkit.retrieval.vector_index.VectorIndex` of `corpus` under this model (built once, on
         disk; its batches encoded by `executor`, `evalkit.retrieval.executors`, here by default)."""
-        return VectorIndex.open(corpus, self.doc_vectors, self.document_side(), dtype, self.vector_stores(), executor)
+        return VectorIndex.open(corpus, self.index_vectors, self.document_side(), dtype, executor,
+                                self.document_input)
 
     def search(self, queries: Sequence[Query], corpus, k: int, exclude=None,
                dtype: str = "float32", executor=None) -> dict[str, dict[str, float]]:

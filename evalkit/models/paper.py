@@ -83,8 +83,8 @@ class PaperBiEncoder(BiEncoder):
     def document_side(self) -> dict:
         return {"fingerprint": self.vectors.fingerprint, "doc_template": self.doc_template}
 
-    def vector_stores(self) -> list:
-        return [self.vectors]
+    def index_vectors(self, documents: Sequence[Document]) -> np.ndarray:
+        return np.asarray(self.encode_documents([self.document_string(d) for d in documents]), dtype=np.float32)
 
     def describe(self) -> dict:
         return self._with_first_stage({**self.vectors.settings, "doc_template": self.doc_template,

@@ -31,6 +31,7 @@ workers from any machine (default: this machine's, from the visible GPUs).
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -237,6 +238,10 @@ def row_plan(spec: ModelSpec, queries: Sequence[Query], collection: Collection, 
                   api_key_env=s.get("api_key_env"), server=prerequisites.server_url(spec))
     if s.get("serve"):
         row.server = f"{s['serve']} started by the kit on a free local port"
+        size = prerequisites.parameters_b(spec)
+        if size is not None:  # the weights the kit's server loads on its GPUs, in vLLM's default 16-bit dtype
+            row.gpu_dtype = s["dtype"] if isinstance(s.get("dtype"), str) else "bfloat16"
+            row.gpu_memory_gb = size * prerequisites.BYTES.get(row.gpu_dtype, 2) * costs()["parameters_b"]["overhead"]
     if not prerequisites.is_api(spec) and row.hub:
         row.gpu_dtype = prerequisites.gpu_dtype(spec)
         row.gpu_memory_gb = prerequisites.gpu_memory_gb(spec)
@@ -246,8 +251,25 @@ def row_plan(spec: ModelSpec, queries: Sequence[Query], collection: Collection, 
     elif work == ENCODING:
         depth = int(s.get("depth") or registry.profile_settings(spec.profile)["depth"])
         _encoding_work(row, spec, queries, collection, protocol, depth, workers, device)
-    row.missing = prerequisites.missing(spec)
+    row.missing = prerequisites.missing(spec) + too_big(row, spec, workers, device)
     return row
+
+
+def too_big(row: RowPlan, spec: ModelSpec, workers: int | None, device: str | None) -> list[Missing]:
+    """A local model whose estimated GPU memory exceeds the GPUs one copy of it gets (a replica's
+    ``tensor_parallel_size`` x ``pipeline_parallel_size`` for a server the kit starts, else one), at
+    ``gpu_memory_gb`` of costs.yaml each: the row cannot run as planned."""
+    if row.gpu_memory_gb is None or device_of(device) != "gpu":
+        return []
+    each = costs()["gpu_memory_gb"]
+    gpus = _server_gpus(spec.settings, workers) if spec.settings.get("serve") else 1
+    if row.gpu_memory_gb <= gpus * each:
+        return []
+    need = math.ceil(row.gpu_memory_gb / each)
+    return [Missing(spec.name, f"~{row.gpu_memory_gb:.0f} GB ({row.gpu_dtype}) does not fit {gpus} GPU(s) of "
+                               f"{each:g} GB (gpu_memory_gb in costs.yaml)",
+                    f"set tensor_parallel_size to at least {need} in its entry (the GPUs one copy spans)"
+                    if spec.settings.get("serve") else f"it needs at least {need} GPUs of {each:g} GB")]
 
 
 def first_stage_plan(profile: str, protocol: str, queries: Sequence[Query], collection: Collection,
@@ -264,7 +286,16 @@ def first_stage_plan(profile: str, protocol: str, queries: Sequence[Query], coll
     kind = device_of(device)
     work_s = row.texts / costs()["rates"]["encode_per_s"][kind][_size_class(spec)]
     if registry.family_of(spec).work == ENCODING:  # the executor's corpus encoding: one GPU a worker
+        rate = costs()["rates"]["encode_per_s"][kind][_size_class(spec)]
+        driver = costs()["cluster"]["driver_docs_per_s"]
+        if workers is not None and rate * workers > driver:  # the driver commits every batch: it sets the pace
+            work_s = row.texts / driver * workers
+            row.notes.append(f"bound by the driver: it commits at most {driver:,} documents a second (measured "
+                             f"here at 4,096 dimensions, cluster.driver_docs_per_s in costs.yaml), below the "
+                             f"{workers} workers' {rate * workers:,g} a second")
         spread(row, work_s, workers, 1, kind, "encoding")
+        row.notes.append(f"per-{kind.upper()} rate {rate:g} texts a second: assumed (rates.encode_per_s in "
+                         "costs.yaml), not measured here; Ray's start: measured")
     else:  # a lexical first stage indexes in the driver
         in_driver(row, work_s / 3600, workers, kind, on_gpu=False)
     if protocol == "full":

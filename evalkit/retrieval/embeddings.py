@@ -23,7 +23,6 @@ from __future__ import annotations
 import atexit
 import json
 from collections.abc import Callable, Hashable, Sequence
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -64,22 +63,11 @@ class CachedVectors:
                                     self.fingerprint)
         self.matrices = matrices
         self._memory: dict[str, np.ndarray] = {}
-        self._retain = True
         self.encoded = 0  # inputs sent to the model in this process (for benchmarks and tests)
 
     def __getstate__(self) -> dict:
         """Pickled (sent to a Ray worker) without the vectors held in memory."""
-        return {**self.__dict__, "_memory": {}, "_retain": True}
-
-    @contextmanager
-    def transient(self):
-        """Within it, `get` keeps no vectors in memory (they are stored on disk as always): a
-        corpus streamed into an index is never held whole in memory."""
-        self._retain = False
-        try:
-            yield self
-        finally:
-            self._retain = True
+        return {**self.__dict__, "_memory": {}}
 
     def _check(self, array: np.ndarray) -> np.ndarray:
         array = np.asarray(array, dtype=np.float32)
@@ -127,7 +115,7 @@ class CachedVectors:
         items)` encodes the items no cache holds, `chunk` at a time, each chunk committed."""
         keys = [self.cache.key(k if isinstance(k, str) else json.dumps(k)) for k in map(key, items)]
         by_key = dict(zip(keys, items))
-        memory = self._memory if self._retain else {k: self._memory[k] for k in by_key if k in self._memory}
+        memory = self._memory
         missing = [k for k in by_key if k not in memory]
         memory.update(self._stored(missing))
         todo = [k for k in missing if k not in memory]
@@ -242,14 +230,15 @@ class Encoder:
             atexit.register(self.model.stop_multi_process_pool, self._pool)
         return self._pool
 
+    def compute(self, texts: Sequence[str]) -> np.ndarray:
+        """The model's vectors of `texts`, in one call (no cache: `encode` goes through it)."""
+        if self.backend == "onnx":
+            return self.onnx.encode(list(texts), self.batch_size, self.normalize)
+        return self.model.encode(list(texts), batch_size=self.batch_size, normalize_embeddings=self.normalize,
+                                 convert_to_numpy=True, pool=self._process_pool())
+
     def encode(self, texts: Sequence[str], desc: str = "texts") -> np.ndarray:
         """Vectors for `texts` in order; only texts never seen by this fingerprint reach the model."""
-        def compute(chunk: list[str]) -> np.ndarray:
-            if self.backend == "onnx":
-                return self.onnx.encode(chunk, self.batch_size, self.normalize)
-            return self.model.encode(chunk, batch_size=self.batch_size, normalize_embeddings=self.normalize,
-                                     convert_to_numpy=True, pool=self._process_pool())
-
-        return self.vectors.stack(list(texts), str, compute, f"encoding {desc} ({self.name}, {self.backend})")
+        return self.vectors.stack(list(texts), str, self.compute, f"encoding {desc} ({self.name}, {self.backend})")
 
 

@@ -3,9 +3,11 @@ a Ray cluster (`evalkit.retrieval.ray_executor`, chosen per run: `executor_for`)
 
 An executor does two things for `evalkit.retrieval.vector_index`, and neither changes a number:
 
-- `encode_batches`: the index's batches (fixed size, in corpus order, the same whoever encodes
-  them) encoded, and given back in corpus order, so the index commits them in order under its
-  lock and its files are byte-identical whatever the executor and the worker count;
+- `encode_batches`: the index's batches (the corpus's distinct model inputs, a fixed number at a
+  time: `evalkit.retrieval.vector_index.batch_plan`, the same whoever encodes them) encoded by the
+  model alone, with no cache in between, and given back in corpus order, so the index commits
+  them in order under its lock and its files are byte-identical whatever the executor and the
+  worker count;
 - `search`: each query's top ``k`` of the index; a cluster searches it shard by shard (a range
   of rows each) and merges each query's shard tops exactly
   (`evalkit.retrieval.exact_search.merge_top`: the kit's tie rule over their union; a document's
@@ -30,8 +32,8 @@ class InProcess:
 
     name = "local"
 
-    def encode_batches(self, encode: Callable[[list[Document]], np.ndarray], stores: Sequence,
-                       batches: Iterable[list[Document]], folder) -> Iterator[tuple[list[Document], np.ndarray]]:
+    def encode_batches(self, encode: Callable[[list[Document]], np.ndarray], batches: Iterable[list[Document]],
+                       folder) -> Iterator[tuple[list[Document], np.ndarray]]:
         for batch in batches:  # as `evalkit.retrieval.vector_index` does without an executor
             yield batch, encode(batch)
 

@@ -1,26 +1,30 @@
 """The Ray executor (``executor="ray"``): a whole corpus encoded and searched by Ray Core actors,
 with the numbers of the in-process executor (`evalkit.retrieval.executors`).
 
-- The cluster: with ``RAY_ADDRESS`` set the kit joins it (and leaves it running); without, it
-  starts a local cluster on this machine and stops it after the run; a Ray already started in
+- The cluster: with ``RAY_ADDRESS`` set the kit joins it (and leaves it running), the address
+  checked first (`check_address`) and Ray's saved token used (`use_token_if_saved`); without,
+  it starts a local cluster on this machine and stops it after the run; a Ray already started in
   this process (``ray.init`` by the caller) is used as it is.
 - The workers: one actor each, holding the model (loaded once, on its first batch). A worker
-  takes one GPU where the cluster has GPUs, else a share of the CPUs, and sets torch's threads to
-  that share, so the threads of all workers stay within the cores (a local cluster of more
-  workers than cores runs one thread each, and the run's notes say the cores are shared).
-- What moves: the driver reads the corpus and cuts it into the index's fixed batches
-  (`evalkit.retrieval.vector_index.BATCH` documents, in corpus order, whatever the worker
-  count); the workers encode them (their embedding cache is the driver's cache path) and the
-  driver commits them in corpus order into the one index under its lock, as in-process. The
-  vectors come back through the cache folder when every worker sees it (a shared filesystem:
-  the driver writes a probe file there and each worker reads it), else through Ray's object
-  store (also when ``EVALKIT_RAY_VECTORS=object-store``); the run's notes say which. At most two
-  batches per worker are in flight, so the driver's memory is bounded by batches, not the corpus.
+  takes one GPU where the cluster has GPUs, else a share of the CPUs (at most `PER_CPU` workers
+  a CPU: `check_count`), and runs torch with the driver's thread count (`torch_threads`: CPU
+  kernels round by their thread count).
+- What moves: the driver plans the index's batches (the corpus's distinct model inputs,
+  `evalkit.retrieval.vector_index.batch_plan`, whatever the worker count); the workers encode
+  them with the model alone (no embedding cache: workers write no file of the kit's stores) and
+  the driver commits them in corpus order into the one index under its lock, as in-process. The
+  vectors come back through a file per batch beside the index when every worker sees the
+  driver's cache folder (a shared filesystem: the driver writes a probe file there and each
+  worker reads it), else through Ray's object store (also when
+  ``EVALKIT_RAY_VECTORS=object-store``); the run's notes say which. At most two batches per
+  worker are in flight, so the driver's memory is bounded by batches, not the corpus.
 - Failures: a worker killed mid-batch is restarted by Ray and its batches are retried
-  (`RESTARTS`); the result is the same, since a batch's vectors do not depend on who encodes
-  them. A worker that fails (a model it cannot load) ends the run with one line naming the
-  worker, its node and the cause. A killed driver leaves the committed batches: the next run
-  resumes after them, and batches encoded but not committed come from the embedding cache.
+  (`RESTARTS`); one "temporarily unavailable" (its node lost) is asked again while the head
+  answers (`UNAVAILABLE_S`); the result is the same, since a batch's vectors do not depend on who
+  encodes them. A worker that fails (a model it cannot load) ends the run with one line naming
+  the worker and the cause; a cluster whose head stops answering, with one line, this process
+  leaving it alive. A killed driver leaves the committed batches: the next run resumes after
+  them (the batches encoded but not committed are encoded again).
 - The search: the finished index, in shards of `SEARCH_ROWS` rows, each searched exactly by a
   worker that sees the index folder (else on the driver), merged per query by
   `evalkit.retrieval.exact_search.merge_top`.
@@ -28,20 +32,24 @@ with the numbers of the in-process executor (`evalkit.retrieval.executors`).
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import os
 import platform
 import socket
+import time
 import uuid
 from collections import deque
-from contextlib import ExitStack
 from pathlib import Path
 
 import numpy as np
+import psutil
 import ray
-from ray.exceptions import RayActorError, RayTaskError
+from ray.exceptions import ActorUnavailableError, RayActorError, RayTaskError
+
+try:  # Ray's own step for a saved token (`use_token_if_saved`); private, and absent before token authentication
+    from ray._private.authentication.authentication_token_setup import maybe_enable_token_auth_if_token_available
+except ImportError:
+    maybe_enable_token_auth_if_token_available = None
 
 from evalkit.core.errors import DataError, KitError, MissingPrerequisite, RequestError
 from evalkit.core.workspace import cache_root
@@ -54,12 +62,116 @@ SEARCH_ROWS = 1 << 18  # index rows a worker searches at once
 # how long a starting raylet waits for its agents (Ray's default is too short on a loaded machine)
 START_WAIT_ENV, START_WAIT_S = "RAY_raylet_start_wait_time_s", "60"
 START_ATTEMPTS = 3  # tries to start a local cluster
+PER_CPU = 2  # CPU workers per CPU of a cluster at most (more only queue for the cores)
+UNAVAILABLE_S = 120  # seconds a worker "temporarily unavailable" is asked again (Ray declares a lost node dead sooner)
+# how long Ray lets this process wait for a head that went away before it ends the process (default 60 s): long
+# enough for the kit to notice (`RayExecutor._get`) and leave the cluster with its one line
+RECONNECT_ENV, RECONNECT_S = "RAY_gcs_rpc_server_reconnect_timeout_s", "600"
+PROBE_S = 5  # seconds RAY_ADDRESS has to answer (connect, then gRPC) before the kit says it does not
 VECTORS_ENV = "EVALKIT_RAY_VECTORS"  # "object-store": vectors through Ray's object store even on a shared path
 
 
-def text_key(document) -> str:
-    """A document's text (title and body: every document template reads only these), as a digest."""
-    return hashlib.blake2b(json.dumps([document.title, document.text]).encode(), digest_size=16).hexdigest()
+def children() -> set[int]:
+    """The process ids of this process's descendants."""
+    return {p.pid for p in psutil.Process().children(recursive=True)}
+
+
+def end(pids: set[int]) -> None:
+    """Kill the processes `pids` (a local start that failed: its GCS, raylet and agents, which Ray
+    no longer holds when its start raises) and wait for them, a few seconds at most."""
+    found = []
+    for pid in pids:
+        try:
+            process = psutil.Process(pid)
+            process.kill()
+            found.append(process)
+        except psutil.Error:  # gone by itself meanwhile
+            pass
+    psutil.wait_procs(found, timeout=10)
+
+
+def torch_threads() -> int:
+    """The driver's torch threads, which every CPU worker takes: CPU kernels give other last bits
+    at another thread count, so workers that took their share of the cores would not give the
+    in-process run's vectors (more threads than cores costs time, never a number)."""
+    import torch  # the models extra: lazy, as the executor's other torch use (an optional extra)
+
+    return torch.get_num_threads()
+
+
+def check_count(count: int | None, gpus: int, cpus: float, where: str) -> None:
+    """One line when `count` workers do not fit `where`: one GPU each, else at most `PER_CPU` per CPU."""
+    most = gpus if gpus else max(1, int(cpus * PER_CPU))
+    if count is not None and count > most:
+        holds = f"{gpus} GPUs, one per worker" if gpus else f"{cpus:g} CPUs, at most {PER_CPU} workers per CPU"
+        raise RequestError("workers", f"asks for {count} Ray workers; {where} holds at most {most} ({holds}): ask "
+                           f"for at most {most}", value=count)
+
+
+def check_address(value: str) -> str:
+    """``RAY_ADDRESS`` checked before Ray sees it (Ray retries an address that does not answer for
+    minutes): one line for an empty value, whitespace (a trailing newline), a port that is not a
+    whole number 1-65535, nothing listening there, or a listener that does not speak gRPC (not a
+    Ray head), each within `PROBE_S` seconds. ``auto`` goes to Ray, which finds a cluster started
+    on this machine or says there is none."""
+    fix = "set it to the head's address as `ray start --head` prints it (host:port), or unset it for a local cluster"
+    if not value.strip():
+        raise MissingPrerequisite("RAY_ADDRESS is set but empty", fix)
+    if any(c.isspace() for c in value):
+        raise MissingPrerequisite(f"RAY_ADDRESS={value!r} holds whitespace (a trailing newline?)", fix)
+    if value == "auto":
+        return value
+    host, colon, port = value.removeprefix("ray://").rpartition(":")
+    if not colon or not host or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
+        raise MissingPrerequisite(f"RAY_ADDRESS={value} is not host:port with a port 1-65535", fix)
+    host = host.strip("[]")  # an IPv6 address in brackets
+    try:
+        with socket.create_connection((host, int(port)), timeout=PROBE_S):
+            pass
+    except OSError as exc:
+        raise MissingPrerequisite(f"nothing answers at RAY_ADDRESS={value} ({exc.strerror or exc})",
+                                  "start the head there (`ray start --head`), or unset RAY_ADDRESS for a local "
+                                  "cluster") from None
+    if not speaks_http2(host, int(port)):
+        raise MissingPrerequisite(f"RAY_ADDRESS={value} answers, but not as a Ray head (no gRPC answer within "
+                                  f"{PROBE_S} s)", "point it at the head's port (6379 unless `ray start --head` "
+                                  "printed another)")
+    return value
+
+
+HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])  # + an empty SETTINGS frame
+
+
+def speaks_http2(host: str, port: int) -> bool:
+    """Whether the listener at host:port answers HTTP/2's preface with a SETTINGS frame (a frame
+    header of type 4 on stream 0), as every gRPC server, Ray's head among them, does first."""
+    try:
+        with socket.create_connection((host, port), timeout=PROBE_S) as conn:
+            conn.sendall(HTTP2_PREFACE)
+            header = b""
+            while len(header) < 9:
+                part = conn.recv(9 - len(header))
+                if not part:
+                    return False
+                header += part
+    except OSError:  # a timeout, a reset
+        return False
+    return header[3] == 4 and int.from_bytes(header[5:9], "big") & 0x7FFFFFFF == 0
+
+
+def use_token_if_saved() -> None:
+    """Join with Ray's saved token (``~/.ray/auth_token``, which a local ``ray.init`` writes) as
+    ``ray start`` does: a head started while the token exists requires it, and ``ray.init(address=)``
+    alone does not read it. ``RAY_AUTH_MODE`` set by the user is left as it is."""
+    if maybe_enable_token_auth_if_token_available is None:
+        return
+    loud = logging.getLogger("ray")
+    level = loud.level
+    loud.setLevel(logging.ERROR)  # Ray's notice that token authentication is on
+    try:
+        maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+    finally:
+        loud.setLevel(level)
 
 
 def one_line(exc: BaseException) -> str:
@@ -75,16 +187,17 @@ class Worker:
     payload (its encode function and vector caches, sent once through the object store and kept
     with the model loaded; a worker Ray restarts fetches it again)."""
 
-    def __init__(self, threads: int):
+    def __init__(self, threads: int | None):
         os.environ["EVALKIT_PROGRESS"] = "off"  # the driver shows the one bar of the job
-        import torch  # the models extra: the worker encodes with torch
+        if threads is not None:  # the driver's torch threads: CPU kernels round by their thread count
+            import torch  # the models extra: the worker encodes with torch
 
-        torch.set_num_threads(threads)
+            torch.set_num_threads(threads)
         self.payload: tuple = (None, None)
         self.indexes: dict = {}
 
     def where(self, probe: str, token: str) -> tuple[str, bool]:
-        """(this worker's node and device, whether it reads the driver's probe file)."""
+        """(this worker's host, Ray node and device, whether it reads the driver's probe file)."""
         import torch
 
         gpus = ray.get_gpu_ids()
@@ -94,7 +207,7 @@ class Worker:
             sees = Path(probe).read_text(encoding="utf-8") == token
         except OSError:
             sees = False
-        return f"{socket.gethostname()}: {device}", sees
+        return f"{socket.gethostname()} (node {ray.get_runtime_context().get_node_id()[:8]}): {device}", sees
 
     def _model(self, box: list):
         """The payload in `box` (a list, so Ray passes the reference, not the value), fetched once."""
@@ -103,11 +216,10 @@ class Worker:
         return self.payload[1]
 
     def encode(self, box: list, batch: list, path: str | None):
-        encode, stores = self._model(box)
-        with ExitStack() as stack:
-            for store in stores:
-                stack.enter_context(store.transient())
-            vectors = np.asarray(encode(batch), dtype=np.float32)
+        """The model's vectors of `batch` (no embedding cache: the driver alone writes files of the
+        kit's stores), returned, or saved at `path` (a file only this call writes) when every
+        worker sees the driver's cache folder."""
+        vectors = np.asarray(self._model(box)(batch), dtype=np.float32)
         if path is None:
             return vectors
         temporary = f"{path}.{os.getpid()}.tmp.npy"
@@ -165,47 +277,57 @@ class RayExecutor:
         self.payload = None  # the model's payload in the object store, held while the workers may need it
         self.payload_id: int | None = None
         self.count: int | None = None
+        self.head: str | None = None  # the cluster's head (host:port), asked whether it answers after a failure
 
     # -- the cluster and the workers ----------------------------------------------------------
     def _connect(self) -> None:
         if self.cluster is not None:
             return
         quiet = {"logging_level": logging.ERROR, "log_to_driver": False}
+        os.environ.setdefault(RECONNECT_ENV, RECONNECT_S)
         if ray.is_initialized():
             self.cluster = "this process's"
-        elif os.environ.get("RAY_ADDRESS"):
-            address = os.environ["RAY_ADDRESS"]
+        elif "RAY_ADDRESS" in os.environ:
+            address = check_address(os.environ["RAY_ADDRESS"])
+            use_token_if_saved()
             try:
                 ray.init(address=address, **quiet)
             except Exception as exc:  # Ray's connection errors have no common type
                 raise MissingPrerequisite(f"cannot join the Ray cluster at RAY_ADDRESS={address} ({one_line(exc)})",
-                                          "start it (`ray start --head`) or unset RAY_ADDRESS for a local "
-                                          "one") from None
+                                          "check that the head runs there (`ray status`) or unset RAY_ADDRESS "
+                                          "for a local cluster") from None
             self.cluster, self.owned = f"joined at {address}", False
         else:
             cores = os.cpu_count() or 1
+            check_count(self.wanted, 0, cores, "a local cluster on this machine")  # before anything starts
             os.environ.setdefault(START_WAIT_ENV, START_WAIT_S)
             for attempt in range(START_ATTEMPTS):  # Ray gives a node 30 s to register: a loaded machine may miss it
+                before = children()
                 try:
-                    ray.init(num_cpus=max(cores, self.wanted or cores), include_dashboard=False, **quiet)
+                    ray.init(num_cpus=cores, include_dashboard=False, **quiet)
                     break
                 except Exception as exc:  # a start that timed out: Ray raises a bare Exception
                     ray.shutdown()
+                    end(children() - before)  # what the failed start left (Ray lost hold of it)
                     if attempt + 1 == START_ATTEMPTS:
-                        raise MissingPrerequisite(f"the local Ray cluster did not start ({one_line(exc)})",
-                                                  "run again when the machine is less loaded, or start Ray yourself "
+                        raise MissingPrerequisite(f"the local Ray cluster did not start in {START_ATTEMPTS} tries "
+                                                  f"({one_line(exc)})", "run in this process (executor local), or "
+                                                  "again when the machine is less loaded, or start Ray yourself "
                                                   "(`ray start --head`) and set RAY_ADDRESS") from None
             self.cluster, self.owned = "local", True
+        self.head = ray.get_runtime_context().gcs_address
 
-    def _workers(self, encode, stores) -> list:
+    def _workers(self, encode) -> list:
         """The workers, holding this model's payload (sent again for another model)."""
         self._connect()
         owner = id(getattr(encode, "__self__", encode))  # a bound method is made anew on each access
         if self.actors and self.payload_id == owner:
             return self.actors
         try:
-            self.payload = ray.put((encode, stores))
+            self.payload = ray.put(encode)
         except Exception as exc:  # cloudpickle's errors have no common type
+            while (exc.__cause__ or exc.__context__) is not None:  # the root (Ray wraps it in a report of pages)
+                exc = exc.__cause__ or exc.__context__
             raise RequestError("executor", f"cannot send the model to Ray workers ({one_line(exc)}); run it "
                                "with {executor:local}") from None
         self.payload_id = owner
@@ -214,16 +336,15 @@ class RayExecutor:
         resources = ray.cluster_resources()
         gpus, cpus = int(resources.get("GPU", 0)), float(resources.get("CPU", 1))
         count = self.wanted or gpus or max(1, int(cpus))
-        if gpus and count > gpus:
-            raise RequestError("workers", f"asks for {count} Ray workers; the cluster has {gpus} GPUs (one per "
-                               f"worker): ask for at most {gpus}", value=count)
+        check_count(count, gpus, cpus, "the cluster")
         share = cpus / count
-        self.threads = 1 if gpus else max(1, int(share))
+        self.threads = torch_threads()
         options = {"num_gpus": 1, "num_cpus": 1} if gpus else \
             {"num_cpus": int(share) if share >= 1 else max(0.0001, int(share * 10000) / 10000)}
-        cores = os.cpu_count() or 1
-        if not gpus and (share < 1 or self.owned and count > cores):
-            self.notes.append(f"{count} workers share {min(cpus, cores):g} cores (one thread each)")
+        if not gpus and count * self.threads > cpus:
+            self.notes.append(f"{count} workers of {self.threads} torch threads each (the driver's: CPU kernels "
+                              f"round by their thread count, so the vectors are the in-process run's) share "
+                              f"{cpus:g} CPUs")
         self.shape = (ray.get_runtime_context().gcs_address, tuple(sorted(options.items())), self.threads)
         for shape in [k for k in _IDLE if k != self.shape]:  # idle workers of another shape free their CPUs
             for actor in _IDLE.pop(shape):
@@ -248,69 +369,94 @@ class RayExecutor:
         self.unshared_because = f"{VECTORS_ENV}=object-store" if forced else "no path every worker sees"
         return self.actors
 
-    def _get(self, refs: list, numbers: list[int] | None = None):
+    def _get(self, refs: list, numbers: list[int] | None = None, resend=None):
+        """The results of `refs` (of workers `numbers`). A worker "temporarily unavailable" (its
+        node lost, not yet declared dead by Ray) is asked again, by `resend(number)` (a new ref of
+        the same work), for up to `UNAVAILABLE_S` seconds, while the cluster's head answers; a head
+        that no longer answers is the cluster stopped (`_stopped`)."""
         numbers = numbers if numbers is not None else list(range(len(refs)))
         out = []
         for number, ref in zip(numbers, refs):
-            try:
-                out.append(ray.get(ref))
-            except RayTaskError as exc:
-                self.discard()
-                raise DataError(f"Ray worker {number + 1} of {self.count}", one_line(exc)) from None
-            except RayActorError as exc:
-                self.discard()
-                raise DataError(f"Ray worker {number + 1} of {self.count}", f"died and was restarted {RESTARTS} "
-                               f"times ({one_line(exc)}); check the workers' memory and logs") from None
+            since = None
+            while True:
+                try:
+                    out.append(ray.get(ref))
+                    break
+                except RayTaskError as exc:
+                    self.discard()
+                    raise DataError(f"Ray worker {number + 1} of {self.count}", one_line(exc)) from None
+                except ActorUnavailableError as exc:
+                    if not self._head_answers():
+                        raise self._stopped() from None
+                    since = since or time.monotonic()
+                    if resend is None or time.monotonic() - since > UNAVAILABLE_S:
+                        self.discard()
+                        raise DataError(f"Ray worker {number + 1} of {self.count}", f"unavailable for "
+                                        f"{time.monotonic() - since:.0f} s ({one_line(exc)}); check its node "
+                                        "(`ray status`)") from None
+                    time.sleep(1)
+                    ref = resend(number)
+                except RayActorError as exc:
+                    if not self._head_answers():
+                        raise self._stopped() from None
+                    self.discard()
+                    raise DataError(f"Ray worker {number + 1} of {self.count}", f"died and was restarted "
+                                    f"{RESTARTS} times ({one_line(exc)}); check the workers' memory and "
+                                    "logs") from None
         return out
 
+    def _head_answers(self) -> bool:
+        """Whether the cluster's head still accepts a connection (within `PROBE_S`)."""
+        host, _, port = (self.head or "").rpartition(":")
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=PROBE_S):
+                return True
+        except (OSError, ValueError):
+            return False
+
+    def _stopped(self) -> KitError:
+        """The cluster stopped under the run: this process leaves it (Ray would end a process whose
+        head stays away: `RECONNECT_ENV`), keeps none of its workers, and says so in one line."""
+        head, cluster = self.head, self.cluster
+        self.actors, self.payload, self.owned = [], None, False
+        for shape in [k for k in _IDLE if k[0] == head]:
+            _IDLE.pop(shape)
+        ray.shutdown()
+        self.cluster = None
+        return MissingPrerequisite(f"the Ray cluster ({cluster}) stopped in the middle of the run: its head at "
+                                   f"{head} does not answer", "start it again and run again (the batches already "
+                                   "committed are kept), or run in this process (executor local)")
+
     # -- the executor's two jobs --------------------------------------------------------------
-    def encode_batches(self, encode, stores, batches, folder):
-        actors = self._workers(encode, stores)
+    def encode_batches(self, encode, batches, folder):
+        """The vectors of each batch, in order (`evalkit.retrieval.executors`). No input is in two
+        batches (`evalkit.retrieval.vector_index.batch_plan`), so batches never wait for each other."""
+        actors = self._workers(encode)
         shards = Path(f"{folder}.shards") if self.shared else None
         if shards is not None:
             shards.mkdir(parents=True, exist_ok=True)
         pending: deque = deque()
         batches = iter(batches)
         run = uuid.uuid4().hex[:12]  # this build's files: a killed build's late workers write others
-        sent, committed = 0, -1
-        in_flight: dict[str, int] = {}  # a document text of a batch not yet committed -> that batch
-        held = None  # the next batch, while it waits for an earlier one that shares a text with it
-
-        def send() -> bool:
-            """Send the next batch unless it shares a document text with a batch not yet committed:
-            in-process, that text's vector is in the cache when the later batch is encoded, so the
-            later batch's model inputs (and every vector's bits) are the same only if it waits."""
-            nonlocal sent, held
-            if held is None:
-                batch = next(batches, None)
-                if batch is None:
-                    return False
-                held = (batch, [text_key(d) for d in batch])
-            batch, keys = held
-            if any(in_flight.get(key, committed) > committed for key in keys):
-                return False
-            held = None
-            for key in keys:
-                in_flight[key] = sent
-            number = sent % len(actors)
-            path = None if shards is None else str(shards / f"{run}-{sent:09d}.npy")
-            pending.append((batch, keys, number, path, actors[number].encode.remote([self.payload], batch, path)))
-            sent += 1
-            return True
+        sent = 0
 
         def fill() -> None:
-            while len(pending) < IN_FLIGHT * len(actors) and send():
-                pass
+            nonlocal sent
+            while len(pending) < IN_FLIGHT * len(actors):
+                batch = next(batches, None)
+                if batch is None:
+                    return
+                number = sent % len(actors)
+                path = None if shards is None else str(shards / f"{run}-{sent:09d}.npy")
+                pending.append((batch, number, path, actors[number].encode.remote([self.payload], batch, path)))
+                sent += 1
 
         fill()
         while pending:
-            batch, keys, number, path, ref = pending.popleft()
-            found = self._get([ref], [number])[0]
+            batch, number, path, ref = pending.popleft()
+            again = lambda n, b=batch, p=path: actors[n].encode.remote([self.payload], b, p)  # noqa: E731
+            found = self._get([ref], [number], again)[0]
             yield batch, np.load(found) if path is not None else found
-            committed += 1
-            for key in keys:
-                if in_flight.get(key) == committed:
-                    del in_flight[key]
             if path is not None:
                 Path(path).unlink(missing_ok=True)
             fill()
@@ -358,7 +504,10 @@ class RayExecutor:
     def discard(self) -> None:
         """Stop this executor's workers (after a failure: none is kept idle)."""
         for actor in self.actors:
-            ray.kill(actor)
+            try:
+                ray.kill(actor)
+            except Exception:  # a cluster since left or stopped: the actor is gone with it (no common type)
+                pass
         self.actors = []
 
     def __enter__(self):

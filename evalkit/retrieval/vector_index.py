@@ -4,9 +4,14 @@ one model, on disk, built by streaming and searched exactly.
 Document vectors are streamed, a batch at a time, into a file of rows under the cache folder
 (``indexes/<key>/``, float32 or, when asked, float16; the dtype is recorded in ``meta.json`` and
 the run's sidecar), keyed by the corpus checksum and what makes a document vector (model
-fingerprint, document template, dtype). Every batch is committed (rows, ids, then the row count
-in ``meta.json``), so a killed build resumes after its last batch without encoding anything
-again; a finished index serves every prompt and variant run (only queries are encoded). The file
+fingerprint, document template, dtype). The model's batches are the corpus's distinct model
+inputs in the order they first occur, `BATCH` at a time (`batch_plan`), encoded by the model alone
+(no embedding cache in between, which a build neither reads nor writes): a batch's contents, and
+so every vector's bits, are a function of the corpus, never of what a cache held or of which
+process or node encoded it; a document whose input an earlier one has gets that document's row.
+Every batch is committed with its documents (rows, ids, then the row count in ``meta.json``), so
+a killed build resumes after its last committed batch (the batches encoded but not committed are
+encoded again); a finished index serves every prompt and variant run (only queries are encoded). The file
 is memory-mapped, so the corpus may exceed memory. Every file is checked against the sizes and
 checksums ``meta.json`` records before it is read (`verify`), and ``meta.json`` against its own
 checksum (``meta_sha256``, over every other field) and the range of each value (`read_meta`): a
@@ -34,9 +39,9 @@ import hashlib
 import json
 import math
 import os
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack
 from functools import cached_property
 from pathlib import Path
 
@@ -52,8 +57,9 @@ from evalkit.data.runs import write_atomic
 from evalkit.retrieval.corpus import DTYPES, Corpus
 from evalkit.retrieval.exact_search import TieRule, block_hits, error_bound, search_device
 
-INDEX_VERSION = 3  # 2: per-block checksums in meta.json, verified at open; 3: meta.json's own checksum
-BATCH = 4096  # documents encoded and committed per step of a build
+INDEX_VERSION = 4  # 2: per-block checksums in meta.json, verified at open; 3: meta.json's own checksum;
+#  4: batches of distinct model inputs, encoded without the embedding cache (`batch_plan`)
+BATCH = 4096  # distinct model inputs per batch of a build (`batch_plan`)
 SCORE_CELLS = 1 << 24  # query x row scores held at once in a search (64 MB of float32)
 
 
@@ -86,12 +92,14 @@ class VectorIndex:
 
     @classmethod
     def open(cls, corpus: Corpus, encode: Callable[[list[Document]], np.ndarray], parts: dict,
-             dtype: str = "float32", stores: Sequence = (), executor=None) -> VectorIndex:
-        """The index of `corpus` under `encode` (document vectors of a batch), built or resumed
-        when incomplete. `parts` is what makes a document vector (keys the folder); `stores` are
-        the model's vector caches, kept from holding the whole corpus in memory while streaming;
-        `executor` encodes the batches (`evalkit.retrieval.executors`: in this process by
-        default, or on Ray workers), which are committed here in corpus order whoever encodes them.
+             dtype: str = "float32", executor=None, key: Callable[[Document], str] | None = None) -> VectorIndex:
+        """The index of `corpus` under `encode` (the model's vectors of a batch of documents, no
+        cache in between), built or resumed when incomplete. `parts` is what makes a document
+        vector (keys the folder); `key(document)` is the exact model input a document's vector is
+        made from (its text as the template renders it): documents of one input are encoded once
+        (`batch_plan`; without `key`, every document is its own input); `executor` encodes the
+        batches (`evalkit.retrieval.executors`: in this process by default, or on Ray workers),
+        which are committed here in corpus order whoever encodes them.
 
         One process builds at a time (a lock beside the folder, `evalkit.core.locks`); another that
         wants the same index waits and then uses the finished one, so concurrent runs never
@@ -105,15 +113,12 @@ class VectorIndex:
             with exclusive(lock_file(folder), f"vector index of {corpus.name}"):
                 meta = read_meta(folder)  # another process may have finished it meanwhile
                 if meta is None or not meta.get("complete"):
-                    with ExitStack() as stack:
-                        for store in stores:
-                            stack.enter_context(store.transient())
-                        try:
-                            _build(folder, corpus, encode, dtype, meta, executor, stores)
-                        except OSError as exc:  # a full disk, a read-only cache: the folder and the fix
-                            raise DataError(folder, f"cannot write the vector index ({exc.strerror or exc}); free "
-                                            "space there or point EVALKIT_CACHE elsewhere, then run again (the "
-                                            "batches already committed are kept)") from None
+                    try:
+                        _build(folder, corpus, encode, dtype, meta, executor, key)
+                    except OSError as exc:  # a full disk, a read-only cache: the folder and the fix
+                        raise DataError(folder, f"cannot write the vector index ({exc.strerror or exc}); free "
+                                        "space there or point EVALKIT_CACHE elsewhere, then run again (the "
+                                        "batches already committed are kept)") from None
         index = cls(folder)
         if not index.ids:
             raise DataError(corpus.name, "the corpus holds no documents")
@@ -240,7 +245,7 @@ def _is_block(block) -> bool:
 def damaged(folder: Path, problem: str) -> KitError:
     """The one line for an index folder that is not as its build left it."""
     return KitError(f"{folder}: the vector index is damaged: {problem}; delete the folder to rebuild it "
-                    "(its vectors come from the embedding cache, nothing is encoded again)")
+                    "(its documents are encoded again)")
 
 
 _VERIFIED: set = set()  # (folder, the files' sizes and modification times) checked in this process
@@ -294,12 +299,51 @@ def _open(folder: Path, path: Path):
         raise damaged(folder, f"{path.name} cannot be read ({exc.strerror})") from None
 
 
+class Segment:
+    """A run of consecutive documents of the corpus committed together, and the documents among them
+    whose model input no earlier document has (`fresh`: the batch the model encodes). ``sources[i]``
+    is the row whose vector document ``i`` of the segment takes: its own for a fresh one, else the
+    row of the first document of its input (earlier in this segment or already committed)."""
+
+    def __init__(self, first: int):
+        self.first, self.documents, self.fresh, self.sources = first, [], [], []
+
+
+def batch_plan(documents, size: int, key: Callable[[Document], str] | None, done: int = 0, name: str = "corpus"):
+    """The segments of a corpus (`Segment`), each ending at the document that makes its `size`-th
+    fresh input (the last one may have fewer, or none): the model's batches are the corpus's
+    distinct inputs in the order they first occur, `size` at a time, so a batch's contents (and
+    every vector's bits) are a function of the corpus alone, never of a cache or of who encodes it.
+    The first `done` documents (committed by an earlier build, which ended a segment there) are
+    read for their inputs, not planned; yields (position, document) for those, then the segments."""
+    first_row: dict[bytes, int] = {}
+    segment = Segment(done)
+    for position, document in enumerate(documents):
+        if any(c.isspace() for c in document.doc_id) or not document.doc_id:
+            raise DataError(name, f"document id {document.doc_id!r} is empty or holds whitespace")
+        digest = None if key is None else hashlib.blake2b(key(document).encode(), digest_size=16).digest()
+        row = position if digest is None else first_row.setdefault(digest, position)
+        if position < done:
+            yield position, document
+            continue
+        segment.documents.append(document)
+        segment.sources.append(row)
+        if row == position:
+            segment.fresh.append(document)
+            if len(segment.fresh) == size:
+                yield segment
+                segment = Segment(position + 1)
+    if segment.documents:
+        yield segment
+
+
 def _build(folder: Path, corpus: Corpus, encode, dtype: str, meta: dict | None, executor=None,
-           stores: Sequence = ()) -> None:
+           key: Callable[[Document], str] | None = None) -> None:
     """Stream `corpus` into `folder`, resuming after the `meta` rows committed by an earlier run
-    (checked against their checksums first): batches of `BATCH` documents in corpus order, each
-    encoded by `executor` (here, or on workers, several at once) and committed in order. The
-    caller holds the folder's lock."""
+    (checked against their checksums first): the segments of `batch_plan` in corpus order, each
+    one's fresh documents encoded by `executor` (here, or on workers, several at once) as one batch
+    of `BATCH` (the last may be smaller) and committed in order, a repeated input's row a copy of its
+    first document's row. The caller holds the folder's lock."""
     folder.mkdir(parents=True, exist_ok=True)
     done = meta["rows"] if meta else 0
     dim, max_norm = (meta["dim"], meta["max_norm"]) if meta else (None, 0.0)
@@ -313,61 +357,81 @@ def _build(folder: Path, corpus: Corpus, encode, dtype: str, meta: dict | None, 
         fh.truncate(done * (dim or 0) * itemsize)
     write_atomic(ids_path, "".join(f"{d}\n" for d in kept))
 
-    def commit(batch: list[Document], vectors: np.ndarray, rows: int) -> int:
+    def commit(segment: Segment, vectors: np.ndarray | None, rows: int) -> int:
         nonlocal dim, max_norm
-        vectors = np.asarray(vectors, dtype=np.float32)
-        if dim is None:
-            dim = vectors.shape[1]
-        if vectors.shape != (len(batch), dim):
-            raise DataError(folder, f"the model gave vectors of shape {vectors.shape} for {len(batch)} documents "
-                            f"of a {dim}-dimensional index; delete the folder to rebuild it")
-        stored = vectors.astype(dtype)
-        norms = np.linalg.norm(stored.astype(np.float64), axis=1)
+        if segment.fresh:
+            vectors = np.asarray(vectors, dtype=np.float32)
+            if dim is None and vectors.ndim == 2:
+                dim = vectors.shape[1]
+            if vectors.shape != (len(segment.fresh), dim):
+                raise DataError(folder, f"the model gave vectors of shape {vectors.shape} for "
+                                f"{len(segment.fresh)} documents of a {dim}-dimensional index; delete the folder "
+                                "to rebuild it")
+        sources = np.asarray(segment.sources, dtype=np.int64) - segment.first  # < 0: a committed row
+        own = sources == np.arange(len(sources))
+        if own.all():  # no repeated input (the common case): the batch's rows as they are
+            stored = np.ascontiguousarray(vectors, dtype=dtype)
+        else:
+            stored = np.empty((len(sources), dim), dtype=dtype)
+            if segment.fresh:
+                stored[own] = vectors
+            inside = ~own & (sources >= 0)
+            stored[inside] = stored[sources[inside]]  # a first occurrence is always its own row
+            earlier = np.flatnonzero(sources < 0)
+            if len(earlier):  # repeated inputs of committed documents: their rows, as stored
+                mapped = np.memmap(vectors_path, dtype=dtype, mode="r", shape=(rows, dim))
+                stored[earlier] = mapped[sources[earlier] + segment.first]
+                del mapped
+        # float64 sums of squares (einsum: one pass, no float64 copy of the batch)
+        norms = np.sqrt(np.einsum("ij,ij->i", stored, stored, dtype=np.float64))
         if not np.isfinite(norms).all():
-            bad = batch[int(np.flatnonzero(~np.isfinite(norms))[0])].doc_id
+            bad = segment.documents[int(np.flatnonzero(~np.isfinite(norms))[0])].doc_id
             raise DataError(folder, f"the model gave document {bad} a vector with a NaN or infinite value (as "
                             f"{dtype}); check the model (or use index dtype float32 where float16 overflows)")
         max_norm = max(max_norm, float(norms.max()))
-        data = stored.tobytes()
+        data = memoryview(stored).cast("B")  # the rows' bytes, not copied
         with open(vectors_path, "ab") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         with open(ids_path, "a", encoding="utf-8") as fh:
-            fh.write("".join(f"{d.doc_id}\n" for d in batch))
-        rows += len(batch)
-        blocks.append([len(batch), hashlib.sha256(data).hexdigest()])
+            fh.write("".join(f"{d.doc_id}\n" for d in segment.documents))
+        rows += len(segment.documents)
+        blocks.append([len(segment.documents), hashlib.sha256(data).hexdigest()])
         _write_meta(folder, rows, dim, dtype, max_norm, corpus, blocks, complete=False)
         return rows
 
     rows = 0
     size = BATCH  # read once: every batch of this build has one size, whoever encodes it
+    planned: deque[Segment] = deque()  # segments whose batch is with the executor, in corpus order
 
     def batches(bar):
+        """The fresh documents of each segment (`batch_plan`) to encode; a segment with none (only
+        repeated inputs: the corpus's last) is kept in `planned` for the loop below."""
         nonlocal rows
-        batch = []
-        for position, document in enumerate(corpus.read()):
-            if any(c.isspace() for c in document.doc_id) or not document.doc_id:
-                raise DataError(corpus.name, f"document id {document.doc_id!r} is empty or holds whitespace")
-            if position < done:  # committed by an earlier run: not encoded again
+        for item in batch_plan(corpus.read(), size, key, done, corpus.name):
+            if isinstance(item, tuple):  # committed by an earlier run: not encoded again
+                position, document = item
                 if kept[position] != document.doc_id:
                     raise DataError(folder, "the corpus changed under a partial index; delete the folder")
                 rows = position + 1
                 bar.update(1)
                 continue
-            batch.append(document)
-            if len(batch) == size:
-                yield batch
-                batch = []
-        if batch:
-            yield batch
+            planned.append(item)
+            if item.fresh:
+                yield item.fresh
 
     with progress.bar(total=corpus.size, desc=f"index {corpus.name}", unit="doc", min_total=BATCH) as bar:
         encoded = (((batch, encode(batch)) for batch in batches(bar)) if executor is None  # in this process
-                   else executor.encode_batches(encode, stores, batches(bar), folder))
-        for batch, vectors in encoded:
-            rows = commit(batch, vectors, rows)
-            bar.update(len(batch))
+                   else executor.encode_batches(encode, batches(bar), folder))
+        for _batch, vectors in encoded:
+            segment = planned.popleft()
+            rows = commit(segment, vectors, rows)
+            bar.update(len(segment.documents))
+        while planned:  # a last segment of repeated inputs only
+            segment = planned.popleft()
+            rows = commit(segment, None, rows)
+            bar.update(len(segment.documents))
     if rows < done:
         raise DataError(folder, f"the corpus changed under a partial index (it has {rows} documents, the index "
                         f"{done}); delete the folder")

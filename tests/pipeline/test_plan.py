@@ -171,8 +171,10 @@ def test_make_plan_hands_parameters_over_as_data(tmp_path):
 
 
 def test_workers_divide_the_corpus_encoding_and_add_rays_start(collection, monkeypatch):
-    """--workers N: the first stage's corpus encoding is texts / (rate x N) plus Ray's fixed start;
-    GPU-hours are N GPUs for that whole time; without workers the time is one process's."""
+    """--workers N: the first stage's corpus encoding is texts / (rate x N) plus Ray's fixed start,
+    or texts / the driver's measured commit rate where N workers would encode faster than the driver
+    commits (32 x 1,000 > 14,000); GPU-hours are N GPUs for that whole time; without workers the time
+    is one process's."""
     monkeypatch.setattr(prerequisites, "gpu_count", lambda: 0)
     queries = list(collection.queries.values())
     rate = prerequisites.costs()["rates"]["encode_per_s"]["gpu"]["small"]  # SciNCL: 0.11B
@@ -180,9 +182,12 @@ def test_workers_divide_the_corpus_encoding_and_add_rays_start(collection, monke
     one = plan.first_stage_plan("paper", "full", queries, collection, device="gpu")
     assert one.hours == pytest.approx(one.texts / rate / 3600) and one.gpu_hours == pytest.approx(one.hours)
     assert one.workers == 1
+    driver = prerequisites.costs()["cluster"]["driver_docs_per_s"]
     for workers in (1, 8, 32):
         row = plan.first_stage_plan("paper", "full", queries, collection, workers, "gpu")
-        assert row.hours == pytest.approx((start + row.texts / rate / workers) / 3600)
+        assert row.hours == pytest.approx((start + row.texts / min(rate * workers, driver)) / 3600)
+        assert any("bound by the driver" in note for note in row.notes) is (rate * workers > driver)
+        assert any("assumed" in note for note in row.notes)
         assert row.gpu_hours == pytest.approx(workers * row.hours) and row.workers == workers
         assert any("spread over" in note and "Ray's start" in note for note in row.notes)
     cpu = plan.first_stage_plan("paper", "full", queries, collection, 8, "cpu")
@@ -216,3 +221,21 @@ def test_cli_plan_workers(monkeypatch, capsys):
     assert result["total"]["gpu_hours"] > 0
     assert cli.main(["plan", "--profile", "paper", "--workers", "0"]) == 2
     assert "--workers 0: must be a positive whole number (Ray workers)" in capsys.readouterr().err
+
+
+def test_a_70b_model_on_one_80_gb_gpu_is_flagged_not_planned(tiny_registry, monkeypatch):
+    """Llama-3-70B served by vLLM: 70.6B parameters x 2 bytes (bfloat16) x 1.2 overhead = 169.4 GB (by hand), more
+    than one 80 GB GPU and than two: a replica of 1 GPU (no tensor_parallel_size, workers) is
+    "not run" with the fix (at least 3 GPUs); the entry with tensor_parallel_size 4 fits."""
+    monkeypatch.setattr(prerequisites, "gpu_count", lambda: 8)
+    monkeypatch.setattr(prerequisites, "missing", lambda spec: [])  # (vllm, weights: not this test's)
+    collection, queries = tiny_collection(), list(tiny_collection().queries.values())
+    spec = registry.spec("served", "t")
+    spec.settings.pop("tensor_parallel_size")
+    row = plan.row_plan(spec, queries, collection, "pool", 2, "gpu")
+    assert row.gpu_memory_gb == pytest.approx(70.6 * 2 * 1.2)
+    assert [(m.reason, m.fix) for m in row.missing] == [
+        ("~169 GB (bfloat16) does not fit 1 GPU(s) of 80 GB (gpu_memory_gb in costs.yaml)",
+         "set tensor_parallel_size to at least 3 in its entry (the GPUs one copy spans)")]
+    assert plan.row_plan(registry.spec("served", "t"), queries, collection, "pool", 2, "gpu").missing == []
+    assert plan.row_plan(spec, queries, collection, "pool", 2, "cpu").missing == []  # no GPU planned

@@ -8,10 +8,13 @@ CPU workers, with the numbers of the in-process executor.
 - a driver interrupted after some batches: the next run resumes, and no document of a committed
   batch is encoded again;
 - a driver process killed (SIGKILL) between its commits: its workers end, its lock and its batch
-  files do not stop the next run, which resumes, encodes no document twice and makes the run of a
-  clean in-process build;
+  files do not stop the next run, which resumes, encodes no document of a committed batch again
+  and makes the run of a clean in-process build;
 - a worker that cannot load the model: one line naming the worker and the cause;
-- the shard-by-shard search merged per query equals the whole search, ties at the cut-off too.
+- the shard-by-shard search merged per query equals the whole search, ties at the cut-off too;
+- (issue 48 item 10) the vectors do not depend on the executor's thread count or on which batch
+  a model input is in; `--workers` beyond the cluster, odd or unreachable ``RAY_ADDRESS`` values
+  and a model pickle cannot send: one line each, within seconds, before any worker starts.
 
 One cluster for the module (started once: Ray's start is seconds), a tiny local model, batches
 of 8 documents so that a 60-document corpus makes 8 batches.
@@ -23,8 +26,10 @@ import fcntl
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -43,7 +48,7 @@ from evalkit.pipeline.runner import Reuse, RunSettings, bind, obtain
 from evalkit.pipeline.settings import check_execution
 from evalkit.retrieval import exact_search, executors, vector_index
 from evalkit.retrieval.corpus import Corpus, rank_corpus
-from evalkit.retrieval.embeddings import Encoder
+from evalkit.retrieval.embeddings import CachedVectors, Encoder
 
 ray = pytest.importorskip("ray")
 
@@ -224,7 +229,7 @@ def test_a_driver_interrupted_after_some_batches_resumes_without_encoding_them_a
     again = set(second.read_text().splitlines()) & set(texts) if second.exists() else set()  # not the queries
     done = {d.doc_id for d in documents()[:24]}
     assert not {texts[t] for t in again} & done  # no document of a committed batch is encoded twice
-    assert len(again) < len(texts)  # batches the workers finished before the stop came from their cache
+    assert len(again) <= ray_executor.IN_FLIGHT * 2 * 8  # at most the batches in flight at the stop, again
     monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "local"))
     assert got == ranked_by(executors.IN_PROCESS, tiny, tmp_path / "local.log")
     assert index_bytes(tmp_path / "cache") == index_bytes(tmp_path / "local")
@@ -309,14 +314,15 @@ def alive(pid: int) -> bool:
         return False
 
 
-def test_a_driver_killed_by_sigkill_leaves_nothing_in_the_way_and_the_rerun_encodes_no_document_twice(
+def test_a_driver_killed_by_sigkill_leaves_nothing_in_the_way_and_the_rerun_encodes_no_committed_document(
         cluster, tiny, tmp_path, monkeypatch, capfd):
     """A driver process (`drive`, 2 workers, joined to this module's cluster by RAY_ADDRESS) is
     killed once 2 of the 6 batches are committed, while worker 1 waits on the third and worker 2
-    has encoded the fourth and the sixth (their vectors in the embedding cache and in batch files
-    beside the index, not committed). Its workers end, nothing waits for its lock, and the next
-    run, same settings, in this process, makes the run and the index of a clean in-process build,
-    every document encoded exactly once over the two runs."""
+    has encoded the fourth and the sixth (their vectors in batch files beside the index, not
+    committed). Its workers end, nothing waits for its lock, and the next run, same settings, in
+    this process, makes the run and the index of a clean in-process build: no document of a
+    committed batch is encoded again, those of the batches encoded but not committed once more (a
+    build keeps vectors only in the index: no embedding cache, `vector_index.batch_plan`)."""
     dataset, log, release = beir_folder(tmp_path / "beir"), tmp_path / "held.log", tmp_path / "release"
     kept = sum(map(len, ray_executor._IDLE.values()))
     assert ray_executor.release_workers() == kept  # this process's idle workers would hold the cluster's 2 CPUs
@@ -356,12 +362,13 @@ def test_a_driver_killed_by_sigkill_leaves_nothing_in_the_way_and_the_rerun_enco
     capfd.readouterr()
     folder = drive(str(tiny), str(dataset), str(tmp_path / "runs"), str(log), str(release))
     assert "waiting for another process" not in capfd.readouterr().err  # the killed driver's lock is gone
-    assert not Path(f"{folders[0]}.shards").exists()  # its batch files: read (from the cache) and removed
+    assert not Path(f"{folders[0]}.shards").exists()  # its batch files: removed
     execution = json.loads((folder / SIDECAR).read_text())["execution"]
     assert execution["executor"] == "ray" and execution["workers"] == 2 and execution["vectors"] == "shared path"
     texts = [d.text for d in distinct_documents()]
     both = Counter(log.read_text().splitlines())
-    assert {t: both[t] for t in texts} == dict.fromkeys(texts, 1)  # every document encoded, none twice
+    again = texts[24:32] + texts[40:]  # batches 4 and 6: encoded, not committed
+    assert {t: both[t] for t in texts} == {t: 2 if t in again else 1 for t in texts}
     assert {t for t in texts[:16] + texts[24:32] + texts[40:]} <= set(first)  # batches 1, 2, 4, 6 before the kill
     assert not set(first) & set(texts[HELD])  # the held batch was never encoded before the kill
 
@@ -420,3 +427,124 @@ def test_without_ray_the_executor_names_the_extra(monkeypatch):
     monkeypatch.delattr("evalkit.retrieval.ray_executor")
     with pytest.raises(MissingPrerequisite, match=r"evalkit\[cluster\]"):
         executors.executor_for("ray", 2)
+
+
+# --- issue 48 item 10: numbers that do not depend on the executor's choices; one line for what cannot run ----------
+
+class ThreadSensitive:
+    """An encoder (`BiEncoder`'s interface) whose vectors move with torch's thread count and with
+    the size of the batch they are encoded in, as a real model's last bits do on the CPU."""
+
+    location, revision = "thread-sensitive", "1"
+
+    def __init__(self):
+        self.vectors = CachedVectors({"model": self.location})
+        self.fingerprint = self.vectors.fingerprint
+
+    def compute(self, texts) -> np.ndarray:
+        import torch
+
+        rows = np.asarray([[len(t), sum(map(ord, t)) % 97, 1.0] for t in texts], dtype=np.float32)
+        return rows + np.float32(1e-3) * len(texts) + np.float32(1e-2) * torch.get_num_threads()
+
+    def encode(self, texts, desc: str = "texts") -> np.ndarray:
+        return self.vectors.stack(list(texts), str, self.compute)
+
+
+def test_the_vectors_do_not_depend_on_thread_counts_or_on_which_batch_an_input_is_in(cluster, tmp_path, monkeypatch):
+    """2 workers on a cluster of 2 CPUs (a share of one core each) give the bytes of the in-process
+    build, whose torch runs 3 threads here; a document whose abstract another has under another title
+    (one model input under ``{abstract}``) three batches later ties with it exactly on both."""
+    torch = pytest.importorskip("torch")
+    docs = distinct_documents(40)
+    docs += [Document(f"r{d.doc_id}", "another title", d.text) for d in docs[:4]]  # batch 1's inputs, in batch 6
+    corpus, queries = Corpus.of_documents(docs), list(collection().queries.values())
+    before = torch.get_num_threads()
+    torch.set_num_threads(3)
+    try:
+        for name, executor in (("local", executors.IN_PROCESS), ("ray", RayExecutor(2))):
+            monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / name))
+            with executor:
+                rank_corpus(BiEncoder(ThreadSensitive(), doc_template="{abstract}"), queries, corpus, 5,
+                            executor=executor)
+    finally:
+        torch.set_num_threads(before)
+    assert index_bytes(tmp_path / "ray") == index_bytes(tmp_path / "local")
+    rows = np.frombuffer(index_bytes(tmp_path / "ray")["vectors.bin"], dtype=np.float32).reshape(len(docs), 3)
+    assert rows[0, 2] == np.float32(1.0) + np.float32(8e-3) + np.float32(3e-2)  # 3 threads, a batch of 8
+    for i in range(4):
+        assert rows[i].tobytes() == rows[40 + i].tobytes()
+
+
+def test_more_workers_than_a_cluster_holds_is_one_line_before_any_worker_starts(cluster, monkeypatch):
+    executor = RayExecutor(5)  # this module's cluster: 2 CPUs, at most 2 workers each
+    with pytest.raises(RequestError) as caught:
+        executor._workers(lambda batch: None)
+    assert str(caught.value) == ("workers=5: asks for 5 Ray workers; the cluster holds at most 4 (2 CPUs, at most "
+                                 "2 workers per CPU): ask for at most 4")
+    assert executor.actors == []
+    cores = os.cpu_count() or 1
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)  # no cluster yet: the kit would start a local one
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setattr(ray, "init", lambda *a, **k: pytest.fail("a local cluster was started"))
+    with pytest.raises(RequestError, match=rf"^workers=1000000: asks for 1000000 Ray workers; a local cluster on this "
+                                           rf"machine holds at most {2 * cores} \({cores} CPUs"):
+        RayExecutor(1000000)._connect()
+
+
+@pytest.fixture(scope="module")
+def not_ray() -> int:
+    """A port on this machine that answers, but not as Ray's head does (an HTTP/1 server)."""
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def serve():
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn:
+                conn.recv(64)
+                conn.sendall(b"HTTP/1.0 400 Bad Request\r\n\r\n")
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield server.getsockname()[1]
+    server.close()
+
+
+@pytest.mark.parametrize("address, said", [
+    ("", "RAY_ADDRESS is set but empty"),
+    ("127.0.0.1:6379\n", r"RAY_ADDRESS='127.0.0.1:6379\\n' holds whitespace \(a trailing newline\?\)"),
+    (":99999", "RAY_ADDRESS=:99999 is not host:port with a port 1-65535"),
+    ("127.0.0.1:²", "RAY_ADDRESS=127.0.0.1:² is not host:port with a port 1-65535"),
+    ("127.0.0.1:1", r"nothing answers at RAY_ADDRESS=127.0.0.1:1 \(Connection refused\)"),
+    ("not-ray", r"RAY_ADDRESS=127.0.0.1:\d+ answers, but not as a Ray head")])
+def test_an_odd_or_unreachable_ray_address_is_one_line_within_seconds(address, said, not_ray, monkeypatch):
+    address = f"127.0.0.1:{not_ray}" if address == "not-ray" else address
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", lambda *a, **k: pytest.fail("Ray was asked to join"))
+    monkeypatch.setenv("RAY_ADDRESS", address)
+    start = time.monotonic()
+    with pytest.raises(MissingPrerequisite, match=f"^{said}") as caught:
+        RayExecutor(2)._connect()
+    assert time.monotonic() - start < ray_executor.PROBE_S + 2 and "\n" not in str(caught.value)
+
+
+def test_a_ray_head_passes_the_address_check(cluster):
+    address = ray.get_runtime_context().gcs_address
+    assert ray_executor.check_address(address) == address and ray_executor.check_address("auto") == "auto"
+
+
+def test_a_model_that_cannot_be_sent_to_the_workers_is_one_line(cluster):
+    lock = threading.Lock()  # a model holding what pickle cannot send (an open lock, a socket, a CUDA context)
+
+    def encode(batch):
+        with lock:
+            return None
+
+    executor = RayExecutor(2)
+    with pytest.raises(RequestError) as caught:
+        executor._workers(encode)
+    assert str(caught.value) == ("executor= cannot send the model to Ray workers (TypeError: cannot pickle "
+                                 "'_thread.lock' object); run it with executor='local'")
+    assert executor.actors == []
