@@ -11,7 +11,9 @@ LLM comparisons, hybrid components, corpus streaming) goes:
   often the loop advances, and at least, however rarely (a heartbeat thread refreshes the bar,
   so a 40-minute stage that updates once at its end still shows it is alive), each a whole line.
 - ``off``: no bars.
-- unset or ``auto``: tqdm's default (``sys.stderr``), as in an interactive session.
+- unset or ``auto``: tqdm's default (``sys.stderr``), as in an interactive session; inside a
+  kernel (a notebook run by papermill directly, or in JupyterLab) the kernel's copy of the
+  terminal's stderr, as ``terminal`` does, never the notebook's cells.
 
 `bar(...)` takes tqdm's arguments and returns a tqdm bar; `announce(...)` prints one line
 to the same place (`announce_notebook` prints the "running NOTEBOOK ..." line of a make target).
@@ -116,13 +118,14 @@ class _Bar(tqdm):
 
 def _target():
     """Where `mode` sends progress: a stream, or None (no stderr at all)."""
-    if mode() != "terminal":
-        return sys.stderr
-    # An ipykernel (papermill's kernel) forwards fd 2 into the notebook too; the terminal is the
-    # copy of fd 2 it keeps for its own echo.
+    # An ipykernel (papermill's kernel, JupyterLab's) forwards sys.stderr and fd 2 into the notebook;
+    # the terminal is the copy of fd 2 it keeps for its own echo. Bars go there in either mode, so a
+    # notebook run by papermill directly holds no progress output in its cells.
     fd = getattr(sys.stderr, "_original_stdstream_copy", None)
     if isinstance(fd, int):
         return _fd_stream(fd)
+    if mode() != "terminal":
+        return sys.stderr
     return sys.__stderr__ if sys.__stderr__ is not None else sys.stderr
 
 

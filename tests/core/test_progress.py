@@ -6,6 +6,8 @@ import io
 import os
 import sys
 
+import pytest
+
 from evalkit.core import progress
 
 
@@ -94,8 +96,10 @@ def test_llm_comparisons_bar_has_expected_total(monkeypatch):
         assert len(asked) == expected_comparisons("prp", "sliding", n, k)
 
 
-def test_ipykernel_terminal_copy(monkeypatch):
-    """In an ipykernel, fd 2 is forwarded into the notebook: bars go to the kernel's copy of the terminal."""
+@pytest.mark.parametrize("mode", ["terminal", "auto"])
+def test_ipykernel_terminal_copy(monkeypatch, mode):
+    """In an ipykernel, fd 2 is forwarded into the notebook: bars go to the kernel's copy of the terminal,
+    under make (``terminal``) and under papermill run directly (unset: ``auto``) alike."""
     import os
 
     read, write = os.pipe()
@@ -105,7 +109,7 @@ def test_ipykernel_terminal_copy(monkeypatch):
 
     notebook = KernelStream()
     monkeypatch.setattr(sys, "stderr", notebook)
-    monkeypatch.setenv(progress.ENV, "terminal")
+    monkeypatch.setenv(progress.ENV, mode)
     for _ in progress.bar(range(3), desc="encoding sentences", unit="text"):
         pass
     progress._fd_stream(write).close()  # the kit's dup of the terminal copy
