@@ -250,3 +250,8 @@ def test_the_make_targets_tables_list_every_output_the_study_names():
 def test_the_readmes_links_into_docs_exist():
     for target in re.findall(r"\]\((docs/[^)#\s]+)", README.read_text()):
         assert (ROOT / target).exists(), target
+
+
+def test_the_readme_stays_the_guide():
+    """The quick start and the tasks, at most 450 lines; the reference lives in docs/."""
+    assert len(README.read_text(encoding="utf-8").splitlines()) <= 450
