@@ -43,6 +43,7 @@ from evalkit.evaluation.evaluate import per_query as per_query_table
 from evalkit.evaluation.evaluate import summarize
 from evalkit.evaluation.stats import ALPHA, interval_or_nan
 from evalkit.models import registry
+from evalkit.study import printed
 from evalkit.study import rows as study_rows
 from evalkit.study.human import POOL_LABEL, human_per_query, protocol_label
 from evalkit.study.params import BOOTSTRAP_SEED, Study
@@ -74,7 +75,7 @@ class StudyRuns:
         return dict(zip(failed.model, failed[study_rows.STATUS]))
 
     def _repr_html_(self) -> str:
-        return self.status.to_html(index=False)
+        return printed.show(self.status, split=False)._repr_html_()
 
     def __repr__(self) -> str:
         return self.status.to_string(index=False)
