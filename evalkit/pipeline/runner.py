@@ -353,6 +353,7 @@ def bind(settings: RunSettings, collection: Collection, runs_dir: Path | None,
     queries, key and folder computed, each once. Nothing is built or scored. `runs_dir` None: a run
     prepared only (`prepare`, the PyTerrier transformer), never stored."""
     check_protocol(settings.protocol)  # the one rule of every front end, before any registry lookup
+    settings = as_collections_variant(settings, collection)
     found = registry if registry is not None else models_registry.current()
     model = found.spec(settings.model, settings.profile)
     first, depth = first_stage_of(settings, found)
@@ -363,6 +364,24 @@ def bind(settings: RunSettings, collection: Collection, runs_dir: Path | None,
     folder = folder if runs_dir is not None else None
     key = sidecar_key(settings, model, collection)  # the data as given: its identity, whatever the protocol
     return BoundRun(settings, seen, model, first, depth, tuple(selected_queries(settings, seen)), key, folder)
+
+
+def as_collections_variant(settings: RunSettings, collection: Collection) -> RunSettings:
+    """`settings` without its instruction file when the file's variant asks every query what the
+    collection's own variant of that name asks (the same instruction and text: a user's file that
+    copies the kit's variants and adds its own): the run is the collection's, and a stored one is
+    reused. Otherwise `settings` as given."""
+    if settings.instructions is None or settings.variant not in collection.variants:
+        return settings
+    try:
+        given = collection.with_instructions(Path(settings.instructions))
+        if settings.variant not in given.variants:
+            return settings  # the file's own rule refuses it later, in one line
+        same = all(collection.query(q, settings.variant) == given.query(q, settings.variant)
+                   for q in collection.queries)
+    except KitError:
+        return settings  # a file the kit refuses: refused where it is read, in its own line
+    return replace(settings, instructions=None) if same else settings
 
 
 def first_stage_of(settings: RunSettings, registry: Registry) -> tuple[ModelSpec | None, int | None]:

@@ -122,6 +122,11 @@ def test_an_instruction_variant_of_ones_own_beside_the_kits(workspace, tmp_path,
     table = pd.read_csv(workspace / "build" / "tables" / f"sensitivity-{tag}.csv")
     assert list(table.variant)[-1] == "terse" and {"base", "generic", "aspect-subset"} <= set(table.variant)
     assert table["nDCG_csfcube@20"].notna().all()
+    # the kit's variants (the same texts) are the kit's runs, reused: only terse ran under the file
+    made = [p.name for p in (workspace / "runs" / "offline" / "csfcube" / "pool").iterdir() if "instructions" in p.name]
+    assert made and all("terse" in name for name in made), made
+    kit = pd.read_csv(workspace / "build" / "tables" / f"sensitivity-{TAG}.csv").set_index("variant")
+    assert table.set_index("variant").loc["base", "nDCG_csfcube@20"] == kit.loc["Base", "nDCG_csfcube@20"]
 
 
 def test_a_model_added_by_models_and_by_an_edited_cell(workspace, tmp_path, kit_outputs):
