@@ -23,7 +23,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from IPython.display import Markdown
 
 from evalkit.core.errors import NOTEBOOK, RequestError
 from evalkit.data.protocols import POOL_PROTOCOLS, protocol_collection
@@ -34,8 +33,8 @@ from evalkit.evaluation.compare_table import ComparisonTable, compare_table
 from evalkit.evaluation.evaluate import PMRR, default_measures, per_query, shown_once, summarize
 from evalkit.evaluation.stats import ALPHA
 from evalkit.pipeline.runner import instructions_identity
-from evalkit.study import printed, steps
 from evalkit.study import rows as study_rows
+from evalkit.study import steps
 from evalkit.study.params import Study
 from evalkit.study.published import COLUMNS, REFERENCE, load_published
 from evalkit.study.record import MEASURES, PARTS, load_record, official_figures
@@ -167,17 +166,6 @@ def official_table(study: Study, runs: steps.StudyRuns) -> pd.DataFrame:
 
 RECORD_TITLE = ("The published CSFCube record (the CSFCube and Aspire papers, model cards; evalkit/config/"
                 "published_csfcube.csv): on the judged pools, each row's protocol stated")
-
-
-def official_section(study: Study, runs: steps.StudyRuns):
-    """The relevance notebook's official-measures section: with OFFICIAL=yes, `official_table`
-    saved as ``relevance-official-TAG`` and shown; otherwise a line saying how to ask for it."""
-    if not study.official:
-        return Markdown("*The release's official measures (MAP_csfcube, nDCG_csfcube%20) beside the published "
-                        "CSFCube record: run with `OFFICIAL=yes`.*")
-    table = official_table(study, runs)
-    printed.save_table(table, study.name("relevance-official"), study.tables_dir)
-    return printed.show(table, published=RECORD_TITLE)
 
 
 def comparison_table(study: Study, runs: steps.StudyRuns, measures: Sequence[str] | None = None) -> ComparisonTable:

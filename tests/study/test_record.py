@@ -91,15 +91,18 @@ def test_verify_reports_absent_weights_and_unknown_models(collection, capsys, tm
 def test_the_relevance_notebooks_official_section_sets_the_record_beside_the_kit(collection, tmp_path, monkeypatch):
     """OFFICIAL=yes: every model's MAP_csfcube and nDCG_csfcube%20 (as `official_figures` of its run),
     then every published row of the record, each naming its protocol; refused off the pools."""
+    from notebook_cells import run_cells
+
     from evalkit.pipeline.runner import RunSettings, bind, obtain
-    from evalkit.study import params, steps, tables
+    from evalkit.study import params
     from evalkit.study.record import load_record, official_figures
 
     monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "cache"))
     study = params.check("relevance", PROFILE="offline", PROTOCOL="pool", MODELS="bm25", REFERENCE_MODEL="bm25",
+                         DISCOUNT="csfcube",
                          RUNS_DIR=str(tmp_path / "runs"), OUTPUT_DIR=str(tmp_path / "build"), OFFICIAL="yes")
     assert study.official and study.tag.startswith("offline-pool-custom-")
-    tables.official_section(study, steps.load_runs(study, collection))
+    run_cells("relevance", study)  # the notebook's own official cell
     table = pd.read_csv(tmp_path / "build" / "tables" / f"relevance-official-{study.tag}.csv")
     kit = table[table["source"] == "kit"].set_index("measure")
     expected = official_figures(collection, obtain(bind(RunSettings(model="bm25"), collection, tmp_path / "runs")).run)
@@ -108,8 +111,10 @@ def test_the_relevance_notebooks_official_section_sets_the_record_beside_the_kit
         assert shown == pytest.approx(list(parts.values()))
     published = table[table["role"] == "published"]
     assert len(published) == len(load_record()) and set(published["protocol"]) <= {"pool", "released"}
-    off = tables.official_section(params.check("relevance", PROFILE="offline", PROTOCOL="pool",
-                                               MODELS="bm25", REFERENCE_MODEL="bm25"), None)
-    assert "OFFICIAL=yes" in off.data  # a Markdown sentence in the notebook, not a quoted string
+    off = params.check("relevance", PROFILE="offline", PROTOCOL="pool", MODELS="bm25", REFERENCE_MODEL="bm25",
+                       DISCOUNT="csfcube",
+                       RUNS_DIR=str(tmp_path / "runs"), OUTPUT_DIR=str(tmp_path / "off"))
+    run_cells("relevance", off)
+    assert not list((tmp_path / "off" / "tables").glob("relevance-official-*"))  # a sentence says how, no table
     with pytest.raises(KitError, match="OFFICIAL=yes: the official measures are defined on the judged pools"):
         params.check("relevance", PROFILE="offline", PROTOCOL="pooled", MODELS="bm25", OFFICIAL="yes")
