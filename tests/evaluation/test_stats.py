@@ -176,7 +176,7 @@ def test_the_documented_maximum_of_permutations_runs_in_bounded_memory():
     b = pd.Series([0.4, 0.5, 0.3, 0.6, 0.4, 0.5], index=index)
     tracemalloc.start()
     try:
-        found = stats.paired_test(a, b, **settings.arguments())
+        found = stats.paired_test(a, b, settings.test, permutations=settings.permutations, seed=settings.seed)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
