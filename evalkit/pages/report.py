@@ -336,14 +336,16 @@ def _specter_record() -> str:
             "result / all; nDCG_csfcube@20 cuts at 20 documents, not at 20% of the pool")
 
 
-# The other tables `make all` writes (under the report's folder, tables/), shown in their own section.
-CHECKS = {"specter-sample.json": lambda: "The release's SPECTER sample rankings through the kit's evaluator ("
-                                         + _specter_record() + ")",
-          "human.json": lambda: "The Human reference (`evalkit human`, the pool recipe), every measure"}
+def checks_said() -> dict[str, str]:
+    """The other tables `make all` writes (under the report's folder, tables/), each with the
+    sentence the report's Checks section puts above it."""
+    return {"specter-sample.json": f"The release's SPECTER sample rankings through the kit's evaluator "
+                                   f"({_specter_record()})",
+            "human.json": "The Human reference (`evalkit human`, the pool recipe), every measure"}
 
 
 def checks(out: Path) -> str:
-    """HTML of the JSON tables `make all` writes beside the notebooks' (`CHECKS`), x100, measures by
+    """HTML of the JSON tables `make all` writes beside the notebooks' (`checks_said`), x100, measures by
     facet; "" when there are none."""
     import json
 
@@ -351,8 +353,7 @@ def checks(out: Path) -> str:
 
 
     found = []
-    for name, said in CHECKS.items():
-        what = said()
+    for name, what in checks_said().items():
         path = Path(out).parent / "tables" / name
         try:
             values = json.loads(path.read_text(encoding="utf-8"))

@@ -152,8 +152,8 @@ def human_table(study: Study, data: CSFCube, collection: Collection, measures: S
     """Per-query values of the Human reference (`evalkit.study.human`, `recipe` pool or protocol:
     the study's protocol list), restricted to the study's queries in `collection` (index qid; a
     collection narrowed to some queries, e.g. one facet, keeps the study's seeds among them)."""
-    chosen = None if study.seeds is None else tuple(
-        q for q, query in collection.queries.items() if (query.seed.doc_id if query.seed else q) in study.seeds)
+    wanted = None if study.seeds is None else {q for s in study.seeds for q in collection.by_seed.get(s, ())}
+    chosen = None if wanted is None else tuple(q for q in collection.queries if q in wanted)
     aware = recipe == "protocol"
     table = human_per_query(annotators(data), list(measures), collection, recipe=recipe,
                             protocol=study.protocol if aware else "pool", profile=study.profile,
@@ -168,7 +168,6 @@ def human(study: Study, collection: Collection, data: CSFCube, measures: Sequenc
     frames = []
     for recipe, label in human_recipes(study).items():
         table = human_table(study, data, collection, measures, recipe)
-        table = table.loc[table.index.isin(list(collection.queries))]
         frames.append(_long(table, collection, {"model": HUMAN, "label": label, "variant": variant,
                                                 "recipe": recipe}))
     return pd.concat(frames, ignore_index=True)
@@ -196,9 +195,10 @@ def aggregate(values: pd.DataFrame, collection: Collection, aggregate_by: str = 
     mean of the facet means)."""
     rows = []
     models = values.drop_duplicates("label").set_index("label")["model"]
+    measures = measures_of(values)
     for label, table in tables_of(values).items():
         summary = summarize(collection, table, aggregate_by)
-        for measure in measures_of(values):
+        for measure in measures:
             parts = summary.get(measure, {})
             rows.append({"model": models[label], "label": label, "measure": measure,
                          **{c: 100 * parts.get(c, math.nan) for c in COLUMNS}})
