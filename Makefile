@@ -75,7 +75,7 @@ override PARAMETERS := PROFILE PROTOCOL MODELS REFERENCE_MODEL DISCOUNT SEEDS CO
 	RUNS_DIR BEIR FOLLOWIR INSTRUCTIR SEED K
 # Every parameter reaches the notebooks as one literal string through the environment
 # (EVALKIT_PARAM_NAME; $(value ...) keeps a '$' unexpanded), never pasted into a shell line:
-# recipes read them as "$$EVALKIT_PARAM_NAME" and evalkit/study/launch.py hands them to papermill.
+# recipes read them as "$$EVALKIT_PARAM_NAME" and evalkit/make/launch.py hands them to papermill.
 $(foreach p,$(PARAMETERS),$(eval override EVALKIT_PARAM_$(p) := $$(value $(p))))
 export $(foreach p,$(PARAMETERS),EVALKIT_PARAM_$(p))
 override EVALKIT_STRICT := $(value STRICT)
@@ -167,12 +167,12 @@ $(BUILD)/tables/human.json: $(BUILD)/data.ok
 	$(RUN_EVALKIT) human --json > "$$EVALKIT_PARAM_OUTPUT_DIR/tables/human.json.tmp"
 	mv "$$EVALKIT_PARAM_OUTPUT_DIR/tables/human.json.tmp" "$$EVALKIT_PARAM_OUTPUT_DIR/tables/human.json"
 
-# Executed notebooks: OUTPUT_DIR/notebooks/NAME-TAG.ipynb, written by evalkit/study/launch.py only
+# Executed notebooks: OUTPUT_DIR/notebooks/NAME-TAG.ipynb, written by evalkit/make/launch.py only
 # after the notebook ran and wrote its table (OUTPUT_DIR/tables, figures under FIGURES_DIR); the
 # sources are never overwritten. An error inside a notebook ends as the kit's one line (status 2).
 override define notebook_rule
 $$(NB)/$(1)-$$(TAG).ipynb: notebooks/$(1).ipynb $(2) $$(INSTRUCTION_FILE) $$(if $$(FORCE),always)
-	$$(RUN_PY) -m evalkit.study.launch $(1)
+	$$(RUN_PY) -m evalkit.make.launch $(1)
 endef
 # Table notebooks compute from runs, so they depend on the data and the kit; the summary
 # computes nothing new: it depends on the four executed table notebooks and the study code only.
@@ -203,22 +203,22 @@ report: $(BUILD)/report-$(TAG).html ## one HTML report of the executed notebooks
 explore: $(BUILD)/data.ok ## one seed's page: top k per model, annotators' grades, what p-MRR scores (SEED=ID)
 	@test -n "$$EVALKIT_PARAM_SEED" || { echo "make explore needs SEED=ID (a CSFCube seed paper id, e.g. SEED=929877)"; exit 2; }
 	@export EVALKIT_PARAM_MODELS="$${EVALKIT_PARAM_MODELS:-$$EVALKIT_EXPLORE_MODELS}" \
-		&& executed="$$($(RUN_PY) -m evalkit.study.launch explore)" && page="$${executed##*/}" \
+		&& executed="$$($(RUN_PY) -m evalkit.make.launch explore)" && page="$${executed##*/}" \
 		&& $(RUN_EVALKIT) report "$$executed" --out "$$EVALKIT_PARAM_OUTPUT_DIR/$${page%.ipynb}.html"
 
 pooled: $(NB)/hybrid-$(POOLED_TAG).ipynb ## the facet hybrid on the pooled protocol (first stage and depth of the profile)
 
 # make all prints at its start the stages, their work and an estimate of the time here (this machine's
 # floor from bench/bench_floor.py --record, else evalkit plan's cost table), and at its end each stage's
-# wall time (OUTPUT_DIR/timings, written by the launcher, never into a table): evalkit/study/budget.py.
+# wall time (OUTPUT_DIR/timings, written by the launcher, never into a table): evalkit/make/budget.py.
 override STAGE_STEMS := $(foreach f,$(REPORTED),$(call shell_word,$(basename $(notdir $(f)))))
 all: budget-start $(BUILD)/tables/specter-sample.json $(BUILD)/tables/human.json $(BUILD)/report-$(TAG).html ## regenerate the whole study
 	@echo "tables: $$EVALKIT_PARAM_OUTPUT_DIR/tables/  figures: $$EVALKIT_PARAM_FIGURES_DIR/  report: $$EVALKIT_PARAM_OUTPUT_DIR/report-$(TAG).html"
-	@$(RUN_PY) -m evalkit.study.budget end $(call shell_word,$(TAG)) $(STAGE_STEMS)
+	@$(RUN_PY) -m evalkit.make.budget end $(call shell_word,$(TAG)) $(STAGE_STEMS)
 
 .PHONY: budget-start
 budget-start: $(STAMP)
-	@$(RUN_PY) -m evalkit.study.budget start $(call shell_word,$(TAG)) $(STAGE_STEMS)
+	@$(RUN_PY) -m evalkit.make.budget start $(call shell_word,$(TAG)) $(STAGE_STEMS)
 
 test: $(STAMP) ## lint (ruff, the import layers) and run the test suite
 	$(VENV)/bin/ruff check .

@@ -34,7 +34,7 @@ queries' prompts: a quick check. ``--every K`` times every Kth text and every Kt
 prompts and scales each part to the whole work (imports and loads unscaled): the floor of a
 loaded machine in about 1/K of the time. ``--record`` also writes the counts, rates and floor
 (with the wall time of that cold `make all` and its ratio to the floor when ``--make-all-s``
-is given) to this machine's floor record, `evalkit.study.budget.floor_file`, which `make all`
+is given) to this machine's floor record, `evalkit.make.budget.floor_file`, which `make all`
 reads for its start estimate.
 """
 
@@ -255,9 +255,9 @@ def main() -> None:
     from evalkit.core.packages import package_file
     from evalkit.core.workspace import cache_root
     from evalkit.datasets import csfcube
+    from evalkit.make.budget import floor_file
     from evalkit.models import registry
     from evalkit.models.families.dense import encoder as kit_encoder
-    from evalkit.study.budget import floor_file
 
     cache = args.cache or cache_root()
     os.environ["EVALKIT_CACHE"] = str(cache)  # the kit's fingerprints and converted GGUF of that run

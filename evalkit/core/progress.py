@@ -191,6 +191,6 @@ def _study_models(notebook: str, profile: str, models: str) -> str:
 
 
 def announce_notebook(notebook: str, profile: str, protocol: str, models: str = "") -> None:
-    """The start line of a notebook target (`evalkit.study.launch`)."""
+    """The start line of a notebook target (`evalkit.make.launch`)."""
     announce(f"running {notebook} (profile {profile}, protocol {protocol}, "
              f"models {_study_models(notebook, profile, models)})")

@@ -3,7 +3,7 @@
 The kit's notebooks are recorded in `MANIFEST` (the sha256 of each code cell, the parameters
 cells aside). Two places compare against it:
 
-- make (`evalkit.study.tag`, `evalkit.study.launch`): the notebook files under ``notebooks/``;
+- make (`evalkit.study.tag`, `evalkit.make.launch`): the notebook files under ``notebooks/``;
   when one differs from the record, the build tag of every notebook gets ``-edited-HASH`` (a
   digest of the edited notebooks' code), so the study's tables, the summary and the report of
   an edited study never replace the kit's;

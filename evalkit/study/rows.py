@@ -25,13 +25,15 @@ NOT_RUN = "not run"
 T = TypeVar("T")
 
 
-def outcomes(study: Study, collection: Collection, variant: str = "base") -> tuple[dict[str, Run], dict[str, str]]:
-    """(runs of the study models that ran, reasons of those that did not), by model name."""
+def outcomes(study: Study, collection: Collection, variant: str = "base",
+             prompt: str | None = None) -> tuple[dict[str, Run], dict[str, str]]:
+    """(runs of the study models that ran, reasons of those that did not), by model name; `prompt`
+    appended to every query (Promptriever's prompt selection)."""
     ran, reasons = {}, {}
     for model in study.models:
         failure = Failure.STRICT if study.strict else Failure.REASON
         try:
-            result = obtain(bind(study.settings(model, collection, variant), collection, study.runs_dir),
+            result = obtain(bind(study.settings(model, collection, variant, prompt), collection, study.runs_dir),
                             failure=failure)
         except KitError as exc:  # a setting refused when the run is bound: as a failed run
             if study.strict:

@@ -95,12 +95,13 @@ def load_collection(study: Study) -> tuple[Collection, CSFCube]:
 
 
 def load_runs(study: Study, collection: Collection, variant: str = "base",
-              models: Sequence[str] | None = None) -> StudyRuns:
+              models: Sequence[str] | None = None, prompt: str | None = None) -> StudyRuns:
     """Each study model's run of `variant` (`evalkit.pipeline.runner`: a verified stored run reused,
     else made and stored); a model that cannot run is a "not run: <reason>" status row
-    (`evalkit.study.rows`; ``STRICT=1`` stops instead). `models`: a subset of the study's."""
+    (`evalkit.study.rows`; ``STRICT=1`` stops instead). `models`: a subset of the study's; `prompt`:
+    appended to every query (a run of its own)."""
     chosen = study if models is None else study.with_models(list(models))
-    made, reasons = study_rows.outcomes(chosen, collection, variant)
+    made, reasons = study_rows.outcomes(chosen, collection, variant, prompt)
     status = pd.DataFrame([{**labelled(study, m), "variant": variant,
                             study_rows.STATUS: reasons.get(m, study_rows.RAN)} for m in chosen.models],
                           columns=["model", "label", "role", "source", "variant", study_rows.STATUS])
@@ -110,11 +111,20 @@ def load_runs(study: Study, collection: Collection, variant: str = "base",
 def load_variant_runs(study: Study, collection: Collection, variants: Sequence[str]) -> dict[str, StudyRuns]:
     """`load_runs` of each variant, in order; a model that did not run under one variant is not
     tried under the later ones (its status says why)."""
+    return _load_each(study, collection, {v: (v, None) for v in variants})
+
+
+def load_prompt_runs(study: Study, collection: Collection, prompts: Sequence[str]) -> dict[str | None, StudyRuns]:
+    """`load_runs` without a prompt (key None), then with each of `prompts` appended to every query,
+    as `load_variant_runs` does for variants."""
+    return _load_each(study, collection, {p: ("base", p) for p in [None, *prompts]})
+
+
+def _load_each(study: Study, collection: Collection, keyed: dict) -> dict:
     out, failed = {}, {}
-    for variant in variants:
-        runs = load_runs(study, collection, variant, [m for m in study.models if m not in failed])
-        failed |= runs.reasons
-        out[variant] = runs
+    for key, (variant, prompt) in keyed.items():
+        out[key] = load_runs(study, collection, variant, [m for m in study.models if m not in failed], prompt)
+        failed |= out[key].reasons
     return out
 
 

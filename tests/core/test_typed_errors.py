@@ -28,9 +28,9 @@ ROOT = Path(__file__).resolve().parents[2] / "evalkit"
 # (module, the text of what is raised): each passes on the text of an error raised elsewhere.
 ALLOWED = {
     # a notebook's failure under papermill: only the exception's class name and text come back
-    ("study/launch.py", "KitError(_error_line(exc.ename, exc.evalue, name, kept))"),
+    ("make/launch.py", "KitError(_error_line(exc.ename, exc.evalue, name, kept))"),
     # a model of MODELS or REFERENCE_MODEL the registry refuses: the parameter before its line
-    ("study/launch.py", "KitError(f'{parameter}: {(exc.problem if isinstance(exc, RequestError) else exc)}')"),
+    ("make/launch.py", "KitError(f'{parameter}: {(exc.problem if isinstance(exc, RequestError) else exc)}')"),
     # a recipe row's error, with the rows kept so far
     ("promptriever/recipe.py",
      "KitError(f'{exc} ({len(rows)} finished rows kept in {out}; a rerun reuses their runs)')"),

@@ -3,7 +3,7 @@
 - every make parameter reaches the launched notebook as one literal string (quotes, ``$``,
   backticks, spaces, ``$(shell ...)``): make runs a stand-in interpreter that records what it
   was given, and nothing the values spell is executed;
-- the launcher (`evalkit.study.launch`) hands those strings to papermill unchanged, typed only
+- the launcher (`evalkit.make.launch`) hands those strings to papermill unchanged, typed only
   where the notebook's default is a number;
 - an error inside a notebook ends as the kit's one line, status 2, with no ``.tmp.ipynb`` and
   no executed notebook that looks complete.
@@ -24,7 +24,8 @@ import pytest
 from notebook_run import write_notebook
 
 from evalkit.core.errors import KitError
-from evalkit.study import launch, tag
+from evalkit.make import launch
+from evalkit.study import tag
 
 ROOT = Path(__file__).resolve().parents[2]
 HOSTILE = ['bm25"; touch pwned-dq; echo "', "bm25'; touch pwned-sq; echo '", "a`touch pwned-bt`b",
@@ -69,8 +70,8 @@ def test_every_make_parameter_reaches_the_notebook_literally(recorder, tmp_path,
     done = _make(recorder, tmp_path, "relevance", **params)
     assert done.returncode == 0, done.stderr
     calls = [json.loads(line) for line in recorder[2].read_text().splitlines()]
-    launched = [c for c in calls if c["argv"][:2] == ["-m", "evalkit.study.launch"]]
-    assert [c["argv"] for c in launched] == [["-m", "evalkit.study.launch", "relevance"]]
+    launched = [c for c in calls if c["argv"][:2] == ["-m", "evalkit.make.launch"]]
+    assert [c["argv"] for c in launched] == [["-m", "evalkit.make.launch", "relevance"]]
     env = launched[0]["env"]
     assert all(env[f"EVALKIT_PARAM_{k}"] == v for k, v in params.items())
     _no_pwned(ROOT, tmp_path, Path.cwd())
@@ -91,7 +92,7 @@ def test_explore_and_report_take_hostile_values_as_data(recorder, tmp_path):
 
 
 def test_make_all_prints_its_budget_first_and_its_stage_times_last(recorder, tmp_path):
-    """`make all` starts with evalkit.study.budget's start lines and ends with its stage times,
+    """`make all` starts with evalkit.make.budget's start lines and ends with its stage times,
     both given the build tag and every executed notebook's stem (the pooled hybrid too), hostile
     MODELS as data (issue 38 item 10)."""
     value = HOSTILE[0]
@@ -102,9 +103,9 @@ def test_make_all_prints_its_budget_first_and_its_stage_times_last(recorder, tmp
     built, pooled = tag.build_tag("offline", "pool", MODELS=value), tag.build_tag("offline", "pooled", MODELS=value)
     stems = [f"{n}-{built}" for n in ("relevance", "instruction_following", "sensitivity", "hybrid", "summary",
                                        "promptriever")] + [f"hybrid-{pooled}"]
-    assert calls[0] == ["-m", "evalkit.study.budget", "start", built, *stems]
-    assert calls[-1] == ["-m", "evalkit.study.budget", "end", built, *stems]
-    assert sum("evalkit.study.budget" in c for c in calls) == 2
+    assert calls[0] == ["-m", "evalkit.make.budget", "start", built, *stems]
+    assert calls[-1] == ["-m", "evalkit.make.budget", "end", built, *stems]
+    assert sum("evalkit.make.budget" in c for c in calls) == 2
 
 
 # --- the launcher: parameters to papermill, errors in one line -----------------------------------------
@@ -140,7 +141,7 @@ def test_the_launcher_passes_declared_parameters_literally_and_typed(tmp_path, m
 def test_an_error_inside_a_notebook_is_one_line_and_leaves_nothing_complete(tmp_path, body, line, kept):
     write_notebook(tmp_path, "broken", body, 'OUTPUT_DIR = "build"')
     env = {**os.environ, "EVALKIT_PARAM_OUTPUT_DIR": str(tmp_path / "build"), "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-c", "import sys; from evalkit.study import launch; "
+    done = subprocess.run([sys.executable, "-c", "import sys; from evalkit.make import launch; "
                            "sys.exit(launch.main(['broken']))"], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 2
@@ -217,7 +218,7 @@ def test_no_make_variable_runs_code(recorder, tmp_path, target, dry):
     if not dry and target in ("relevance", "explore"):
         assert done.returncode == 0, done.stderr
         launched = [json.loads(line) for line in log.read_text().splitlines()]
-        env = next(c["env"] for c in launched if "evalkit.study.launch" in c["argv"])
+        env = next(c["env"] for c in launched if "evalkit.make.launch" in c["argv"])
         assert env["EVALKIT_PARAM_SEED"] == params["SEED"]
         assert env["EVALKIT_PARAM_MODELS"] == params["MODELS"]
         assert env["EVALKIT_PARAM_OUTPUT_DIR"] == params["OUTPUT_DIR"]
@@ -246,7 +247,7 @@ def test_a_variable_that_is_no_parameter_is_one_line_naming_the_parameters(recor
     env = {**os.environ, "MODEL": "bm25", "TAG": "x"}  # the environment's variables are not parameters: ignored
     done = subprocess.run([*base, "-n"] if not dry else base, cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=120)
-    assert done.returncode == 0 and "evalkit.study.launch relevance" in done.stdout, done.stderr
+    assert done.returncode == 0 and "evalkit.make.launch relevance" in done.stdout, done.stderr
 
 
 @pytest.mark.parametrize("dry", [True, False], ids=["make-n", "make"])
@@ -285,7 +286,7 @@ def test_parameters_from_the_environment_run_no_code(recorder, tmp_path):
 def test_a_stopped_launch_leaves_no_temporarywrite_notebook(tmp_path, sig):
     write_notebook(tmp_path, "slow", "import time\ntime.sleep(60)", 'OUTPUT_DIR = "build"')
     env = {**os.environ, "EVALKIT_PARAM_OUTPUT_DIR": str(tmp_path / "build"), "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "evalkit.study.launch", "slow"], cwd=tmp_path, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "evalkit.make.launch", "slow"], cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     folder = tmp_path / "build" / "notebooks"
     deadline = time.monotonic() + 120

@@ -17,7 +17,8 @@ import pandas as pd
 import pytest
 from notebook_run import ROOT, TAG, execute
 
-from evalkit.study import edited, launch
+from evalkit.make import launch
+from evalkit.study import edited
 
 MEASURE = "nDCG_csfcube@20"
 

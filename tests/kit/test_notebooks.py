@@ -49,6 +49,12 @@ STEPS = {
                               "tables.instruction_following_table(", "figures.save_figure("],
     "sensitivity": ["tables.sensitivity_groups(", "steps.load_variant_runs(", "steps.per_query(",
                     "tables.sensitivity_table(", "figures.save_figure("],
+    "hybrid": ["hybrid_study.load_terms(", "hybrid_curve.curve(",
+               "hybrid_study.choose_weights(", "hybrid_study.paired_tests(", "hybrid_study.hybrid_table(",
+               "hybrid_study.verdicts("],
+    "promptriever": ["steps.load_prompt_runs(", "prompt_selection.per_query(", "prompt_selection.selection_table(",
+                     "prompt_selection.recipe_datasets(", "load_published("],
+    "summary": ["findings.read_tables(", "findings.findings(", "tradeoff.points(", "figures.save_figure("],
 }
 
 

@@ -137,7 +137,7 @@ def test_the_explore_page_takes_your_instruction_file(tmp_path, monkeypatch):
     its file name (the file's hash), as it reaches the sensitivity notebook and the API."""
     from fixtures_datasets import readme_instructions
 
-    from evalkit.study import launch
+    from evalkit.make import launch
 
     monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "cache"))
     path = readme_instructions(tmp_path)

@@ -93,8 +93,7 @@ def test_instruction_following_and_sensitivity_say_why(registry_file, tmp_path, 
 
 
 def test_the_hybrid_says_why(registry_file, tmp_path, collection):
-    study = study_of(tmp_path, "big-llm", notebook="hybrid")
-    table = hybrid_study.hybrid_table(study, collection)
+    table = run_cells("hybrid", study_of(tmp_path, "big-llm", notebook="hybrid"))["hybrid"]
     assert len(table) == 1 and table.status[0].startswith("not run: no GPU")
     assert hybrid_study.verdicts(table) == [f"{table.label[0]}: {table.status[0]}."]
 

@@ -178,13 +178,15 @@ def test_csfcube_prompt_selection_uses_the_authors_rule(collection, tmp_path, mo
     from evalkit.evaluation.evaluate import per_query
     from evalkit.pipeline.runner import RunSettings, bind, obtain
     from evalkit.promptriever.prompts import TIEBREAK, select_prompt
-    from evalkit.study import params, prompt_selection
+    from evalkit.study import params, prompt_selection, steps
 
     monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "cache"))
     prompts = ["Find the method.", "Be thorough."]
     study = params.check("promptriever", PROFILE="offline", PROTOCOL="pool", MODELS="bm25", DISCOUNT="csfcube",
                          RUNS_DIR=str(tmp_path / "runs"))
-    row = prompt_selection.prompt_selection_table(study, collection, prompts).iloc[0]
+    runs = steps.load_prompt_runs(study, collection, prompts)  # the notebook's steps
+    values = prompt_selection.per_query(runs, study.measure)
+    row = prompt_selection.selection_table(values, prompt_selection.status(runs), collection, study.measure).iloc[0]
     runs = {p: obtain(bind(RunSettings(model="bm25", prompt=p), collection, tmp_path / "runs")).run
             for p in [None, *prompts]}
     tables = {p: per_query(collection, run, [study.measure, TIEBREAK]) for p, run in runs.items()}

@@ -10,7 +10,7 @@ import nbformat
 import pytest
 
 from evalkit.core.errors import KitError
-from evalkit.study import launch
+from evalkit.make import launch
 
 
 def _echo(root: Path) -> Path:

@@ -2,12 +2,12 @@
 
 The Makefile never pastes a parameter into a shell command line: it exports each one as
 ``EVALKIT_PARAM_NAME`` holding the literal text the user gave (quotes, ``$``, backticks and
-spaces included), and ``python -m evalkit.study.launch NOTEBOOK`` hands every parameter the
+spaces included), and ``python -m evalkit.make.launch NOTEBOOK`` hands every parameter the
 notebook declares to papermill as that one string (or, for a notebook default that is a
 number, that number). The executed notebook is written to a temporary file and renamed to
 ``OUTPUT_DIR/notebooks/NOTEBOOK-TAG.ipynb`` only after the notebook ran and wrote its table,
 so a failed run leaves nothing that looks complete; its wall time then goes to
-``OUTPUT_DIR/timings/NOTEBOOK-TAG.json`` (`evalkit.study.budget`), never into a table or the
+``OUTPUT_DIR/timings/NOTEBOOK-TAG.json`` (`evalkit.make.budget`), never into a table or the
 notebook, so the outputs stay byte-identical. An error inside the notebook reaches the
 terminal as the kit's one line (a `KitError`'s message), with exit status 2, as does a full
 disk while the notebook is written (the line names the file). A SIGTERM or
@@ -38,8 +38,8 @@ from evalkit.core.errors import DataError, KitError, RequestError, kit_error_nam
 from evalkit.core.names import name_part
 from evalkit.core.progress import announce_notebook
 from evalkit.core.workspace import resolve
+from evalkit.make.budget import write_stage_time
 from evalkit.models import registry
-from evalkit.study.budget import write_stage_time
 from evalkit.study.edited import edited_part
 from evalkit.study.tag import CONTENT, build_tag
 
@@ -250,7 +250,7 @@ def _stop(signum, frame):
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
-        print("usage: python -m evalkit.study.launch NOTEBOOK (parameters in EVALKIT_PARAM_* variables)",
+        print("usage: python -m evalkit.make.launch NOTEBOOK (parameters in EVALKIT_PARAM_* variables)",
               file=sys.stderr)
         return 2
     for sig in (signal.SIGTERM, signal.SIGHUP):

@@ -1,4 +1,4 @@
-"""The launcher (evalkit.study.launch) keeps the kernel's machinery off the terminal (issue 38): the
+"""The launcher (evalkit.make.launch) keeps the kernel's machinery off the terminal (issue 38): the
 TCP warning, "KeyboardInterrupt caught in kernel" after a run that succeeded and Jupyter's start-up
 warnings are dropped; every other line the kernel writes (a real error) still reaches standard
 error, and standard output holds only the executed notebook's path."""
@@ -12,7 +12,7 @@ from pathlib import Path
 
 from notebook_run import write_notebook
 
-from evalkit.study import launch
+from evalkit.make import launch
 
 ROOT = Path(__file__).resolve().parents[2]
 CHATTER = ("[IPKernelApp] WARNING | Kernel is running over TCP without encryption. All communication (including "
@@ -47,7 +47,7 @@ def test_a_notebook_run_shows_no_kernel_chatter_and_keeps_real_errors(tmp_path):
     body = f"import os\nos.write(2, {CHATTER.encode()!r})\nos.write(2, {REAL.encode()!r})"
     write_notebook(tmp_path, "chatty", body)
     env = {**os.environ, "EVALKIT_PARAM_OUTPUT_DIR": str(tmp_path / "build"), "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-c", "import sys; from evalkit.study import launch; "
+    done = subprocess.run([sys.executable, "-c", "import sys; from evalkit.make import launch; "
                            "sys.exit(launch.main(['chatty']))"], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr

@@ -1,6 +1,6 @@
 """What `make all` will compute and how long it should take, then what each stage took.
 
-At its start `make all` prints (``python -m evalkit.study.budget start TAG``) the stages it runs
+At its start `make all` prints (``python -m evalkit.make.budget start TAG``) the stages it runs
 with their models, the work (texts to encode, LLM prompts) and an estimate of its wall time on
 this machine, saying where the estimate comes from:
 
@@ -165,7 +165,7 @@ def end_lines(output_dir: str, tag: str, stems: list[str]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) < 2 or argv[0] not in ("start", "end"):
-        print("usage: python -m evalkit.study.budget start|end TAG STEM... (parameters in EVALKIT_PARAM_* variables)",
+        print("usage: python -m evalkit.make.budget start|end TAG STEM... (parameters in EVALKIT_PARAM_* variables)",
               file=sys.stderr)
         return 2
     env = os.environ

@@ -1,4 +1,4 @@
-"""`make all`'s budget lines (evalkit.study.budget, issue 38 item 10): at its start the stages, the
+"""`make all`'s budget lines (evalkit.make.budget, issue 38 item 10): at its start the stages, the
 work and an estimate naming its source (this machine's floor record for the same tag, else
 evalkit plan's cost table); at its end each stage's wall time, which the launcher writes beside
 the tables (OUTPUT_DIR/timings), never into a table or the executed notebook."""
@@ -11,7 +11,7 @@ import time
 
 from notebook_run import ROOT
 
-from evalkit.study import budget, launch
+from evalkit.make import budget, launch
 
 STEMS = ["relevance-offline-pool", "hybrid-offline-pooled"]
 RECORD = {"tag": "offline-pool", "floor_s": 600.0, "texts": {"abstracts": 4000, "sentences": 30000, "queries": 900},
