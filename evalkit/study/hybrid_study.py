@@ -23,7 +23,7 @@ from evalkit.evaluation.selection import cross_validate
 from evalkit.evaluation.stats import interval_or_nan, paired_test
 from evalkit.models.dense import BiEncoder
 from evalkit.pipeline.runner import bind, prepare
-from evalkit.study import hybrid_curve, rows
+from evalkit.study import hybrid_curve, printed, rows
 from evalkit.study.params import BOOTSTRAP_SEED, Study
 from evalkit.study.steps import labelled
 
@@ -40,6 +40,9 @@ class HybridTerms:
 
     terms: dict[str, tuple[Run, Run]]
     status: pd.DataFrame
+
+    def _repr_html_(self) -> str:
+        return printed.show(self.status, split=False)._repr_html_()
 
     def __repr__(self) -> str:
         return self.status.to_string(index=False)

@@ -125,7 +125,7 @@ class Study:
 
     def describe(self) -> str:
         tag = self.output_tag
-        parts = [f"tag {tag}" + (" (the notebook's code is not the kit's: an edited study)"
+        parts = [f"tag {tag}" + (" (an edited study: this notebook's code, or another of its build's, is not the kit's)"
                                  if edited.MARK in tag else "")]
         if self.models:
             parts.append(f"models {', '.join(self.models)}")
