@@ -16,6 +16,7 @@ from evalkit.core.errors import DataError, MissingPrerequisite
 from evalkit.evaluation.evaluate import PMRR
 from evalkit.study.hybrid_study import measure_of
 from evalkit.study.rows import ran
+from evalkit.study.tables import kit_variant
 
 TABLES = ("relevance", "instruction_following", "sensitivity", "hybrid")
 AWARE = ("instructed", "probe", "reranker", "aspect")
@@ -65,8 +66,13 @@ def findings(relevance: pd.DataFrame, following: pd.DataFrame, sensitivity: pd.D
                      f"p-MRR (x100) of the kit's instruction-aware models: {values}; {verdict}.")
     measure = measure_of(sensitivity)
     for _, rows in sensitivity.groupby("model", sort=False):
-        base = rows[rows.variant == "Base"].iloc[0]
-        subset = rows[rows.variant == "Aspect subset"].iloc[0]
+        named = rows.assign(variant=rows.variant.map(kit_variant)).set_index("variant")
+        missing = [v for v in ("base", "aspect-subset") if v not in named.index]
+        if missing:  # an instruction file without the study's variants
+            lines.append(f"(c) {rows.label.iloc[0]}: not stated: the sensitivity table has no {' or '.join(missing)} "
+                         "variant (the instruction file lacks it).")
+            continue
+        base, subset = named.loc["base"], named.loc["aspect-subset"]
         lines.append(
             f"(c) {base.label}: Aspect subset {'raises' if subset[PMRR] > base[PMRR] else 'does not raise'} "
             f"p-MRR ({base[PMRR]:+.2f} -> {subset[PMRR]:+.2f}) and "

@@ -54,6 +54,12 @@ SENSITIVITY_GROUPS = {
 GROUP_LABELS = {"base": "Base", "generic": "Generic", "definition": "Definition", "aspect-subset": "Aspect subset"}
 
 
+def kit_variant(label: str) -> str:
+    """The kit's variant name of a sensitivity row's label: the study's group label ("Base") or, under
+    a user's instruction file, the variant's own name ("base") -> "base"; any other name as it is."""
+    return {shown: name for name, shown in GROUP_LABELS.items()}.get(label, label)
+
+
 def _not_run(study: Study, model: str, reason: str, **values) -> dict:
     return {**steps.labelled(study, model), **values, **{c: math.nan for c in COLUMNS}, study_rows.STATUS: reason}
 

@@ -16,6 +16,7 @@ from evalkit.evaluation.evaluate import PMRR
 from evalkit.study.figures import MIN_FONT, PAPER_PANEL, colour_of, place_labels
 from evalkit.study.figures import caption as setting
 from evalkit.study.hybrid_study import CV_SETTING, measure_of
+from evalkit.study.tables import kit_variant
 
 X, Y = "relevance", "p-MRR"
 PAPER_MEASURE = "NDCG@20 (paper)"
@@ -32,7 +33,7 @@ def points(relevance: pd.DataFrame, following: pd.DataFrame, sensitivity: pd.Dat
              "measure": measure if r["source"] == "kit" else PAPER_MEASURE, X: r["all"],
              Y: pmrr.get(r["label"], math.nan)} for r in relevance.to_dict("records")]
     rows += [{"label": r["label"], "variant": r["variant"], "kind": "kit", "measure": measure, X: r[measure],
-              Y: r[PMRR]} for r in sensitivity.to_dict("records") if r["variant"] != "Base"]
+              Y: r[PMRR]} for r in sensitivity.to_dict("records") if kit_variant(r["variant"]) != "base"]
     if hybrid is not None:
         measure = measure_of(hybrid)
         rows += [{"label": f"{r['label']} hybrid", "variant": r["setting"],
