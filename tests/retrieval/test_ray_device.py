@@ -1,0 +1,182 @@
+"""Where a Ray worker encodes (issue 47 item 1): the device is chosen on the worker, not on the
+driver, and a run encoded on the workers' GPUs is another run than the CPU one.
+
+The GPU is faked: a cluster (`ray.cluster_utils.Cluster`) whose worker node declares one GPU to
+Ray (``num_gpus=1``) and whose worker processes, through the job's runtime_env
+(``worker_process_setup_hook``, run in each worker before its first task), see torch say a GPU
+is there (``torch.cuda.is_available``) and load a sentence-transformers model only when asked
+for ``cuda`` (which they then run on the CPU, the only device here). The driver (this process)
+sees no GPU. So:
+
+- the model built here (device ``cpu``) loads on the worker's ``cuda`` (else the fake refuses it);
+- the sidecar and the executor say ``cuda``; the index and the run's key carry the device, so a
+  Ray run of GPU workers is never answered from the in-process CPU run's store (nor the reverse);
+- a node that Ray gives a GPU but whose torch sees none (no fake there): one line naming it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tiny_models import WORDS, build_sentence_transformer
+
+from evalkit.core.errors import MissingPrerequisite
+from evalkit.data.collection import Collection, Document, Query
+from evalkit.data.runstore import SIDECAR
+from evalkit.models import paper
+from evalkit.pipeline.runner import Reuse, RunSettings, bind, obtain
+from evalkit.retrieval import embeddings, executors, vector_index
+from evalkit.retrieval.embeddings import Encoder
+
+ray = pytest.importorskip("ray")
+psutil = pytest.importorskip("psutil")  # Ray's own dependency
+
+from ray.cluster_utils import Cluster  # noqa: E402  (after the skip: ray is an optional extra)
+
+from evalkit.retrieval import ray_executor  # noqa: E402
+from evalkit.retrieval.ray_executor import RayExecutor  # noqa: E402
+
+FAKE = "EVALKIT_TEST_FAKE_GPU"  # set on the fake GPU node only
+
+
+def fake_gpu() -> None:
+    """In each worker of the job: on the node that sets `FAKE`, torch sees a GPU, and a model is
+    loaded only on ``cuda`` (run on the CPU: the tiny model's numbers are what they are)."""
+    if os.environ.get(FAKE) != "1":
+        return
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    torch.cuda.is_available = lambda: True
+    torch.cuda.get_device_name = lambda device=None: "Fake GPU (test)"
+    load = SentenceTransformer.__init__
+
+    def on_the_gpu(self, *args, device=None, **kwargs):
+        if device != "cuda":
+            raise RuntimeError(f"this node has a GPU but the model was to load on {device}")
+        load(self, *args, device="cpu", **kwargs)
+
+    SentenceTransformer.__init__ = on_the_gpu
+
+
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers get this module's functions by value
+
+
+def children() -> set[int]:
+    return {p.pid for p in psutil.Process().children(recursive=True)}
+
+
+@pytest.fixture(scope="module")
+def gpu_node():
+    """(the cluster, its one worker node: 1 CPU, 1 fake GPU); every process gone at the end."""
+    if ray.is_initialized():
+        ray.shutdown()
+    before = children()
+    cluster = Cluster(initialize_head=True, head_node_args={
+        "num_cpus": 0, "include_dashboard": False, "object_store_memory": 80 << 20})
+    node = cluster.add_node(num_cpus=1, num_gpus=1, object_store_memory=80 << 20, env_vars={FAKE: "1"})
+    ray.init(address=cluster.address, logging_level="ERROR", log_to_driver=False,
+             runtime_env={"worker_process_setup_hook": fake_gpu})
+    yield cluster, node
+    ray_executor.release_workers()
+    ray.shutdown()
+    cluster.shutdown()
+    deadline = time.monotonic() + 60
+    while children() - before:
+        assert time.monotonic() < deadline, f"processes of the cluster left: {children() - before}"
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> Path:
+    return build_sentence_transformer(tmp_path_factory.mktemp("tiny"))
+
+
+@pytest.fixture(autouse=True)
+def small_batches(monkeypatch, tmp_path):
+    monkeypatch.setattr(vector_index, "BATCH", 8)
+    monkeypatch.setenv("EVALKIT_PROGRESS", "off")
+    monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv(ray_executor.VECTORS_ENV, "object-store")
+    vector_index._VERIFIED.clear()
+
+
+def collection() -> Collection:
+    rng = np.random.default_rng(3)
+    docs = {f"d{i:02d}": Document(f"d{i:02d}", "", " ".join(rng.choice(WORDS, size=6))) for i in range(24)}
+    queries = {f"q{j}": Query(f"q{j}", " ".join(WORDS[j::7][:3])) for j in range(3)}
+    return Collection(name="device-corpus", documents=docs, queries=queries, qrels={q: {"d00": 1} for q in queries},
+                      checksum="device-corpus-1")
+
+
+class Reference:
+    """A paper encoder's shape: a device, an encode function."""
+
+    device = "cpu"
+
+    def encode_documents(self, texts):
+        return np.zeros((len(texts), 2), np.float32)
+
+
+def test_a_copy_of_a_model_with_no_device_named_takes_the_device_of_the_process_it_lands_in(tiny, monkeypatch):
+    """Pickled here (device cpu) and unpickled where torch sees a GPU: cuda; a named device stays."""
+    auto, named = Encoder(str(tiny)), Encoder(str(tiny), devices=["cpu"])
+    monkeypatch.setattr(embeddings, "resolve_device", lambda device=None: device or "cuda")
+    assert pickle.loads(pickle.dumps(auto)).device == "cuda" and pickle.loads(pickle.dumps(named)).device == "cpu"
+    assert auto.device == "cpu"  # the sender's own is untouched
+
+    monkeypatch.setattr(paper, "resolve_device", lambda device=None: device or "cuda")
+    for named_device, want in ((None, "cuda"), ("cpu", "cpu")):
+        scorer = paper.on_workers_device(paper.PaperBiEncoder(Reference(), {"device_kind": "cpu"}, "{text}"),
+                                         named_device)
+        assert pickle.loads(pickle.dumps(scorer)).reference.device == want
+
+
+def test_a_cpu_driver_with_gpu_workers_encodes_on_the_gpus_and_never_reuses_the_cpu_run(gpu_node, tiny, tmp_path,
+                                                                                        monkeypatch):
+    models = tmp_path / "models.yaml"
+    models.write_text(json.dumps({"profiles": {"test": {"first_stage": "tiny", "depth": 3, "models": {
+        "tiny": {"family": "dense", "model": str(tiny)}}}}}))
+    monkeypatch.setenv("EVALKIT_MODELS", str(models))
+    runs = tmp_path / "runs"
+
+    def run(executor: str) -> dict:
+        settings = RunSettings(model="tiny", dataset="device-corpus", profile="test", executor=executor,
+                               workers=1 if executor == "ray" else None)
+        folder = obtain(bind(settings, collection(), runs), Reuse.IF_VERIFIED).folder
+        return json.loads((folder / SIDECAR).read_text())
+
+    cpu = run("local")
+    assert "device" not in cpu and cpu["execution"] == {"executor": "local"}  # the CPU key as it was
+    gpu = run("ray")  # same settings, same store: not answered by the CPU run
+    assert gpu["device"] == "cuda" and gpu["execution"]["device"] == "cuda"
+    assert gpu["execution"]["nodes"][0].endswith(": Fake GPU (test)")
+    assert {k: v for k, v in gpu.items() if k not in ("device", "execution")} == \
+        {k: v for k, v in cpu.items() if k != "execution"}
+    again = run("local")  # and the CPU run is not answered by the GPU one
+    assert "device" not in again and again["execution"] == {"executor": "local"}
+    indexes = sorted(p.name for p in (tmp_path / "cache" / "indexes").glob("dense-*") if p.is_dir())
+    assert len(indexes) == 2  # the workers' GPU index beside the CPU one
+
+
+def test_a_node_given_a_gpu_whose_torch_sees_none_is_one_line_naming_it(gpu_node, tiny, monkeypatch):
+    cluster, node = gpu_node
+    ray_executor.release_workers()
+    cluster.remove_node(node)
+    plain = cluster.add_node(num_cpus=1, num_gpus=1, object_store_memory=80 << 20)  # no fake: torch sees no GPU
+    executor = RayExecutor(1)
+    with pytest.raises(MissingPrerequisite) as caught, executor:
+        executor._workers(Encoder(str(tiny)).compute)
+    said = str(caught.value)
+    assert said.startswith("Ray worker 1 of 1 on ") and f"(node {plain.node_id[:8]})" in said
+    assert said.endswith("was given one GPU by the cluster but its torch encodes on cpu; fix: install a CUDA build "
+                         "of torch on that node, or leave its GPUs out of Ray there (`ray start --num-gpus 0`)")
+    assert "\n" not in said and executor.actors == []
+    assert executors.device_part(executor) == {"device": "cuda"}  # what the cluster said it gives
