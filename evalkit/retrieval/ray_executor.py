@@ -56,8 +56,14 @@ try:  # Ray's own step for a saved token (`use_token_if_saved`); private, and ab
 except ImportError:
     maybe_enable_token_auth_if_token_available = None
 
+try:  # Ray's actor table (private, but the one place that holds a dead actor's node without a dashboard: `no_kit`)
+    from ray._private.state import actors as actor_table
+except ImportError:
+    actor_table = None
+
 from evalkit.core.devices import device_kind, gpu_count, resolve_device
 from evalkit.core.errors import DataError, KitError, MissingPrerequisite, RequestError
+from evalkit.core.version import __version__
 from evalkit.core.workspace import cache_root
 from evalkit.retrieval.exact_search import merge_top, spans
 from evalkit.retrieval.vector_index import VectorIndex
@@ -185,6 +191,31 @@ def one_line(exc: BaseException) -> str:
     cause = exc.cause if isinstance(exc, RayTaskError) and exc.cause is not None else exc
     text = " ".join(str(cause).split()) or type(cause).__name__
     return text if isinstance(cause, KitError) else f"{type(cause).__name__}: {text}"
+
+
+KIT_MISSING = ("No module named 'evalkit'", "No module named 'evalkit.")  # what a worker without the kit says
+
+
+def without_kit(exc: BaseException) -> bool:
+    """Whether a worker died because its Python cannot import the kit (its node joined without
+    it: the worker's class is the kit's, so Ray fails to create it there)."""
+    return any(said in str(exc) for said in KIT_MISSING)
+
+
+def no_kit(exc: RayActorError, who: str) -> KitError:
+    """The one line for a worker on a node without the kit: the node (its id and address, from
+    Ray's actor table) and the fix."""
+    node, address = "?", "?"
+    try:
+        found = (actor_table(actor_id=exc.actor_id) or {}).get("Address") or {}
+        node, address = (found.get("NodeID") or "?")[:8], found.get("IPAddress") or "?"
+    except Exception:  # a Ray without that table (private), or whose rows changed: the line says less
+        pass
+    return MissingPrerequisite(f"{who} cannot start on node {node} ({address}): its Python cannot import evalkit "
+                               "(No module named 'evalkit'), so the node joined the cluster without the kit",
+                               f"install the kit there, the driver's version (pip install 'evalkit[ray]=="
+                               f"{__version__}' in the Python its `ray start` runs), or send it with the job: "
+                               "ray.init(address=..., runtime_env={'py_modules': [evalkit]}) before the run")
 
 
 @ray.remote
@@ -415,6 +446,9 @@ class RayExecutor:
                     time.sleep(1)
                     ref = resend(number)
                 except RayActorError as exc:
+                    if without_kit(exc):
+                        self.discard()
+                        raise no_kit(exc, f"Ray worker {number + 1} of {self.count}") from None
                     if not self._head_answers():
                         raise self._stopped() from None
                     self.discard()

@@ -12,6 +12,11 @@ sees no GPU. So:
 - the sidecar and the executor say ``cuda``; the index and the run's key carry the device, so a
   Ray run of GPU workers is never answered from the in-process CPU run's store (nor the reverse);
 - a node that Ray gives a GPU but whose torch sees none (no fake there): one line naming it.
+
+A node that joins without the kit (item 2) is simulated in the same way: on that node the setup
+hook puts an import finder first that finds no ``evalkit`` (Ray puts the driver's own paths in
+front of a worker's, so on one machine no PYTHONPATH can hide the kit); Ray then fails to create
+the kit's worker class there, as on a node where it is not installed.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import numpy as np
 import pytest
 from tiny_models import WORDS, build_sentence_transformer
 
+import evalkit
 from evalkit.core.errors import MissingPrerequisite
 from evalkit.data.collection import Collection, Document, Query
 from evalkit.data.runstore import SIDECAR
@@ -44,11 +50,24 @@ from evalkit.retrieval import ray_executor  # noqa: E402
 from evalkit.retrieval.ray_executor import RayExecutor  # noqa: E402
 
 FAKE = "EVALKIT_TEST_FAKE_GPU"  # set on the fake GPU node only
+NO_KIT = "EVALKIT_TEST_NO_KIT"  # set on the node that joins without the kit
 
 
-def fake_gpu() -> None:
-    """In each worker of the job: on the node that sets `FAKE`, torch sees a GPU, and a model is
-    loaded only on ``cuda`` (run on the CPU: the tiny model's numbers are what they are)."""
+class NoKit:
+    """An import finder that finds no ``evalkit``, as on a node where the kit is not installed."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "evalkit" or name.startswith("evalkit."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+def fake_node() -> None:
+    """In each worker of the job, before its first task: on a node that sets `NO_KIT`, Python
+    cannot import the kit; on one that sets `FAKE`, torch sees a GPU, and a model is loaded only
+    on ``cuda`` (run on the CPU: the tiny model's numbers are what they are)."""
+    if os.environ.get(NO_KIT) == "1":
+        sys.meta_path.insert(0, NoKit())
     if os.environ.get(FAKE) != "1":
         return
     import torch
@@ -83,7 +102,7 @@ def gpu_node():
         "num_cpus": 0, "include_dashboard": False, "object_store_memory": 80 << 20})
     node = cluster.add_node(num_cpus=1, num_gpus=1, object_store_memory=80 << 20, env_vars={FAKE: "1"})
     ray.init(address=cluster.address, logging_level="ERROR", log_to_driver=False,
-             runtime_env={"worker_process_setup_hook": fake_gpu})
+             runtime_env={"worker_process_setup_hook": fake_node})
     yield cluster, node
     ray_executor.release_workers()
     ray.shutdown()
@@ -180,3 +199,21 @@ def test_a_node_given_a_gpu_whose_torch_sees_none_is_one_line_naming_it(gpu_node
                          "of torch on that node, or leave its GPUs out of Ray there (`ray start --num-gpus 0`)")
     assert "\n" not in said and executor.actors == []
     assert executors.device_part(executor) == {"device": "cuda"}  # what the cluster said it gives
+
+
+def test_a_node_that_joins_without_the_kit_is_one_line_naming_it(gpu_node, tiny):
+    cluster, _ = gpu_node
+    ray_executor.release_workers()
+    for node in list(cluster.worker_nodes):
+        cluster.remove_node(node)
+    bare = cluster.add_node(num_cpus=1, object_store_memory=80 << 20, env_vars={NO_KIT: "1"})
+    executor = RayExecutor(1)
+    with pytest.raises(MissingPrerequisite) as caught, executor:
+        executor._workers(Encoder(str(tiny)).compute)
+    said = str(caught.value)
+    assert said == (f"Ray worker 1 of 1 cannot start on node {bare.node_id[:8]} ({bare.node_ip_address}): its Python "
+                    "cannot import evalkit (No module named 'evalkit'), so the node joined the cluster without the "
+                    f"kit; fix: install the kit there, the driver's version (pip install 'evalkit[ray]=="
+                    f"{evalkit.__version__}' in the Python its `ray start` runs), or send it with the job: "
+                    "ray.init(address=..., runtime_env={'py_modules': [evalkit]}) before the run")
+    assert executor.actors == []
