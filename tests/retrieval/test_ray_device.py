@@ -24,6 +24,9 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import shutil
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -37,8 +40,10 @@ from evalkit.core.errors import MissingPrerequisite
 from evalkit.data.collection import Collection, Document, Query
 from evalkit.data.runstore import SIDECAR
 from evalkit.models import paper
+from evalkit.models.dense import BiEncoder
 from evalkit.pipeline.runner import Reuse, RunSettings, bind, obtain
 from evalkit.retrieval import embeddings, executors, vector_index
+from evalkit.retrieval.corpus import Corpus, rank_corpus
 from evalkit.retrieval.embeddings import Encoder
 
 ray = pytest.importorskip("ray")
@@ -217,3 +222,60 @@ def test_a_node_that_joins_without_the_kit_is_one_line_naming_it(gpu_node, tiny)
                     f"{evalkit.__version__}' in the Python its `ray start` runs), or send it with the job: "
                     "ray.init(address=..., runtime_env={'py_modules': [evalkit]}) before the run")
     assert executor.actors == []
+
+
+UNSHARE = shutil.which("unshare")
+
+
+def own_mount_namespace() -> str | None:
+    """Why a node cannot be started in a mount namespace of its own here (None: it can)."""
+    if UNSHARE is None:
+        return "no unshare command"
+    done = subprocess.run([UNSHARE, "--mount", "--propagation", "private", "true"], capture_output=True, text=True)
+    return None if done.returncode == 0 else f"unshare --mount is not permitted here ({done.stderr.strip()})"
+
+
+def test_a_node_in_its_own_mount_namespace_gets_the_vectors_through_the_object_store(gpu_node, tiny, tmp_path_factory,
+                                                                                    monkeypatch):
+    """A worker node started by `ray start` in a mount namespace of its own, a tmpfs over the
+    driver's cache folder there (as on another machine): the probe finds that no worker sees the
+    folder, the vectors come back through Ray's object store (nothing forces it), and the run's
+    bytes are the in-process run's."""
+    why = own_mount_namespace()
+    if why is not None:
+        pytest.skip(f"{why}: the nodes in other mount namespaces are not simulated (needs root or CAP_SYS_ADMIN)")
+    cluster, _ = gpu_node
+    ray_executor.release_workers()
+    for node in list(cluster.worker_nodes):
+        cluster.remove_node(node)
+    driver = tmp_path_factory.mktemp("driver")  # the driver's cache folder: hidden from the node
+    monkeypatch.setenv("EVALKIT_CACHE", str(driver / "cache"))
+    monkeypatch.delenv(ray_executor.VECTORS_ENV)
+    corpus, queries = Corpus.of_documents(list(collection().documents.values())), list(collection().queries.values())
+    with executors.IN_PROCESS as executor:
+        want = rank_corpus(BiEncoder(Encoder(str(tiny))), queries, corpus, 5, executor=executor)
+    for index in (driver / "cache" / "indexes").iterdir():  # the Ray run encodes the corpus anew
+        shutil.rmtree(index) if index.is_dir() else index.unlink()
+    ray_cli = Path(sys.executable).with_name("ray")
+    script = ('mount -t tmpfs tmpfs "$0" && exec "$1" start --address="$2" --num-cpus=1 '
+              '--object-store-memory=83886080 --block')
+    alive = len([n for n in ray.nodes() if n["Alive"]])
+    node = subprocess.Popen([UNSHARE, "--mount", "--propagation", "private", "sh", "-c", script, str(driver),
+                             str(ray_cli), cluster.address], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 90
+        while len([n for n in ray.nodes() if n["Alive"]]) <= alive:
+            assert node.poll() is None and time.monotonic() < deadline, "the node in its own namespace did not join"
+            time.sleep(0.5)
+        executor = RayExecutor(1)
+        with executor:
+            got = rank_corpus(BiEncoder(Encoder(str(tiny))), queries, corpus, 5, executor=executor)
+        assert got == want
+        said = executor.describe()
+        assert said["vectors"] == "object store"
+        assert "document vectors came back through the Ray object store (no path every worker sees)" in said["notes"]
+    finally:
+        ray_executor.release_workers()
+        os.killpg(node.pid, signal.SIGTERM)
+        node.wait(60)
