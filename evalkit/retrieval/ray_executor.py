@@ -27,7 +27,8 @@ with the numbers of the in-process executor (`evalkit.retrieval.executors`).
   (`RESTARTS`); one "temporarily unavailable" (its node lost) is asked again while the head
   answers (`UNAVAILABLE_S`); the result is the same, since a batch's vectors do not depend on who
   encodes them. A worker that fails (a model it cannot load) ends the run with one line naming
-  the worker and the cause; a cluster whose head stops answering, with one line, this process
+  the worker and the cause; one on a node whose Python cannot import the kit, with one line
+  naming the node (`no_kit`); a cluster whose head stops answering, with one line, this process
   leaving it alive. A killed driver leaves the committed batches: the next run resumes after
   them (the batches encoded but not committed are encoded again).
 - The search: the finished index, in shards of `SEARCH_ROWS` rows, each searched exactly by a
@@ -213,7 +214,7 @@ def no_kit(exc: RayActorError, who: str) -> KitError:
         pass
     return MissingPrerequisite(f"{who} cannot start on node {node} ({address}): its Python cannot import evalkit "
                                "(No module named 'evalkit'), so the node joined the cluster without the kit",
-                               f"install the kit there, the driver's version (pip install 'evalkit[ray]=="
+                               f"install the kit there, the driver's version (pip install 'evalkit[cluster]=="
                                f"{__version__}' in the Python its `ray start` runs), or send it with the job: "
                                "ray.init(address=..., runtime_env={'py_modules': [evalkit]}) before the run")
 

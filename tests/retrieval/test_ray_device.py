@@ -17,6 +17,9 @@ A node that joins without the kit (item 2) is simulated in the same way: on that
 hook puts an import finder first that finds no ``evalkit`` (Ray puts the driver's own paths in
 front of a worker's, so on one machine no PYTHONPATH can hide the kit); Ray then fails to create
 the kit's worker class there, as on a node where it is not installed.
+
+A node in a mount namespace of its own (item 3): `ray start` under ``unshare --mount``, a tmpfs
+over the driver's cache folder there; skipped, saying why, where unshare is not permitted.
 """
 
 from __future__ import annotations
@@ -218,7 +221,7 @@ def test_a_node_that_joins_without_the_kit_is_one_line_naming_it(gpu_node, tiny)
     said = str(caught.value)
     assert said == (f"Ray worker 1 of 1 cannot start on node {bare.node_id[:8]} ({bare.node_ip_address}): its Python "
                     "cannot import evalkit (No module named 'evalkit'), so the node joined the cluster without the "
-                    f"kit; fix: install the kit there, the driver's version (pip install 'evalkit[ray]=="
+                    f"kit; fix: install the kit there, the driver's version (pip install 'evalkit[cluster]=="
                     f"{evalkit.__version__}' in the Python its `ray start` runs), or send it with the job: "
                     "ray.init(address=..., runtime_env={'py_modules': [evalkit]}) before the run")
     assert executor.actors == []
