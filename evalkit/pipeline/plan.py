@@ -22,8 +22,10 @@ costs.yaml): the first stage's encoding of the corpus, ``texts / (rate x N)``, a
 judgments of a model the kit serves (``serve: vllm``), ``prompts / (server rate x N)`` over N
 replicas. Everything else runs on the driver as in one process (an encoder's reranked
 candidates, a model in the driver's process, an API: its rate limits, not the workers, bound
-it), stated in the row. The rates are per device and the work is assumed to split evenly
-(no straggler, no shard left over); model loading is not counted, for one process or N.
+it), stated in the row. The rates are per device (an encoding rate `bench/bench_gpu_check.py`
+measured on a GPU, costs.yaml's ``measured``, over the estimate: `encode_rate`, which the row
+says) and the work is assumed to split evenly (no straggler, no shard left over); model
+loading is not counted, for one process or N.
 GPU-hours: every GPU a row holds for its whole time (N x the GPUs of a worker or replica x
 the row's time, Ray's start included); 0 on CPU and for APIs. `device` plans for GPU or CPU
 workers from any machine (default: this machine's, from the visible GPUs).
