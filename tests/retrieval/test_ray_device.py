@@ -230,12 +230,15 @@ def test_a_node_that_joins_without_the_kit_is_one_line_naming_it(gpu_node, tiny)
 UNSHARE = shutil.which("unshare")
 
 
-def own_mount_namespace() -> str | None:
-    """Why a node cannot be started in a mount namespace of its own here (None: it can)."""
+def own_mount_namespace(folder: Path) -> str | None:
+    """Why a node cannot be started here in a mount namespace of its own with a tmpfs over
+    `folder` (None: it can)."""
     if UNSHARE is None:
         return "no unshare command"
-    done = subprocess.run([UNSHARE, "--mount", "--propagation", "private", "true"], capture_output=True, text=True)
-    return None if done.returncode == 0 else f"unshare --mount is not permitted here ({done.stderr.strip()})"
+    done = subprocess.run([UNSHARE, "--mount", "--propagation", "private", "sh", "-c", 'mount -t tmpfs tmpfs "$0"',
+                           str(folder)], capture_output=True, text=True)
+    return None if done.returncode == 0 else f"unshare --mount with a tmpfs is not permitted here " \
+        f"({' '.join(done.stderr.split())})"
 
 
 def test_a_node_in_its_own_mount_namespace_gets_the_vectors_through_the_object_store(gpu_node, tiny, tmp_path_factory,
@@ -244,14 +247,14 @@ def test_a_node_in_its_own_mount_namespace_gets_the_vectors_through_the_object_s
     driver's cache folder there (as on another machine): the probe finds that no worker sees the
     folder, the vectors come back through Ray's object store (nothing forces it), and the run's
     bytes are the in-process run's."""
-    why = own_mount_namespace()
+    driver = tmp_path_factory.mktemp("driver")  # the driver's cache folder: hidden from the node
+    why = own_mount_namespace(driver)
     if why is not None:
         pytest.skip(f"{why}: the nodes in other mount namespaces are not simulated (needs root or CAP_SYS_ADMIN)")
     cluster, _ = gpu_node
     ray_executor.release_workers()
     for node in list(cluster.worker_nodes):
         cluster.remove_node(node)
-    driver = tmp_path_factory.mktemp("driver")  # the driver's cache folder: hidden from the node
     monkeypatch.setenv("EVALKIT_CACHE", str(driver / "cache"))
     monkeypatch.delenv(ray_executor.VECTORS_ENV)
     corpus, queries = Corpus.of_documents(list(collection().documents.values())), list(collection().queries.values())
