@@ -278,6 +278,7 @@ class Worker:
 # the next run by (cluster, resources, threads): a worker's start (torch imported) costs seconds. They
 # hold their CPUs / GPUs on that cluster until this process ends or `release_workers` is called.
 _IDLE: dict[tuple, list] = {}
+_JOINED: dict[str, str] = {}  # how this process joined a cluster through RAY_ADDRESS, by its head: the sidecar's words
 
 
 def release_workers() -> int:
@@ -325,8 +326,8 @@ class RayExecutor:
             return
         quiet = {"logging_level": logging.ERROR, "log_to_driver": False}
         os.environ.setdefault(RECONNECT_ENV, RECONNECT_S)
-        if ray.is_initialized():
-            self.cluster = "this process's"
+        if ray.is_initialized():  # (joined by an earlier executor of this process: `encoding_device`, a run before)
+            self.cluster = _JOINED.get(ray.get_runtime_context().gcs_address, "this process's")
         elif "RAY_ADDRESS" in os.environ:
             address = check_address(os.environ["RAY_ADDRESS"])
             use_token_if_saved()
@@ -337,6 +338,7 @@ class RayExecutor:
                                           "check that the head runs there (`ray status`) or unset RAY_ADDRESS "
                                           "for a local cluster") from None
             self.cluster, self.owned = f"joined at {address}", False
+            _JOINED[ray.get_runtime_context().gcs_address] = self.cluster
         else:
             cores = os.cpu_count() or 1
             check_count(self.wanted, 0, cores, "a local cluster on this machine")  # before anything starts

@@ -193,6 +193,29 @@ def test_a_cpu_driver_with_gpu_workers_encodes_on_the_gpus_and_never_reuses_the_
     assert len(indexes) == 2  # the workers' GPU index beside the CPU one
 
 
+JOINED_TWICE = """
+import sys
+from evalkit.retrieval.ray_executor import RayExecutor
+
+first = RayExecutor(1)
+print(first.encoding_device())  # a run asks the device before the store (`runner.on_device`): it joins
+second = RayExecutor(1)  # the run's own executor, in the same process
+second._connect()
+print(second.cluster)
+"""
+
+
+def test_a_run_whose_key_asked_the_clusters_device_still_says_how_it_joined(gpu_node, tmp_path):
+    """Through RAY_ADDRESS: the device asked for the key joins the cluster first; the run's own
+    executor, joining after it in the same process, still says how (the sidecar's words)."""
+    cluster, _ = gpu_node
+    env = {**os.environ, "RAY_ADDRESS": cluster.address}
+    done = subprocess.run([sys.executable, "-c", JOINED_TWICE], capture_output=True, text=True, env=env, cwd=tmp_path,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines()[-2:] == ["cuda", f"joined at {cluster.address}"]
+
+
 def test_a_node_given_a_gpu_whose_torch_sees_none_is_one_line_naming_it(gpu_node, tiny, monkeypatch):
     cluster, node = gpu_node
     ray_executor.release_workers()
