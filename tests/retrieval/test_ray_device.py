@@ -4,19 +4,20 @@ driver, and a run encoded on the workers' GPUs is another run than the CPU one.
 The GPU is faked: a cluster (`ray.cluster_utils.Cluster`) whose worker node declares one GPU to
 Ray (``num_gpus=1``) and whose worker processes, through the job's runtime_env
 (``worker_process_setup_hook``, run in each worker before its first task), see torch say a GPU
-is there (``torch.cuda.is_available``) and load a sentence-transformers model only when asked
-for ``cuda`` (which they then run on the CPU, the only device here). The driver (this process)
-sees no GPU. So:
+is there (``torch.cuda.is_available``, while a file the test holds exists) and load a
+sentence-transformers model only when asked for ``cuda`` (which they then run on the CPU, the
+only device here). The driver (this process) sees no GPU. So:
 
 - the model built here (device ``cpu``) loads on the worker's ``cuda`` (else the fake refuses it);
 - the sidecar and the executor say ``cuda``; the index and the run's key carry the device, so a
   Ray run of GPU workers is never answered from the in-process CPU run's store (nor the reverse);
-- a node that Ray gives a GPU but whose torch sees none (no fake there): one line naming it.
+- the same node, its file removed so that torch there sees no GPU though Ray gives it one: one
+  line naming it.
 
-A node that joins without the kit (item 2) is simulated in the same way: on that node the setup
-hook puts an import finder first that finds no ``evalkit`` (Ray puts the driver's own paths in
-front of a worker's, so on one machine no PYTHONPATH can hide the kit); Ray then fails to create
-the kit's worker class there, as on a node where it is not installed.
+A node that joins without the kit (item 2) is simulated in the same way: while another file
+exists, the setup hook puts an import finder first that finds no ``evalkit`` (Ray puts the
+driver's own paths in front of a worker's, so on one machine no PYTHONPATH can hide the kit);
+Ray then fails to create the kit's worker class there, as on a node where it is not installed.
 
 A node in a mount namespace of its own (item 3): `ray start` under ``unshare --mount``, a tmpfs
 over the driver's cache folder there; skipped, saying why, where unshare is not permitted.
@@ -57,31 +58,40 @@ from ray.cluster_utils import Cluster  # noqa: E402  (after the skip: ray is an 
 from evalkit.retrieval import ray_executor  # noqa: E402
 from evalkit.retrieval.ray_executor import RayExecutor  # noqa: E402
 
-FAKE = "EVALKIT_TEST_FAKE_GPU"  # set on the fake GPU node only
-NO_KIT = "EVALKIT_TEST_NO_KIT"  # set on the node that joins without the kit
+# Set on the fake node, each to a file's path: while the file exists, torch there sees a GPU
+# (`FAKE`), or Python there cannot import the kit (`NO_KIT`); a test switches them by the file.
+FAKE, NO_KIT = "EVALKIT_TEST_FAKE_GPU", "EVALKIT_TEST_NO_KIT"
 
 
 class NoKit:
-    """An import finder that finds no ``evalkit``, as on a node where the kit is not installed."""
+    """An import finder that finds no ``evalkit`` while `marker` exists, as on a node where the
+    kit is not installed."""
+
+    def __init__(self, marker: str):
+        self.marker = marker
 
     def find_spec(self, name, path=None, target=None):
-        if name == "evalkit" or name.startswith("evalkit."):
+        if (name == "evalkit" or name.startswith("evalkit.")) and os.path.exists(self.marker):
             raise ModuleNotFoundError(f"No module named {name!r}", name=name)
         return None
 
 
 def fake_node() -> None:
     """In each worker of the job, before its first task: on a node that sets `NO_KIT`, Python
-    cannot import the kit; on one that sets `FAKE`, torch sees a GPU, and a model is loaded only
-    on ``cuda`` (run on the CPU: the tiny model's numbers are what they are)."""
-    if os.environ.get(NO_KIT) == "1":
-        sys.meta_path.insert(0, NoKit())
-    if os.environ.get(FAKE) != "1":
+    cannot import the kit while its file exists; on one that sets `FAKE`, torch sees a GPU while
+    its file exists, and a model is loaded only on ``cuda`` (run on the CPU: the tiny model's
+    numbers are what they are)."""
+    if os.environ.get(NO_KIT):
+        sys.meta_path.insert(0, NoKit(os.environ[NO_KIT]))
+        if os.path.exists(os.environ[NO_KIT]):
+            return  # (a worker that cannot start the kit's class needs no torch)
+    if not os.environ.get(FAKE):
         return
     import torch
     from sentence_transformers import SentenceTransformer
 
-    torch.cuda.is_available = lambda: True
+    marker = os.environ[FAKE]
+    torch.cuda.is_available = lambda: os.path.exists(marker)
     torch.cuda.get_device_name = lambda device=None: "Fake GPU (test)"
     load = SentenceTransformer.__init__
 
@@ -101,17 +111,22 @@ def children() -> set[int]:
 
 
 @pytest.fixture(scope="module")
-def gpu_node():
-    """(the cluster, its one worker node: 1 CPU, 1 fake GPU); every process gone at the end."""
+def gpu_node(tmp_path_factory):
+    """(the cluster, its one worker node: 1 CPU, 1 GPU for Ray, the files that say whether torch
+    sees it and whether the kit imports there); every process gone at the end."""
     if ray.is_initialized():
         ray.shutdown()
     before = children()
+    markers = tmp_path_factory.mktemp("markers")
+    sees, no_kit = markers / "torch-sees-a-gpu", markers / "no-kit"
+    sees.touch()
     cluster = Cluster(initialize_head=True, head_node_args={
         "num_cpus": 0, "include_dashboard": False, "object_store_memory": 80 << 20})
-    node = cluster.add_node(num_cpus=1, num_gpus=1, object_store_memory=80 << 20, env_vars={FAKE: "1"})
+    node = cluster.add_node(num_cpus=1, num_gpus=1, object_store_memory=80 << 20,
+                            env_vars={FAKE: str(sees), NO_KIT: str(no_kit)})
     ray.init(address=cluster.address, logging_level="ERROR", log_to_driver=False,
              runtime_env={"worker_process_setup_hook": fake_node})
-    yield cluster, node
+    yield cluster, node, sees, no_kit
     ray_executor.release_workers()
     ray.shutdown()
     cluster.shutdown()
@@ -208,7 +223,7 @@ print(second.cluster)
 def test_a_run_whose_key_asked_the_clusters_device_still_says_how_it_joined(gpu_node, tmp_path):
     """Through RAY_ADDRESS: the device asked for the key joins the cluster first; the run's own
     executor, joining after it in the same process, still says how (the sidecar's words)."""
-    cluster, _ = gpu_node
+    cluster = gpu_node[0]
     env = {**os.environ, "RAY_ADDRESS": cluster.address}
     done = subprocess.run([sys.executable, "-c", JOINED_TWICE], capture_output=True, text=True, env=env, cwd=tmp_path,
                           timeout=300)
@@ -216,16 +231,17 @@ def test_a_run_whose_key_asked_the_clusters_device_still_says_how_it_joined(gpu_
     assert done.stdout.splitlines()[-2:] == ["cuda", f"joined at {cluster.address}"]
 
 
-def test_a_node_given_a_gpu_whose_torch_sees_none_is_one_line_naming_it(gpu_node, tiny, monkeypatch):
-    cluster, node = gpu_node
-    ray_executor.release_workers()
-    cluster.remove_node(node)
-    plain = cluster.add_node(num_cpus=1, num_gpus=1, object_store_memory=80 << 20)  # no fake: torch sees no GPU
+def test_a_node_given_a_gpu_whose_torch_sees_none_is_one_line_naming_it(gpu_node, tiny):
+    _, node, sees, _ = gpu_node  # (the idle worker of the run before is asked again)
+    sees.unlink()  # torch on the node that Ray gives a GPU sees none
     executor = RayExecutor(1)
-    with pytest.raises(MissingPrerequisite) as caught, executor:
-        executor._workers(Encoder(str(tiny)).compute)
+    try:
+        with pytest.raises(MissingPrerequisite) as caught, executor:
+            executor._workers(Encoder(str(tiny)).compute)
+    finally:
+        sees.touch()
     said = str(caught.value)
-    assert said.startswith("Ray worker 1 of 1 on ") and f"(node {plain.node_id[:8]})" in said
+    assert said.startswith("Ray worker 1 of 1 on ") and f"(node {node.node_id[:8]})" in said
     assert said.endswith("was given one GPU by the cluster but its torch encodes on cpu; fix: install a CUDA build "
                          "of torch on that node, or leave its GPUs out of Ray there (`ray start --num-gpus 0`)")
     assert "\n" not in said and executor.actors == []
@@ -233,14 +249,15 @@ def test_a_node_given_a_gpu_whose_torch_sees_none_is_one_line_naming_it(gpu_node
 
 
 def test_a_node_that_joins_without_the_kit_is_one_line_naming_it(gpu_node, tiny):
-    cluster, _ = gpu_node
+    _, bare, _, no_kit = gpu_node
     ray_executor.release_workers()
-    for node in list(cluster.worker_nodes):
-        cluster.remove_node(node)
-    bare = cluster.add_node(num_cpus=1, object_store_memory=80 << 20, env_vars={NO_KIT: "1"})
+    no_kit.touch()  # the node's Python finds no evalkit
     executor = RayExecutor(1)
-    with pytest.raises(MissingPrerequisite) as caught, executor:
-        executor._workers(Encoder(str(tiny)).compute)
+    try:
+        with pytest.raises(MissingPrerequisite) as caught, executor:
+            executor._workers(Encoder(str(tiny)).compute)
+    finally:
+        no_kit.unlink()
     said = str(caught.value)
     assert said == (f"Ray worker 1 of 1 cannot start on node {bare.node_id[:8]} ({bare.node_ip_address}): its Python "
                     "cannot import evalkit (No module named 'evalkit'), so the node joined the cluster without the "
@@ -274,7 +291,7 @@ def test_a_node_in_its_own_mount_namespace_gets_the_vectors_through_the_object_s
     why = own_mount_namespace(driver)
     if why is not None:
         pytest.skip(f"{why}: the nodes in other mount namespaces are not simulated (needs root or CAP_SYS_ADMIN)")
-    cluster, _ = gpu_node
+    cluster = gpu_node[0]
     ray_executor.release_workers()
     for node in list(cluster.worker_nodes):
         cluster.remove_node(node)
