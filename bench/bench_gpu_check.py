@@ -25,6 +25,11 @@ One JSON line per check (and, with --out, the list as one JSON file):
 
 ``--device cpu`` runs the same checks CPU against CPU (a smoke test of the script where no GPU
 is; use small --texts and --vectors there).
+
+On a GPU the throughput check's kit rate is written into the cost table the plan reads (the
+``measured`` line of evalkit/config/costs.yaml, or ``--costs FILE``; ``--no-record`` to leave
+it): the per-GPU rate of a BERT-base-sized model, with the card's name and the date, which
+`evalkit plan` then uses and calls measured instead of the assumed estimate. Commit the file.
 """
 
 from __future__ import annotations
@@ -147,7 +152,7 @@ def build_bert_base(folder: Path) -> Path:
     return folder
 
 
-def throughput_check(device: str, texts: int, out: list) -> None:
+def throughput_check(device: str, texts: int, out: list) -> dict:
     import numpy as np
     import torch
     from transformers import AutoModel, AutoTokenizer
@@ -176,6 +181,23 @@ def throughput_check(device: str, texts: int, out: list) -> None:
     line({"check": "throughput", "model": "BERT-base-sized (12 x 768, random)", "device": device, "texts": texts,
           "kit_texts_per_s": round(texts / kit_s, 1), "bare_texts_per_s": round(texts / bare_s, 1),
           "ratio": round(bare_s / kit_s, 3), "max_abs_vector_diff": float(np.abs(kit_vectors - bare).max())}, out)
+    return out[-1]
+
+
+def record_rate(found: dict, costs: Path | None, today: str | None = None) -> dict:
+    """The throughput check's kit rate on a GPU written into the plan's cost table (costs.yaml's
+    ``measured`` line, `evalkit.pipeline.plan.record_measured_rate`) as the per-GPU rate of a
+    BERT-base-sized model (size class small), with the card's name and today's date."""
+    import datetime
+
+    import torch
+
+    from evalkit.pipeline.plan import record_measured_rate
+
+    card = torch.cuda.get_device_name(torch.device(found["device"]))
+    today = today or datetime.date.today().isoformat()
+    return record_measured_rate("gpu", "small", found["kit_texts_per_s"], card, today,
+                                f"bench/bench_gpu_check.py throughput, {found['texts']} texts", costs)
 
 
 def faiss_check(device: str, vectors: int, out: list) -> None:
@@ -236,14 +258,17 @@ def search_check(device: str, vectors: int, out: list) -> None:
           "identical": found["numpy"] == found[device]}, out)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cuda", help="cuda (default) or cpu (a smoke test of the script)")
     parser.add_argument("--texts", type=int, default=20_000, help="synthetic abstracts for the throughput check")
     parser.add_argument("--vectors", type=int, default=800_000, help="vectors for the FAISS and search checks")
     parser.add_argument("--checks", default="encoder,throughput,faiss,search", help="comma-separated subset")
     parser.add_argument("--out", type=Path, help="also write the records as one JSON list")
-    args = parser.parse_args()
+    parser.add_argument("--costs", type=Path, help="the cost table a GPU's measured rate is written into (default: "
+                        "the plan's, evalkit/config/costs.yaml)")
+    parser.add_argument("--no-record", action="store_true", help="do not write the measured rate into the cost table")
+    args = parser.parse_args(argv)
     import torch
 
     if args.device.startswith("cuda") and not torch.cuda.is_available():
@@ -256,7 +281,10 @@ def main() -> int:
     if "encoder" in chosen:
         encoder_checks(args.device, out)
     if "throughput" in chosen:
-        throughput_check(args.device, args.texts, out)
+        found = throughput_check(args.device, args.texts, out)
+        if args.device.startswith("cuda") and not args.no_record:
+            measured = record_rate(found, args.costs)
+            print(f"bench_gpu_check: recorded in the cost table: {json.dumps(measured)}", file=sys.stderr)
     if "faiss" in chosen:
         faiss_check(args.device, args.vectors, out)
     if "search" in chosen:

@@ -11,7 +11,7 @@ from evalkit.data.collection import Document, Query
 from evalkit.data.runs import ranked
 from evalkit.retrieval.embeddings import Encoder
 from evalkit.retrieval.exact_search import search_device
-from evalkit.retrieval.executors import IN_PROCESS
+from evalkit.retrieval.executors import IN_PROCESS, device_part
 from evalkit.retrieval.vector_index import VectorIndex
 
 TEMPLATE_FIELDS = {"query_template": ("instruction", "query"), "empty_instruction_template": ("query",),
@@ -137,9 +137,10 @@ class BiEncoder:
 
     def corpus_index(self, corpus, dtype: str = "float32", executor=None):
         """The `evalkit.retrieval.vector_index.VectorIndex` of `corpus` under this model (built once, on
-        disk; its batches encoded by `executor`, `evalkit.retrieval.executors`, here by default)."""
-        return VectorIndex.open(corpus, self.index_vectors, self.document_side(), dtype, executor,
-                                self.document_input)
+        disk; its batches encoded by `executor`, `evalkit.retrieval.executors`, here by default); an
+        index encoded on workers' GPUs is another index than this process's (`device_part`)."""
+        parts = {**self.document_side(), **device_part(executor or IN_PROCESS)}
+        return VectorIndex.open(corpus, self.index_vectors, parts, dtype, executor, self.document_input)
 
     def search(self, queries: Sequence[Query], corpus, k: int, exclude=None,
                dtype: str = "float32", executor=None) -> dict[str, dict[str, float]]:

@@ -55,6 +55,13 @@ def pinned(described: dict, device: str, *locations: tuple[str, str | None, str 
     return settings
 
 
+def on_workers_device(scorer: PaperBiEncoder, named: str | None) -> PaperBiEncoder:
+    """`scorer`, told whether its entry named a device: if not, a copy sent to a Ray worker
+    encodes on that worker's device (`PaperBiEncoder.__setstate__`)."""
+    scorer.named_device = named is not None
+    return scorer
+
+
 class PaperBiEncoder(BiEncoder):
     """A BiEncoder over a reference encoder: vectors cached by the exact model input."""
 
@@ -67,6 +74,14 @@ class PaperBiEncoder(BiEncoder):
         self.reference = encoder
         self.encode_documents = encode_documents or encoder.encode_documents
         self.vectors = CachedVectors(settings)
+        self.named_device = True  # the entry named the device (the builders say when it did not)
+
+    def __setstate__(self, state: dict) -> None:
+        """A copy (on a Ray worker) of a model whose entry names no device runs its encoder on
+        the device of the process it lands in (its GPU), not the sender's (a CPU-only driver)."""
+        self.__dict__.update(state)
+        if not self.named_device and hasattr(self.reference, "device"):
+            self.reference.device = resolve_device()
 
     def document_string(self, document: Document) -> str:
         return self.doc_template.format(text=document.full_text, title=document.title, abstract=document.text)
@@ -166,7 +181,8 @@ def _build_instructed(settings: dict, first_stage, family: str, encoder_class, q
     """GritLM or Promptriever from a registry entry: the encoder gets the common settings plus the
     family's `options`; its weights (and `extra_locations(encoder)`) are pinned in the cache fingerprint."""
     s = dict(settings)
-    device = resolve_device(s.pop("device", None))
+    named = s.pop("device", None)
+    device = resolve_device(named)
     doc_template = s.pop("doc_template", "{text}")
     if scorer_class is PromptrieverBiEncoder and doc_template != "{text}":
         raise DataError(f"doc_template {doc_template!r}", "Promptriever writes its passages as its authors do "
@@ -178,7 +194,8 @@ def _build_instructed(settings: dict, first_stage, family: str, encoder_class, q
     settings_ = pinned(encoder.describe(), device, ("location", encoder.location, encoder.revision),
                        *extra_locations(encoder))
     exact = encoder.encode_passage_strings if scorer_class is PromptrieverBiEncoder else None
-    return scorer_class(encoder, settings_, doc_template, query_input, first_stage, depth, exact)
+    return on_workers_device(scorer_class(encoder, settings_, doc_template, query_input, first_stage, depth, exact),
+                             named)
 
 
 def build_gritlm(settings: dict, first_stage=None) -> InstructedBiEncoder:
@@ -205,7 +222,8 @@ def build_paper_cls(settings: dict, first_stage=None) -> PaperClsBiEncoder:
     from evalkit.encoders.specter2 import Specter2Encoder
 
     s = dict(settings)
-    device = resolve_device(s.pop("device", None))
+    named = s.pop("device", None)
+    device = resolve_device(named)
     doc_template = s.pop("doc_template", "{title}{sep}{abstract}")
     metric = s.pop("metric", "l2")
     common = {"revision": s.pop("revision", None), "device": device, "max_length": s.pop("max_length", 512),
@@ -221,7 +239,8 @@ def build_paper_cls(settings: dict, first_stage=None) -> PaperClsBiEncoder:
     depth = s.pop("depth", None)
     settings_ = pinned(encoder.describe(), device, ("location", location, common["revision"]),
                        ("adapter_location", adapter, adapter_revision))
-    return PaperClsBiEncoder(encoder, settings_, doc_template, first_stage, depth, metric, encoder.encode_texts)
+    return on_workers_device(PaperClsBiEncoder(encoder, settings_, doc_template, first_stage, depth, metric,
+                                               encoder.encode_texts), named)
 
 
 DIAMETERS = ("batch", "pair")

@@ -22,8 +22,10 @@ costs.yaml): the first stage's encoding of the corpus, ``texts / (rate x N)``, a
 judgments of a model the kit serves (``serve: vllm``), ``prompts / (server rate x N)`` over N
 replicas. Everything else runs on the driver as in one process (an encoder's reranked
 candidates, a model in the driver's process, an API: its rate limits, not the workers, bound
-it), stated in the row. The rates are per device and the work is assumed to split evenly
-(no straggler, no shard left over); model loading is not counted, for one process or N.
+it), stated in the row. The rates are per device (an encoding rate `bench/bench_gpu_check.py`
+measured on a GPU, costs.yaml's ``measured``, over the estimate: `encode_rate`, which the row
+says) and the work is assumed to split evenly (no straggler, no shard left over); model
+loading is not counted, for one process or N.
 GPU-hours: every GPU a row holds for its whole time (N x the GPUs of a worker or replica x
 the row's time, Ray's start included); 0 on CPU and for APIs. `device` plans for GPU or CPU
 workers from any machine (default: this machine's, from the visible GPUs).
@@ -31,12 +33,17 @@ workers from any machine (default: this machine's, from the visible GPUs).
 
 from __future__ import annotations
 
+import json
 import math
+import re
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
-from evalkit.core.errors import RequestError
+import yaml
+
+from evalkit.core.errors import DataError, RequestError
 from evalkit.core.workers import check_workers
 from evalkit.data.collection import Collection, Query
 from evalkit.data.protocols import POOL_PROTOCOLS
@@ -124,6 +131,42 @@ def in_driver(row: RowPlan, hours: float, workers: int | None, device: str, on_g
 def _size_class(spec: ModelSpec) -> str:
     size = prerequisites.parameters_b(spec)
     return "large" if size is not None and size >= costs()["gpu_required_from_b"] else "small"
+
+
+def encode_rate(kind: str, spec: ModelSpec) -> tuple[float, str]:
+    """(texts a second one `kind` device encodes for `spec`'s size class, where the figure comes
+    from): the rate `record_measured_rate` wrote (``measured`` in costs.yaml: the card, the date),
+    else the estimate of ``rates.encode_per_s``."""
+    size = _size_class(spec)
+    found = ((costs().get("measured") or {}).get("encode_per_s") or {}).get(kind, {}).get(size)
+    if found:
+        return float(found["texts_per_s"]), f"measured on {found['card']} on {found['date']} ({found['by']})"
+    return costs()["rates"]["encode_per_s"][kind][size], "assumed (rates.encode_per_s in costs.yaml), not measured here"
+
+
+MEASURED_LINE = re.compile(r"^measured: .*$", re.MULTILINE)  # costs.yaml's one line of measured rates
+
+
+def record_measured_rate(kind: str, size: str, texts_per_s: float, card: str, date: str, by: str,
+                         path: Path | None = None) -> dict:
+    """Write a measured encoding rate (texts a second of one `kind` device, size class `size`)
+    into the ``measured`` line of costs.yaml (`path`, default the plan's own), with the card that
+    gave it, the date and the check that measured it; the file's other lines are kept as they are.
+    Returns the line's new value."""
+    path = path or prerequisites.COSTS_FILE
+    text = path.read_text(encoding="utf-8")
+    if len(MEASURED_LINE.findall(text)) != 1:
+        raise DataError(path, "has no single `measured: {...}` line for the measured rates; restore the file")
+    if size not in ("small", "large") or not texts_per_s > 0:
+        raise DataError("measured rate", f"{texts_per_s!r} texts a second for size {size!r}: a positive rate of "
+                        "size small or large")
+    measured = yaml.safe_load(MEASURED_LINE.search(text).group(0))["measured"] or {}
+    measured.setdefault("encode_per_s", {}).setdefault(kind, {})[size] = {
+        "texts_per_s": round(float(texts_per_s), 1), "card": card, "date": date, "by": by}
+    path.write_text(MEASURED_LINE.sub(lambda _: f"measured: {json.dumps(measured, sort_keys=True)}", text),
+                    encoding="utf-8")
+    costs.cache_clear()  # this process's plans read the new rate
+    return measured
 
 
 def _word_counter() -> tuple[Callable[[str, int], int], str]:
@@ -222,8 +265,7 @@ def _encoding_work(row: RowPlan, spec: ModelSpec, queries: Sequence[Query], coll
         row.texts = min(len(queries) * depth, collection_size(collection, protocol)) + len(queries)
         row.notes.append(f"at most {depth} reranked candidates a query")
     kind = device_of(device)
-    in_driver(row, row.texts / costs()["rates"]["encode_per_s"][kind][_size_class(spec)] / 3600, workers, kind,
-              on_gpu=True)
+    in_driver(row, row.texts / encode_rate(kind, spec)[0] / 3600, workers, kind, on_gpu=True)
 
 
 def collection_size(collection: Collection, protocol: str) -> int:
@@ -284,9 +326,9 @@ def first_stage_plan(profile: str, protocol: str, queries: Sequence[Query], coll
     row.hours = row.gpu_hours = 0.0
     row.notes = []
     kind = device_of(device)
-    work_s = row.texts / costs()["rates"]["encode_per_s"][kind][_size_class(spec)]
+    rate, said = encode_rate(kind, spec)
+    work_s = row.texts / rate
     if registry.family_of(spec).work == ENCODING:  # the executor's corpus encoding: one GPU a worker
-        rate = costs()["rates"]["encode_per_s"][kind][_size_class(spec)]
         driver = costs()["cluster"]["driver_docs_per_s"]
         if workers is not None and rate * workers > driver:  # the driver commits every batch: it sets the pace
             work_s = row.texts / driver * workers
@@ -294,8 +336,7 @@ def first_stage_plan(profile: str, protocol: str, queries: Sequence[Query], coll
                              f"here at 4,096 dimensions, cluster.driver_docs_per_s in costs.yaml), below the "
                              f"{workers} workers' {rate * workers:,g} a second")
         spread(row, work_s, workers, 1, kind, "encoding")
-        row.notes.append(f"per-{kind.upper()} rate {rate:g} texts a second: assumed (rates.encode_per_s in "
-                         "costs.yaml), not measured here; Ray's start: measured")
+        row.notes.append(f"per-{kind.upper()} rate {rate:g} texts a second: {said}; Ray's start: measured")
     else:  # a lexical first stage indexes in the driver
         in_driver(row, work_s / 3600, workers, kind, on_gpu=False)
     if protocol == "full":

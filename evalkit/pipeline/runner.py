@@ -71,7 +71,7 @@ from evalkit.pipeline.settings import (
     instructions_identity,
 )
 from evalkit.retrieval.corpus import Corpus, documents_of, rank_corpus
-from evalkit.retrieval.executors import executor_for
+from evalkit.retrieval.executors import device_part, executor_for
 
 KEEP = 1000  # documents kept per query when a whole corpus is ranked (as BEIR runs)
 
@@ -176,7 +176,7 @@ def candidates_for(settings: RunSettings, collection: Collection, queries: Seque
     texts = documents_of(corpus, {d for hits in found.values() for d in hits})
     return ({qid: [texts[d] for d in hits] for qid, hits in found.items()},
             {**described, "corpus": corpus.name, "corpus_sha256": corpus.key,
-             "corpus_size": first.corpus_index(corpus, settings.index_dtype).meta["rows"]})
+             "corpus_size": first.corpus_index(corpus, settings.index_dtype, executor).meta["rows"]})
 
 
 def first_stage(first: Scorer, queries: list[Query], corpus: Corpus, depth: int, exclude,
@@ -225,7 +225,7 @@ def compute(bound: BoundRun) -> Path:
         "model_settings": scorer.describe(),
         "instructions": sorted({q.instruction for q in queries}),
         **protocol,
-        "execution": execution,  # where it ran: no part of the key, the numbers do not depend on it
+        "execution": execution,  # where it ran: no part of the key but its device kind (`on_device`)
     }
     return write_run(bound.folder, run, sidecar, accounting() if accounting else None)
 
@@ -439,10 +439,22 @@ def obtain(bound: BoundRun, reuse: Reuse = Reuse.IF_VERIFIED, *, read: bool = Tr
         return NotRun(f"not run: {' '.join(str(exc).splitlines())}")
 
 
+def on_device(bound: BoundRun) -> BoundRun:
+    """`bound`, its key naming the device its documents are encoded on where the run's executor
+    lets its workers choose it (`evalkit.retrieval.executors.device_part`: a Ray cluster of GPU
+    workers; asked before the store is, so such a run is never answered by, nor stored as, the
+    run of the same settings encoded on CPUs)."""
+    if bound.settings.executor == "local":
+        return bound
+    part = device_part(executor_for(bound.settings.executor, bound.settings.workers))
+    return replace(bound, key={**bound.key, **part}) if part else bound
+
+
 def _obtain(bound: BoundRun, reuse: Reuse, read: bool) -> Obtained | None:
-    folder, key = bound.folder, bound.key
-    if folder is None:
+    if bound.folder is None:
         raise DataError(bound.settings.run_name, "bound without a run store; bind it with the runs folder")
+    bound = on_device(bound)
+    folder, key = bound.folder, {"device": None, **bound.key}  # a stored run of another device never matches
     if reuse is not Reuse.NEVER and bound.reusable:
         if not read and is_verified(folder, key):
             return Obtained(folder, None)

@@ -193,6 +193,15 @@ class Encoder:
         """Pickled (sent to a Ray worker) without the loaded model, which the copy loads on first use."""
         return {**self.__dict__, "_model": None, "_pool": None, "_onnx": None}
 
+    def __setstate__(self, state: dict) -> None:
+        """A copy (on a Ray worker) whose settings name no device loads the model on the device of
+        the process it lands in (its GPU), not the sender's; the cache fingerprint stays the
+        sender's (a worker writes no cache; the index says the workers' device:
+        `evalkit.retrieval.executors.device_part`)."""
+        self.__dict__.update(state)
+        if not self.devices and self.backend == "torch":
+            self.device = resolve_device()
+
     @property
     def texts_encoded(self) -> int:
         """Texts sent to the model in this process (for benchmarks)."""

@@ -14,7 +14,8 @@ An executor does two things for `evalkit.retrieval.vector_index`, and neither ch
   score is a function of its own vector, so it is the same in a shard as in the whole index).
 
 `describe` is what the run's sidecar records (the executor, its workers, the nodes' devices,
-where the vectors went); it is no part of the run's key.
+where the vectors went); it is no part of the run's key, except the device kind the documents
+are encoded on where an executor's workers choose it themselves (`device_part`).
 """
 
 from __future__ import annotations
@@ -41,6 +42,10 @@ class InProcess:
                similarity) -> list[dict[str, float]]:
         return index.search(queries, k, exclude, metric, similarity)
 
+    def encoding_device(self) -> str | None:
+        """None: the documents are encoded by the model as built here, on its own device."""
+        return None
+
     def describe(self) -> dict:
         return {"executor": self.name}
 
@@ -55,6 +60,15 @@ class InProcess:
 
 
 IN_PROCESS = InProcess()
+
+
+def device_part(executor) -> dict:
+    """What the run's key and the corpus index's key add for where the documents are encoded:
+    ``{"device": kind}`` when the executor's workers choose their device themselves and it is not
+    the CPU (a Ray worker on a GPU: GPU kernels change the last bits of a vector), else nothing, so
+    an in-process run and a run of CPU workers (byte-identical to it) keep one key and one index."""
+    kind = executor.encoding_device()
+    return {} if kind in (None, "cpu") else {"device": kind}
 
 
 def executor_for(name: str, workers: int | None = None):

@@ -8,7 +8,12 @@ with the numbers of the in-process executor (`evalkit.retrieval.executors`).
 - The workers: one actor each, holding the model (loaded once, on its first batch). A worker
   takes one GPU where the cluster has GPUs, else a share of the CPUs (at most `PER_CPU` workers
   a CPU: `check_count`), and runs torch with the driver's thread count (`torch_threads`: CPU
-  kernels round by their thread count).
+  kernels round by their thread count). The device a worker encodes on is chosen on the worker
+  (a model whose settings name no device loads on the worker's own GPU, whatever the driver has:
+  `evalkit.retrieval.embeddings.Encoder`, `evalkit.models.paper`); the cluster's GPUs say which
+  kind before any worker starts (`encoding_device`: part of the run's key and the index's,
+  `evalkit.retrieval.executors.device_part`), and a worker whose torch sees another kind than
+  the cluster gave it (a GPU node without a CUDA build of torch) is one line naming its node.
 - What moves: the driver plans the index's batches (the corpus's distinct model inputs,
   `evalkit.retrieval.vector_index.batch_plan`, whatever the worker count); the workers encode
   them with the model alone (no embedding cache: workers write no file of the kit's stores) and
@@ -22,7 +27,8 @@ with the numbers of the in-process executor (`evalkit.retrieval.executors`).
   (`RESTARTS`); one "temporarily unavailable" (its node lost) is asked again while the head
   answers (`UNAVAILABLE_S`); the result is the same, since a batch's vectors do not depend on who
   encodes them. A worker that fails (a model it cannot load) ends the run with one line naming
-  the worker and the cause; a cluster whose head stops answering, with one line, this process
+  the worker and the cause; one on a node whose Python cannot import the kit, with one line
+  naming the node (`no_kit`); a cluster whose head stops answering, with one line, this process
   leaving it alive. A killed driver leaves the committed batches: the next run resumes after
   them (the batches encoded but not committed are encoded again).
 - The search: the finished index, in shards of `SEARCH_ROWS` rows, each searched exactly by a
@@ -51,7 +57,14 @@ try:  # Ray's own step for a saved token (`use_token_if_saved`); private, and ab
 except ImportError:
     maybe_enable_token_auth_if_token_available = None
 
+try:  # Ray's actor table (private, but the one place that holds a dead actor's node without a dashboard: `no_kit`)
+    from ray._private.state import actors as actor_table
+except ImportError:
+    actor_table = None
+
+from evalkit.core.devices import device_kind, gpu_count, resolve_device
 from evalkit.core.errors import DataError, KitError, MissingPrerequisite, RequestError
+from evalkit.core.version import __version__
 from evalkit.core.workspace import cache_root
 from evalkit.retrieval.exact_search import merge_top, spans
 from evalkit.retrieval.vector_index import VectorIndex
@@ -181,6 +194,31 @@ def one_line(exc: BaseException) -> str:
     return text if isinstance(cause, KitError) else f"{type(cause).__name__}: {text}"
 
 
+KIT_MISSING = ("No module named 'evalkit'", "No module named 'evalkit.")  # what a worker without the kit says
+
+
+def without_kit(exc: BaseException) -> bool:
+    """Whether a worker died because its Python cannot import the kit (its node joined without
+    it: the worker's class is the kit's, so Ray fails to create it there)."""
+    return any(said in str(exc) for said in KIT_MISSING)
+
+
+def no_kit(exc: RayActorError, who: str) -> KitError:
+    """The one line for a worker on a node without the kit: the node (its id and address, from
+    Ray's actor table) and the fix."""
+    node, address = "?", "?"
+    try:
+        found = (actor_table(actor_id=exc.actor_id) or {}).get("Address") or {}
+        node, address = (found.get("NodeID") or "?")[:8], found.get("IPAddress") or "?"
+    except Exception:  # a Ray without that table (private), or whose rows changed: the line says less
+        pass
+    return MissingPrerequisite(f"{who} cannot start on node {node} ({address}): its Python cannot import evalkit "
+                               "(No module named 'evalkit'), so the node joined the cluster without the kit",
+                               f"install the kit there, the driver's version (pip install 'evalkit[cluster]=="
+                               f"{__version__}' in the Python its `ray start` runs), or send it with the job: "
+                               "ray.init(address=..., runtime_env={'py_modules': [evalkit]}) before the run")
+
+
 @ray.remote
 class Worker:
     """One Ray worker: encodes batches and searches shards of an index with the model of the run's
@@ -196,18 +234,19 @@ class Worker:
         self.payload: tuple = (None, None)
         self.indexes: dict = {}
 
-    def where(self, probe: str, token: str) -> tuple[str, bool]:
-        """(this worker's host, Ray node and device, whether it reads the driver's probe file)."""
+    def where(self, probe: str, token: str) -> tuple[str, bool, str]:
+        """(this worker's host, Ray node and device, whether it reads the driver's probe file, the
+        device kind a model with no device named loads on here: `resolve_device` on this worker)."""
         import torch
 
-        gpus = ray.get_gpu_ids()
-        device = torch.cuda.get_device_name(0) if gpus and torch.cuda.is_available() else \
-            f"cpu ({platform.machine()})"
+        kind = device_kind(resolve_device())
+        device = torch.cuda.get_device_name(0) if kind == "cuda" else f"{kind} ({platform.machine()})"
         try:
             sees = Path(probe).read_text(encoding="utf-8") == token
         except OSError:
             sees = False
-        return f"{socket.gethostname()} (node {ray.get_runtime_context().get_node_id()[:8]}): {device}", sees
+        node = f"{socket.gethostname()} (node {ray.get_runtime_context().get_node_id()[:8]})"
+        return f"{node}: {device}", sees, kind
 
     def _model(self, box: list):
         """The payload in `box` (a list, so Ray passes the reference, not the value), fetched once."""
@@ -239,6 +278,7 @@ class Worker:
 # the next run by (cluster, resources, threads): a worker's start (torch imported) costs seconds. They
 # hold their CPUs / GPUs on that cluster until this process ends or `release_workers` is called.
 _IDLE: dict[tuple, list] = {}
+_JOINED: dict[str, str] = {}  # how this process joined a cluster through RAY_ADDRESS, by its head: the sidecar's words
 
 
 def release_workers() -> int:
@@ -278,6 +318,7 @@ class RayExecutor:
         self.payload_id: int | None = None
         self.count: int | None = None
         self.head: str | None = None  # the cluster's head (host:port), asked whether it answers after a failure
+        self.device: str | None = None  # the device kind the workers encode on, once they said it
 
     # -- the cluster and the workers ----------------------------------------------------------
     def _connect(self) -> None:
@@ -285,8 +326,8 @@ class RayExecutor:
             return
         quiet = {"logging_level": logging.ERROR, "log_to_driver": False}
         os.environ.setdefault(RECONNECT_ENV, RECONNECT_S)
-        if ray.is_initialized():
-            self.cluster = "this process's"
+        if ray.is_initialized():  # (joined by an earlier executor of this process: `encoding_device`, a run before)
+            self.cluster = _JOINED.get(ray.get_runtime_context().gcs_address, "this process's")
         elif "RAY_ADDRESS" in os.environ:
             address = check_address(os.environ["RAY_ADDRESS"])
             use_token_if_saved()
@@ -297,6 +338,7 @@ class RayExecutor:
                                           "check that the head runs there (`ray status`) or unset RAY_ADDRESS "
                                           "for a local cluster") from None
             self.cluster, self.owned = f"joined at {address}", False
+            _JOINED[ray.get_runtime_context().gcs_address] = self.cluster
         else:
             cores = os.cpu_count() or 1
             check_count(self.wanted, 0, cores, "a local cluster on this machine")  # before anything starts
@@ -363,9 +405,19 @@ class RayExecutor:
             found = self._get([a.where.remote(str(probe), token) for a in self.actors])
         finally:
             probe.unlink(missing_ok=True)
-        self.nodes = sorted({node for node, _ in found})
+        self.nodes = sorted({node for node, _, _ in found})
+        self.device = "cuda" if gpus else "cpu"
+        for number, (node, _, kind) in enumerate(found):
+            if kind != self.device:
+                self.discard()
+                given, fix = ("one GPU", "install a CUDA build of torch on that node, or leave its GPUs out of "
+                              "Ray there (`ray start --num-gpus 0`)") if gpus else \
+                    ("no GPU", "give Ray that node's GPUs (`ray start --num-gpus N`), or hide them from its workers "
+                     "(CUDA_VISIBLE_DEVICES=)")
+                raise MissingPrerequisite(f"Ray worker {number + 1} of {count} on {node.split(': ')[0]} was given "
+                                          f"{given} by the cluster but its torch encodes on {kind}", fix)
         forced = os.environ.get(VECTORS_ENV) == "object-store"
-        self.shared = all(sees for _, sees in found) and not forced
+        self.shared = all(sees for _, sees, _ in found) and not forced
         self.unshared_because = f"{VECTORS_ENV}=object-store" if forced else "no path every worker sees"
         return self.actors
 
@@ -397,6 +449,9 @@ class RayExecutor:
                     time.sleep(1)
                     ref = resend(number)
                 except RayActorError as exc:
+                    if without_kit(exc):
+                        self.discard()
+                        raise no_kit(exc, f"Ray worker {number + 1} of {self.count}") from None
                     if not self._head_answers():
                         raise self._stopped() from None
                     self.discard()
@@ -426,6 +481,17 @@ class RayExecutor:
         return MissingPrerequisite(f"the Ray cluster ({cluster}) stopped in the middle of the run: its head at "
                                    f"{head} does not answer", "start it again and run again (the batches already "
                                    "committed are kept), or run in this process (executor local)")
+
+    def encoding_device(self) -> str:
+        """The device kind the workers encode on: ``cuda`` where the cluster has GPUs (a worker
+        takes one; each checks that its torch sees it), else ``cpu``. A local cluster not yet
+        started is this machine's, so nothing is started to know it (`gpu_count`)."""
+        if self.device is not None:
+            return self.device
+        if self.cluster is None and not ray.is_initialized() and "RAY_ADDRESS" not in os.environ:
+            return "cuda" if gpu_count() else "cpu"
+        self._connect()
+        return "cuda" if int(ray.cluster_resources().get("GPU", 0)) else "cpu"
 
     # -- the executor's two jobs --------------------------------------------------------------
     def encode_batches(self, encode, batches, folder):
@@ -488,7 +554,7 @@ class RayExecutor:
         else:
             notes.append("no document was encoded on the cluster (the index was complete)")
         return {"executor": self.name, "workers": self.count or self.wanted, "cluster": self.cluster,
-                "nodes": self.nodes, "vectors": vectors, "notes": notes}
+                "nodes": self.nodes, "device": self.device, "vectors": vectors, "notes": notes}
 
     def close(self) -> None:
         """Leave the cluster: stopped when the kit started it; else the workers kept idle for the
