@@ -77,7 +77,7 @@ class Explorer:
 
     def __post_init__(self):
         self.scored = as_explore(protocol_collection, self.collection, self.protocol)  # as the protocol judges it
-        checked = as_explore(check_request, explore_request(self.protocol, self.measure), self.scored)
+        checked = as_explore(lambda: check_request(explore_request(self.protocol, self.measure), self.scored))
         self.outcome: Outcome = evaluate_tables(self.scored, score_runs(self.scored, self.runs, checked), checked)
         self.tables = self.outcome.tables
         self.summaries = {m: self.outcome.summary(m) for m in self.tables if m not in self.seed_only}
