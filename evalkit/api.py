@@ -278,9 +278,9 @@ def requests_of(dataset: str, run: RunRequest | None = None, evaluation: Evaluat
         if given is not None and named:
             raise RequestError(next(iter(named)), f"is a field of the {argument} request given; set it there or "
                                f"as a keyword, not both")
-    run = replace(run, **run_fields) if run is not None else RunRequest(**run_fields)
     evaluation = evaluation.model_copy(update=evaluation_fields) if evaluation is not None else \
-        EvaluationRequest(**evaluation_fields)
+        EvaluationRequest(**evaluation_fields)  # built (so checked) first: `evalkit evaluate`'s rules come first
+    run = run.model_copy(update=run_fields) if run is not None else RunRequest(**run_fields)
     if evaluation.protocol is not None and evaluation.protocol != run.protocol:
         raise RequestError("protocol", f"the run request says {run.protocol!r} and the evaluation request "
                            f"{evaluation.protocol!r}; give one protocol", value=evaluation.protocol)
@@ -342,7 +342,7 @@ def _checked(model, dataset: object, run: RunRequest | None, evaluation: Evaluat
     collection = load_dataset(dataset)
     checked = check_request(evaluation, collection)
     if run.protocol == "full":  # the given file, else the one the dataset's scheme downloaded: every front end's rule
-        run = replace(run, corpus=full_corpus(dataset, run.corpus))
+        run = run.model_copy(update={"corpus": full_corpus(dataset, run.corpus)})
     variants = tuple(_variants(collection, run.variants, run.instructions))
     judged = protocol_collection(collection, run.protocol)  # released: the seed judged too, as `evalkit evaluate`
     return _Request(name, models, collection, judged, run, checked, variants, unseen)

@@ -41,8 +41,11 @@ def refused(field: str, metadata: Sequence, error: dict) -> RequestError:
     raised = (error.get("ctx") or {}).get("error")
     if isinstance(raised, RequestError):
         return raised
-    problem = next(p for p in metadata if isinstance(p, Problem) and (not p.types or error["type"] in p.types))
+    problem = next((p for p in metadata if isinstance(p, Problem) and (not p.types or error["type"] in p.types)),
+                   None)
     value = error["input"]
+    if problem is None:  # a plain type (``str | None``): pydantic's words ("Input should be a valid string")
+        return RequestError(field, error["msg"][:1].lower() + error["msg"][1:], value=value)
     return RequestError(field, problem.text, value=value if problem.shown is None else problem.shown(value))
 
 

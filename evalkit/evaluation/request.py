@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, SkipValidation, StrictInt, ValidationInfo, field_validator
 
@@ -66,8 +66,8 @@ class EvaluationRequest(PairedTestRequest):
     k: Cutoff = None
     measures: tuple[str, ...] | None = None
     pmrr_ties: Annotated[Literal[PMRR_TIES], Problem(f"choose one of {', '.join(PMRR_TIES)}")] = "kit"
-    seeds: Any = None
-    queries: Annotated[Any, Field(validate_default=True)] = None
+    seeds: SkipValidation[Sequence[str] | None] = None  # each id the collection's: `select_queries`
+    queries: Annotated[SkipValidation[Sequence[str] | None], Field(validate_default=True)] = None
 
     @field_validator("protocol", mode="before")
     @classmethod
