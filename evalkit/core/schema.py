@@ -53,7 +53,7 @@ class RequestSchema(BaseModel):
     """A request built by keyword and checked as it is built: a refused field is one `RequestError`."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
-    ORDER: ClassVar[tuple[str, ...]] = ()  # the order of the rules when not the fields' (an inherited field's)
+    ORDER: ClassVar[tuple[str, ...]] = ()  # every field, in the order of the rules, when not the fields' own
 
     def __init__(self, **fields):
         try:
@@ -69,7 +69,7 @@ class RequestSchema(BaseModel):
                     else len(order))
         field = error["loc"][0]
         if field not in cls.model_fields:
-            return RequestError(field, f"is no field of {cls.__name__}; give one of {', '.join(cls.model_fields)}")
+            return RequestError(field, f"is no field of {cls.__name__}; give one of {', '.join(order)}")
         return refused(field, cls.model_fields[field].metadata, error)
 
     def checked(self):
