@@ -1,19 +1,21 @@
-"""The evaluation request every front end fills, and the one check of each of its rules.
+"""The evaluation request every front end fills: a declared schema, each field once with its rule.
 
 `evalkit evaluate`'s options, `evalkit.api.evaluate`'s and `Evaluation.compare_table`'s
 arguments, the study notebooks' parameters (`evalkit.study.params.request_of`), the explore
 page (`evalkit.pages.explore_views.explore_request`) and the mteb / ranx / ir_measures
-integrations (`evalkit.integrations.library_input.checked`) each build an `EvaluationRequest`
-and hand it to `check_request` (or, before the collection is loaded, `check_options`). Each
-rule is one function: here `check_cutoff`, `check_measure_names` and `check_pmrr_ties`, the
-paired test's `evalkit.evaluation.stats.check_test` (which the test itself calls too); with
-what they judge the protocol's (`evalkit.data.protocols.check_protocol`),
-the aggregation's and the measures' against a collection
-(`evalkit.evaluation.evaluate.check_aggregate`, `check_measures`, `parsed_measure`) and the
-query selection's (`evalkit.data.collection.check_selection` before, `select_queries` against
-the collection); beside the request, the variants' (`evalkit.data.collection.select_variants`)
-and the compared runs' one protocol (`evalkit.pipeline.run_input.one_protocol`). A rule's
-error is a `RequestError` naming the request's field (``permutations``), which each front end spells its own way
+integrations (`evalkit.integrations.library_input.checked`) each build an `EvaluationRequest`,
+which checks each field as it is built (pydantic, `evalkit.core.schema`): the protocol
+(`evalkit.data.protocols.check_protocol`), the aggregation (`evalkit.evaluation.evaluate.Aggregation`),
+the default table's shape (``discount``, ``k``: `Cutoff`), the measures (a list, none twice, each
+a registered measure's name: the live registry, `evalkit.evaluation.measures.parse`), the paired
+test (`evalkit.evaluation.stats.PairedTestRequest`, whose rules a direct test call follows too),
+p-MRR's tie order and the query selection's shape (`evalkit.data.collection.check_selection`).
+`check_options` checks a request again before anything is loaded; `check_request` adds the rules
+that need the collection: each measure against it (`evalkit.evaluation.evaluate.check_measures`)
+and the selected queries (`select_queries`). Beside the request: the variants'
+(`evalkit.data.collection.select_variants`) and the compared runs' one protocol
+(`evalkit.pipeline.run_input.one_protocol`). A rule's error is a `RequestError` naming the
+request's field (``permutations``), which each front end spells its own way
 (``--permutations``, ``permutations=``, ``PERMUTATIONS``: `evalkit.core.errors.spell`), so a
 request one front end refuses every other refuses with the same line.
 
@@ -30,7 +32,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import Field, SkipValidation, StrictInt, ValidationInfo, field_validator
 
 from evalkit.core.errors import RequestError
-from evalkit.core.schema import WHOLE, Problem, check_value
+from evalkit.core.schema import WHOLE, Problem
 from evalkit.data.collection import Collection, check_selection, select_queries
 from evalkit.data.protocols import check_protocol
 from evalkit.evaluation import measures as declared
@@ -124,11 +126,6 @@ class CheckedEvaluation:
     test: PairedTestSettings
     pmrr_ties: str
     queries: tuple[str, ...] | None
-
-
-def check_cutoff(field: str, value: object) -> int | None:
-    """A cut-off or depth under the request's rule (`Cutoff`), `field` naming it."""
-    return check_value(field, Cutoff, value)
 
 
 def check_options(request: EvaluationRequest) -> EvaluationRequest:

@@ -6,10 +6,11 @@ every front end). The registry entries a run reads are looked up once, when the 
 run (`evalkit.pipeline.runner.bind`).
 
 `RunRequest` is how a user asks for a model's runs (``evalkit run``'s options, `evalkit.api.evaluate`'s
-``run=`` or keywords), beside the evaluation request (`evalkit.evaluation.request`); `check_run_request`
-checks each of its settings by one rule, before anything is loaded, and `bind` applies the same rules
-(`check_stage`, `check_execution`, `check_index_dtype`) to every run any front end makes, so a setting
-one front end refuses no other stores."""
+``run=`` or keywords), beside the evaluation request (`evalkit.evaluation.request`): a declared
+schema (pydantic, `evalkit.core.schema`), each setting once with its rule, checked as it is built;
+`check_run_request` checks every setting (the defaults too) before anything is loaded, and `bind`
+applies the same rules (`check_stage`, `check_execution`, `check_index_dtype`: the schema's) to
+every run any front end makes, so a setting one front end refuses no other stores."""
 
 from __future__ import annotations
 
