@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pandas as pd
@@ -44,11 +44,9 @@ from evalkit.evaluation.outcome import Outcome, evaluate_tables, score_runs
 from evalkit.evaluation.request import (
     CheckedEvaluation,
     EvaluationRequest,
-    check_measure_names,
     check_options,
     check_request,
 )
-from evalkit.evaluation.stats import check_test
 from evalkit.models import adhoc, registry
 from evalkit.models.adhoc import is_st
 from evalkit.models.dense import TEMPLATE_FIELDS, check_template
@@ -134,8 +132,8 @@ class Evaluation:
         variant = variant or variants[0]
         if variant not in self.runs:
             raise RequestError("variant", f"this result has {', '.join(variants)}", value=variant)
-        test_settings = check_test(test, alpha, permutations, seed)  # the rule `evalkit evaluate --test` follows
-        given = check_measure_names(measures)
+        asked = EvaluationRequest(test=test, alpha=alpha, permutations=permutations, seed=seed, measures=measures)
+        test_settings, given = asked.settings(), asked.measures  # the rules `evalkit evaluate` follows
         tables = dict(self.compared.get(variant) or {self.name: self.per_query.loc[variant]})
         for other in others:
             if not isinstance(other, Evaluation):
@@ -254,7 +252,7 @@ def _variants(collection: Collection, variants, instructions: str | None) -> lis
 # --- the one request: the model, the dataset, a run request and an evaluation request ------------------
 
 MODEL_FIELDS = ("name", "revision", "query_template", "doc_template", "empty_instruction_template", "label", "role")
-EVALUATION_FIELDS = tuple(f.name for f in fields(EvaluationRequest) if f.name != "dataset")  # the dataset: its own
+EVALUATION_FIELDS = tuple(f for f in EvaluationRequest.ORDER if f != "dataset")  # the dataset: its own
 KEYWORDS = (*MODEL_FIELDS, *RUN_FIELDS, *(f for f in EVALUATION_FIELDS if f not in RUN_FIELDS))
 MODEL_DEFAULTS = {"query_template": "{query}", "doc_template": "{text}", "empty_instruction_template": "{query}"}
 
@@ -280,14 +278,14 @@ def requests_of(dataset: str, run: RunRequest | None = None, evaluation: Evaluat
         if given is not None and named:
             raise RequestError(next(iter(named)), f"is a field of the {argument} request given; set it there or "
                                f"as a keyword, not both")
-    run = replace(run, **run_fields) if run is not None else RunRequest(**run_fields)
-    evaluation = replace(evaluation, **evaluation_fields) if evaluation is not None else \
-        EvaluationRequest(**evaluation_fields)
+    evaluation = evaluation.model_copy(update=evaluation_fields) if evaluation is not None else \
+        EvaluationRequest(**evaluation_fields)  # built (so checked) first: `evalkit evaluate`'s rules come first
+    run = run.model_copy(update=run_fields) if run is not None else RunRequest(**run_fields)
     if evaluation.protocol is not None and evaluation.protocol != run.protocol:
         raise RequestError("protocol", f"the run request says {run.protocol!r} and the evaluation request "
                            f"{evaluation.protocol!r}; give one protocol", value=evaluation.protocol)
     model_options = MODEL_DEFAULTS | {k: v for k, v in keywords.items() if k in MODEL_FIELDS}
-    return run, replace(evaluation, dataset=dataset, protocol=run.protocol), model_options
+    return run, evaluation.model_copy(update={"dataset": dataset, "protocol": run.protocol}), model_options
 
 
 @dataclass(frozen=True)
@@ -344,7 +342,7 @@ def _checked(model, dataset: object, run: RunRequest | None, evaluation: Evaluat
     collection = load_dataset(dataset)
     checked = check_request(evaluation, collection)
     if run.protocol == "full":  # the given file, else the one the dataset's scheme downloaded: every front end's rule
-        run = replace(run, corpus=full_corpus(dataset, run.corpus))
+        run = run.model_copy(update={"corpus": full_corpus(dataset, run.corpus)})
     variants = tuple(_variants(collection, run.variants, run.instructions))
     judged = protocol_collection(collection, run.protocol)  # released: the seed judged too, as `evalkit evaluate`
     return _Request(name, models, collection, judged, run, checked, variants, unseen)
@@ -398,7 +396,7 @@ def evaluate_runs(runs: Sequence[str | Path], evaluation: EvaluationRequest | No
     collection's own ranked files) under `evaluation` (or keywords that fill it; its ``protocol``
     None: each run's recorded one), the first the reference of the paired tests: ``evalkit evaluate
     --runs``. Each argument is checked by the rules `evaluate` follows, before anything is read."""
-    known = [f.name for f in fields(EvaluationRequest)]
+    known = list(EvaluationRequest.ORDER)
     unknown = next((k for k in keywords if k not in known), None)
     if unknown is not None:
         raise RequestError(unknown, f"is no argument of evaluate_runs; give one of {', '.join(known)}")

@@ -51,7 +51,8 @@ def add_parser(command) -> None:
     parser = command("export", "write CSFCube as BEIR folders (one per facet), FollowIR instruction pairs "
                                "or TREC files (qrels, pools, query and paper texts), for other tools")
     parser.epilog = datasets_help()
-    parser.add_argument("--dataset", default=EvaluationRequest.dataset, metavar="SPEC", help=" or ".join(exported()))
+    parser.add_argument("--dataset", default=EvaluationRequest.model_fields["dataset"].default,
+                        metavar="SPEC", help=" or ".join(exported()))
     parser.add_argument("--format", required=True, choices=tuple(FORMATS),
                         help="; ".join(f"{name}: {files}" for name, files in FORMATS.items()))
     parser.add_argument("out", metavar="OUT", help="a new or empty folder")

@@ -54,7 +54,7 @@ def add_parser(command) -> None:
     """Add `evalkit human`, its options and its handler (`command` makes the subparser)."""
     having = " or ".join(s.spec for s in human_schemes())
     human = command("human", "the Human reference row: annotators ranked against adjudication (CSFCube's)")
-    human.add_argument("--dataset", default=EvaluationRequest.dataset, metavar="SPEC",
+    human.add_argument("--dataset", default=EvaluationRequest.model_fields["dataset"].default, metavar="SPEC",
                        help=f"{having} (the datasets with annotators' grades)")
     human.add_argument("--recipe", choices=("pool", "protocol"), default="pool",
                        help="pool: each annotator ranks the judged pool (default); protocol: each annotator ranks "

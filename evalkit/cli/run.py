@@ -42,12 +42,12 @@ def cmd_run(args: argparse.Namespace) -> None:
     from evalkit import api
     from evalkit.pipeline.settings import RunRequest
 
+    selection = EvaluationRequest(dataset=args.dataset, queries=split_list(args.queries),
+                                  seeds=split_list(args.seeds or None))  # checked first, as `store_runs` does
     request = RunRequest(profile=args.profile, protocol=args.protocol, variants=args.variant,
                          instructions=args.instructions, prompt=args.prompt, first_stage=args.first_stage,
                          depth=args.depth, corpus=args.corpus, index_dtype=args.index_dtype,
                          executor=args.executor, workers=parse_workers(args.workers), runs_dir=args.runs_dir)
-    selection = EvaluationRequest(dataset=args.dataset, queries=split_list(args.queries),
-                                  seeds=split_list(args.seeds or None))
     with contextlib.redirect_stdout(sys.stderr):  # stdout is the folder alone (Ray prints "(raylet)" lines there)
         folders = api.store_runs(_model_spec(args), args.dataset, request, selection)
     print(folders[args.variant])  # a matching stored run is reused, not rewritten or parsed

@@ -117,9 +117,10 @@ def worded(text: str, front_end: str = API) -> str:
     return _PLACEHOLDER.sub(one, text)
 
 
-class RequestError(KitError):
+class RequestError(KitError, ValueError):
     """A wrong request: `field` (the request's name for it), optionally the `value` given, and
-    `problem` (what is wrong and the fix; ``{other_field}`` placeholders are spelled too).
+    `problem` (what is wrong and the fix; ``{other_field}`` placeholders are spelled too). A
+    ``ValueError``, so a request schema's rule may raise it (`evalkit.core.schema`).
     ``str()`` is the API's wording; `for_front_end` gives the CLI's or the notebooks'."""
 
     def __init__(self, field: str, problem: str, *, value: object = ..., front_end: str = API):

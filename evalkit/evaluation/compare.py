@@ -45,7 +45,6 @@ from evalkit.evaluation.stats import (
     PERMUTATION_SEED,
     PERMUTATIONS,
     check_computed,
-    check_family,
     holm,
     paired_test,
 )
@@ -101,7 +100,7 @@ def tested_pairs(names: Sequence[str], family: str) -> list[tuple[str, str]]:
     """(run, against) of every test of `family`: each run against every earlier one (``pairs``),
     or each run against the first (``reference``)."""
     pairs = [(run, against) for against, run in combinations(names, 2)]
-    return pairs if check_family(family) == "pairs" else [(run, against) for run, against in pairs
+    return pairs if family == "pairs" else [(run, against) for run, against in pairs
                                                         if against == names[0]]
 
 
@@ -121,8 +120,8 @@ def compare(collection: Collection, tables: Mapping[str, pd.DataFrame], measures
     against the first); the one computation of the pairwise tests, their Holm adjustment over that
     family and the marks `evalkit.evaluation.compare_table` prints."""
     check_adjust(adjust)
+    check_computed(test, permutations, seed, alpha, family)  # the request's one rule, before any test runs
     pairs = tested_pairs(list(tables), family)
-    check_computed(test, permutations, seed, alpha)  # the request's one rule, before any test runs
     check_common(tables)
     names = list(tables)
     summaries = {name: summarize(collection, table, aggregate_by) for name, table in tables.items()}

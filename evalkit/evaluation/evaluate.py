@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Annotated, Literal
 
 import pandas as pd
 
 from evalkit.core.errors import KitError, RequestError
+from evalkit.core.schema import Problem, check_value
 from evalkit.data.collection import Collection
 from evalkit.data.runs import Run
 from evalkit.evaluation import aggregate, measures
@@ -34,6 +36,8 @@ from evalkit.evaluation import aggregate, measures
 PMRR = measures.PMRR  # "p-MRR", declared in `evalkit.evaluation.measures.pmrr`
 SCALE = 100  # every printed table shows measures x100 (the README's metric conventions); data stays fractions
 AGGREGATIONS = ("folds", "mean")
+# The request's aggregation: the fold aggregate (``folds``, CSFCube's official one) or the plain ``mean``.
+Aggregation = Annotated[Literal[AGGREGATIONS], Problem(f"choose one of {', '.join(AGGREGATIONS)}")]
 # The discounts a collection's default table (`Collection.table`) may give its nDCG: the nDCG
 # family each names, the CSFCube release's (``nDCG_csfcube@k``) or trec_eval's (``nDCG@k``).
 DISCOUNTS = {"csfcube": measures.CSFCUBE_NDCG, "trec": "nDCG"}
@@ -76,11 +80,8 @@ def per_query(collection: Collection, run: Run, names: Sequence[str] | None = No
 
 
 def check_aggregate(value: object) -> str:
-    """The one check of an aggregation: the fold aggregate (``folds``, CSFCube's official one) or
-    the plain ``mean``."""
-    if value not in AGGREGATIONS:
-        raise RequestError("aggregate", f"choose one of {', '.join(AGGREGATIONS)}", value=value)
-    return value
+    """An aggregation under the request's rule (`Aggregation`), for a direct `summarize` call."""
+    return check_value("aggregate", Aggregation, value)
 
 
 def ndcg_family(discount: str) -> str:

@@ -17,11 +17,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Annotated, Literal
 
 import numpy as np
 import pandas as pd
+from pydantic import Field, StrictInt, ValidationInfo, field_validator
 
 from evalkit.core.errors import DataError, RequestError
+from evalkit.core.schema import WHOLE, Problem, RequestSchema
 
 MIN_PAIRED = 5  # fewer paired units than this: no p-value
 TESTS = ("t", "fisher")
@@ -75,50 +78,46 @@ class PairedTestSettings:
         return {"test": "t"}
 
 
-def whole_number(field: str, value: object) -> int:
-    """`value` as an integer; booleans, floats and strings refused (a request's whole-number fields)."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise RequestError(field, "give a whole number", value=value)
-    return value
+class PairedTestRequest(RequestSchema):
+    """A request's paired test, each field with its rule (`evalkit.evaluation.request.EvaluationRequest`
+    holds these fields): ``test`` t or fisher, ``alpha`` in (0, 1), Fisher's ``permutations``
+    (`MIN_PERMUTATIONS` to `MAX_PERMUTATIONS`) and ``seed`` (0 to `MAX_SEED`), given only with
+    ``test`` fisher, and the ``family`` Holm adjusts over (`FAMILIES`)."""
 
+    test: Annotated[Literal[TESTS], Problem(f"choose one of {', '.join(TESTS)}")] = "t"
+    alpha: Annotated[float, Field(gt=0, lt=1, strict=True),
+                     Problem("give a significance level between 0 and 1, e.g. 0.05")] = ALPHA
+    permutations: Annotated[StrictInt | None, Field(ge=MIN_PERMUTATIONS, le=MAX_PERMUTATIONS), WHOLE,
+                            Problem(f"give between {MIN_PERMUTATIONS:,} and {MAX_PERMUTATIONS:,}")] = None
+    seed: Annotated[StrictInt | None, Field(ge=0, le=MAX_SEED), WHOLE,
+                    Problem(f"give a whole number from 0 to {MAX_SEED:,}")] = None
+    family: Annotated[Literal[tuple(FAMILIES)], Problem(f"choose {' or '.join(FAMILIES)}")] = "pairs"
 
-def check_family(family: object) -> str:
-    """The family of tests the adjustment runs over: one of `FAMILIES` (``pairs`` or ``reference``)."""
-    if not isinstance(family, str) or family not in FAMILIES:
-        raise RequestError("family", f"choose {' or '.join(FAMILIES)}", value=family)
-    return family
+    @field_validator("permutations", "seed", mode="before")
+    @classmethod
+    def _fisher_only(cls, value: object, info: ValidationInfo) -> object:
+        if value is not None and info.data.get("test", "fisher") != "fisher":
+            raise RequestError(info.field_name, "sets Fisher's randomization test; add {test:fisher}")
+        return value
+
+    def settings(self) -> PairedTestSettings:
+        """The test as computed: Fisher's permutations and seed, their defaults where not given."""
+        return PairedTestSettings(self.test, self.alpha, PERMUTATIONS if self.permutations is None else
+                                  self.permutations, PERMUTATION_SEED if self.seed is None else self.seed, self.family)
 
 
 def check_test(test: object = "t", alpha: object = ALPHA, permutations: object = None,
                seed: object = None, family: object = "pairs") -> PairedTestSettings:
-    """The paired test: ``t`` or ``fisher``; `alpha` in (0, 1); Fisher's `permutations`
-    (`MIN_PERMUTATIONS` to `MAX_PERMUTATIONS`) and `seed` (0 to `MAX_SEED`), given only with
-    ``test`` fisher."""
-    if test not in TESTS:
-        raise RequestError("test", f"choose one of {', '.join(TESTS)}", value=test)
-    if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 < alpha < 1 or math.isnan(alpha):
-        raise RequestError("alpha", "give a significance level between 0 and 1, e.g. 0.05", value=alpha)
-    if test != "fisher" and (permutations is not None or seed is not None):
-        field = "permutations" if permutations is not None else "seed"
-        raise RequestError(field, "sets Fisher's randomization test; add {test:fisher}")
-    if permutations is not None:
-        permutations = whole_number("permutations", permutations)
-        if not MIN_PERMUTATIONS <= permutations <= MAX_PERMUTATIONS:
-            raise RequestError("permutations", f"give between {MIN_PERMUTATIONS:,} and {MAX_PERMUTATIONS:,}",
-                               value=permutations)
-    if seed is not None:
-        seed = whole_number("seed", seed)
-        if not 0 <= seed <= MAX_SEED:
-            raise RequestError("seed", f"give a whole number from 0 to {MAX_SEED:,}", value=seed)
-    return PairedTestSettings(test, float(alpha), PERMUTATIONS if permutations is None else permutations,
-                              PERMUTATION_SEED if seed is None else seed, check_family(family))
+    """The paired test of a direct call (`paired_test`, `compare`) by the request's rules (`PairedTestRequest`)."""
+    return PairedTestRequest(test=test, alpha=alpha, permutations=permutations, seed=seed, family=family).settings()
 
 
-def check_computed(test: object, permutations: object, seed: object, alpha: object = ALPHA) -> PairedTestSettings:
+def check_computed(test: object, permutations: object, seed: object, alpha: object = ALPHA,
+                   family: object = "pairs") -> PairedTestSettings:
     """`check_test` of the options a computation always receives (defaults filled in): Fisher's
     `permutations` and `seed` checked under ``fisher`` only, where they are used."""
     fisher = test == "fisher"
-    return check_test(test, alpha, permutations if fisher else None, seed if fisher else None)
+    return check_test(test, alpha, permutations if fisher else None, seed if fisher else None, family)
 
 
 def unit_differences(a: pd.Series, b: pd.Series, groups: Mapping[str, str] | None = None) -> pd.Series:

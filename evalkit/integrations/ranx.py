@@ -30,7 +30,7 @@ from evalkit.data.runs import Run
 from evalkit.datasets import load_dataset  # the dataset layer: loaded only when a result is converted
 from evalkit.evaluation import measures
 from evalkit.evaluation.evaluate import parsed_measure
-from evalkit.evaluation.request import check_measure_names
+from evalkit.evaluation.request import EvaluationRequest
 from evalkit.integrations.library_input import checked, checked_request, judgments, library_request, ranked_scores
 
 
@@ -38,7 +38,7 @@ def ranx_metric(measure: str, relevance_level: int) -> str:
     """The ranx metric name equal to the kit's `measure` (``nDCG@20`` -> ``ndcg@20``, ``AP`` -> ``map-l2``),
     read from the measure's declaration (`MeasureSpec.ranx`, its ``binary``); the name checked by
     the request's measure rule (`evalkit.evaluation.evaluate.parsed_measure`), one line where ranx has none."""
-    check_measure_names([measure])
+    EvaluationRequest(measures=[measure])  # the request's rule of a measure name
     parsed = parsed_measure(measure, relevance_level)
     if parsed.spec.ranx is None:
         equal = ", ".join(s.help for s in measures.declarations() if s.ranx is not None)

@@ -17,7 +17,7 @@ the seed), `check_request` checks it and `evalkit.evaluation.outcome.evaluate_ta
 the runs (the per-query tables and their summaries), the one evaluation of the API and the CLI.
 Every measure is x100 (the tables' scale). `check_seed` and `check_k` check the page's SEED and K
 by the request's rules (`evalkit.data.collection.select_queries`,
-`evalkit.evaluation.request.check_cutoff`); every rule's error names the parameter as the page
+`evalkit.evaluation.request.EvaluationRequest`'s ``k``); every rule's error names the parameter as the page
 spells it (``SEED``, ``K``, ``PROTOCOL``: the explore front end of `evalkit.core.errors.spell`).
 """
 
@@ -40,7 +40,7 @@ from evalkit.datasets.csfcube import FACETS, CSFCube
 from evalkit.evaluation.evaluate import PMRR
 from evalkit.evaluation.measures import changed_documents, pair_score
 from evalkit.evaluation.outcome import Outcome, evaluate_tables, score_runs
-from evalkit.evaluation.request import EvaluationRequest, check_cutoff, check_request
+from evalkit.evaluation.request import EvaluationRequest, check_request
 
 DEFAULT_K = 10
 T = TypeVar("T")
@@ -77,7 +77,7 @@ class Explorer:
 
     def __post_init__(self):
         self.scored = as_explore(protocol_collection, self.collection, self.protocol)  # as the protocol judges it
-        checked = as_explore(check_request, explore_request(self.protocol, self.measure), self.scored)
+        checked = as_explore(lambda: check_request(explore_request(self.protocol, self.measure), self.scored))
         self.outcome: Outcome = evaluate_tables(self.scored, score_runs(self.scored, self.runs, checked), checked)
         self.tables = self.outcome.tables
         self.summaries = {m: self.outcome.summary(m) for m in self.tables if m not in self.seed_only}
@@ -126,8 +126,8 @@ def check_models(explorer: Explorer, models) -> list[str]:
 
 
 def check_k(k: object) -> int:
-    """The documents shown per model and facet (K): the request's cut-off rule (`check_cutoff`)."""
-    return as_explore(check_cutoff, "k", k)
+    """The documents shown per model and facet (K): the request's cut-off rule (its ``k``)."""
+    return as_explore(lambda: EvaluationRequest(k=k).k)
 
 
 

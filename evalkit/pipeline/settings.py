@@ -6,26 +6,31 @@ every front end). The registry entries a run reads are looked up once, when the 
 run (`evalkit.pipeline.runner.bind`).
 
 `RunRequest` is how a user asks for a model's runs (``evalkit run``'s options, `evalkit.api.evaluate`'s
-``run=`` or keywords), beside the evaluation request (`evalkit.evaluation.request`); `check_run_request`
-checks each of its settings by one rule, before anything is loaded, and `bind` applies the same rules
-(`check_stage`, `check_execution`, `check_index_dtype`) to every run any front end makes, so a setting
-one front end refuses no other stores."""
+``run=`` or keywords), beside the evaluation request (`evalkit.evaluation.request`): a declared
+schema (pydantic, `evalkit.core.schema`), each setting once with its rule, checked as it is built;
+`check_run_request` checks every setting (the defaults too) before anything is loaded, and `bind`
+applies the same rules (`check_stage`, `check_execution`, `check_index_dtype`: the schema's) to
+every run any front end makes, so a setting one front end refuses no other stores."""
 
 from __future__ import annotations
 
 import hashlib
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated, ClassVar, Literal
+
+from pydantic import SkipValidation, ValidationInfo, field_validator
 
 from evalkit.core.errors import DataError, RequestError
 from evalkit.core.hashing import file_sha256, files_sha256
 from evalkit.core.names import run_part
+from evalkit.core.schema import Problem, RequestSchema
 from evalkit.core.workers import check_workers
 from evalkit.data.collection import BASE
 from evalkit.data.protocols import DEFAULT_PROTOCOL, POOL_PROTOCOLS, check_protocol
-from evalkit.evaluation.request import check_cutoff
+from evalkit.evaluation.request import Cutoff
 from evalkit.models import adhoc, registry
 from evalkit.retrieval.corpus import DTYPES
 
@@ -79,60 +84,20 @@ EXECUTION_FIELDS = ("executor", "workers")  # how a run is executed: in the side
 
 
 def check_execution(executor, workers) -> None:
-    """The one rule for where a run executes (every front end's): a known executor, and a worker
-    count (a positive integer) only for Ray."""
-    if executor not in EXECUTORS:
-        raise RequestError("executor", f"is not one of {', '.join(EXECUTORS)}", value=executor)
-    if check_workers(workers) is not None and executor != "ray":
-        raise RequestError("workers", "applies to the Ray executor; add {executor:ray} or drop it", value=workers)
+    """The one rule for where a run executes (every front end's, and `bind`'s): `RunRequest`'s
+    ``executor`` and ``workers``."""
+    RunRequest(executor=executor, workers=workers)
 
 
 def check_stage(protocol: str, first_stage: str | None, depth: object) -> int | None:
-    """The one rule of the first stage, for every front end and every bound run: `depth` a positive
-    whole number, and `first_stage` and `depth` only under the pooled and full protocols (the pool
-    protocols rank each query's given candidates: a depth there would be stored in the run's key
-    yet rank nothing differently). The depth as checked."""
-    check_protocol(protocol)
-    depth = check_cutoff("depth", depth)
-    if protocol in POOL_PROTOCOLS and (depth is not None or first_stage):
-        given = "depth" if depth is not None else "first_stage"
-        raise RequestError("protocol", f"{{{given}}} applies to the pooled and full protocols; add "
-                           "{protocol:pooled} or drop it", value=protocol)
-    return depth
+    """The one rule of the first stage, for every front end and every bound run (`RunRequest`'s
+    ``protocol``, ``first_stage`` and ``depth``); the depth as checked."""
+    return RunRequest(protocol=protocol, first_stage=first_stage, depth=depth).depth
 
 
 def check_index_dtype(value: object) -> str:
-    """The whole-corpus vector index's dtype (`evalkit.retrieval.corpus.DTYPES`)."""
-    if value not in DTYPES:
-        raise RequestError("index_dtype", f"is not one of {', '.join(DTYPES)}", value=value)
-    return value
-
-
-@dataclass(frozen=True, kw_only=True)
-class RunRequest:
-    """How a model's runs are to be made, as a user asks for it (unchecked: `check_run_request`):
-    the registry ``profile``, the ``protocol`` (its first stage: ``first_stage`` and ``depth``, the
-    full protocol's ``corpus`` file), the instruction ``variants`` (one name or a list; None:
-    ``base``, or every variant of the user's ``instructions`` file), a ``prompt`` appended to every
-    query, the whole-corpus index's ``index_dtype``, where it executes (``executor``, ``workers``)
-    and the run store's folder (``runs_dir``). Which queries are ranked is the evaluation
-    request's (``seeds``, ``queries``)."""
-
-    profile: str = "offline"
-    protocol: str = DEFAULT_PROTOCOL
-    variants: str | Sequence[str] | None = None
-    instructions: str | Path | None = None
-    prompt: str | None = None
-    first_stage: str | None = None
-    depth: int | None = None
-    corpus: str | Path | None = None
-    index_dtype: str = "float32"
-    executor: str = "local"
-    workers: int | None = None
-    runs_dir: str | Path = "runs"
-
-
-RUN_FIELDS = tuple(f.name for f in fields(RunRequest))
+    """The whole-corpus vector index's dtype under `RunRequest`'s rule, for every bound run."""
+    return RunRequest(index_dtype=value).index_dtype
 
 
 def check_runs_dir(runs_dir: object) -> Path:
@@ -154,41 +119,111 @@ def check_runs_dir(runs_dir: object) -> Path:
     return path
 
 
-def check_instructions(instructions: object) -> str | None:
-    """A user's instruction file: an existing file (its path as a string), or None."""
-    if instructions is None:
-        return None
-    if not isinstance(instructions, str | Path) or not Path(instructions).expanduser().is_file():
-        raise RequestError("instructions", "no such file; give a YAML file shaped as evalkit/config/instructions.yaml",
-                           value=str(instructions))
-    return str(Path(instructions).expanduser())
+class RunRequest(RequestSchema):
+    """How a model's runs are to be made, as a user asks for it, each field checked by its rule as
+    it is built (`check_run_request` checks every field, defaults included): the registry
+    ``profile``, the ``protocol`` (its first stage: ``first_stage`` and ``depth``, under the pooled
+    and full protocols only; the full protocol's ``corpus`` file), the instruction ``variants``
+    (one name or a list; None: ``base``, or every variant of the user's ``instructions`` file;
+    checked against the collection: `evalkit.data.collection.select_variants`), a ``prompt``
+    appended to every query, the whole-corpus index's ``index_dtype``, where it executes
+    (``executor``; ``workers`` for Ray only) and the run store's folder (``runs_dir``). Which
+    queries are ranked is the evaluation request's (``seeds``, ``queries``)."""
+
+    ORDER: ClassVar[tuple[str, ...]] = ("protocol", "depth", "first_stage", "corpus", "prompt", "index_dtype",
+                                        "executor", "workers", "profile", "runs_dir", "instructions", "variants")
+
+    profile: str = "offline"
+    protocol: str = DEFAULT_PROTOCOL
+    variants: SkipValidation[str | Sequence[str] | None] = None
+    instructions: str | None = None
+    prompt: str | None = None
+    first_stage: str | None = None
+    depth: Cutoff = None
+    corpus: str | None = None
+    index_dtype: Annotated[Literal[DTYPES], Problem(f"is not one of {', '.join(DTYPES)}")] = "float32"
+    executor: Annotated[Literal[EXECUTORS], Problem(f"is not one of {', '.join(EXECUTORS)}")] = "local"
+    workers: int | None = None
+    runs_dir: Path = Path("runs")
+
+    @field_validator("protocol", mode="before")
+    @classmethod
+    def _protocol(cls, value: object) -> str:
+        return check_protocol(value)
+
+    @field_validator("first_stage", "depth")
+    @classmethod
+    def _first_stage(cls, value: object, info: ValidationInfo) -> object:
+        """A depth or first stage under the pool protocols would be stored in the run's key yet rank nothing
+        differently (they rank each query's given candidates)."""
+        protocol = info.data.get("protocol")
+        if protocol in POOL_PROTOCOLS and (value is not None if info.field_name == "depth" else value):
+            raise RequestError("protocol", f"{{{info.field_name}}} applies to the pooled and full protocols; add "
+                               "{protocol:pooled} or drop it", value=protocol)
+        return value
+
+    @field_validator("corpus", mode="before")
+    @classmethod
+    def _corpus(cls, value: object, info: ValidationInfo) -> str | None:
+        if value is None:
+            return None
+        if info.data.get("protocol") != "full":
+            raise RequestError("corpus", "applies to {protocol:full}; add it or drop {corpus}")
+        if not isinstance(value, str | Path) or not Path(value).expanduser().is_file():
+            raise RequestError("corpus", "no such file; give the full protocol's corpus file (CSFCube: "
+                               "abstracts-preds.zip, figshare 14796339)", value=str(value))
+        return str(Path(value).expanduser())
+
+    @field_validator("prompt", mode="before")
+    @classmethod
+    def _prompt(cls, value: object) -> object:
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise RequestError("prompt", "is empty; give the prompt text or drop {prompt}")
+        return value
+
+    @field_validator("workers", mode="before")
+    @classmethod
+    def _workers(cls, value: object, info: ValidationInfo) -> int | None:
+        workers = check_workers(value)
+        if workers is not None and info.data.get("executor", "ray") != "ray":
+            raise RequestError("workers", "applies to the Ray executor; add {executor:ray} or drop it", value=value)
+        return workers
+
+    @field_validator("profile", mode="before")
+    @classmethod
+    def _profile(cls, value: object) -> object:
+        if value not in registry.profiles():
+            raise RequestError("profile", f"unknown profile {value!r}; choose one of "
+                               f"{', '.join(registry.profiles())}", value=value)
+        return value
+
+    @field_validator("runs_dir", mode="before")
+    @classmethod
+    def _runs_dir(cls, value: object) -> Path:
+        return check_runs_dir(value)
+
+    @field_validator("instructions", mode="before")
+    @classmethod
+    def _instructions(cls, value: object) -> str | None:
+        """A user's instruction file: an existing file (its path as a string), or None."""
+        if value is None:
+            return None
+        if not isinstance(value, str | Path) or not Path(value).expanduser().is_file():
+            raise RequestError("instructions", "no such file; give a YAML file shaped as "
+                               "evalkit/config/instructions.yaml", value=str(value))
+        return str(Path(value).expanduser())
+
+
+RUN_FIELDS = tuple(RunRequest.model_fields)
 
 
 def check_run_request(request: RunRequest) -> RunRequest:
-    """`request` with each setting checked by its one rule (every front end's; `bind` applies the
-    stage, dtype and execution rules again to every run), before anything is loaded: the protocol
-    and its first stage (`check_stage`), the corpus (the full protocol's only, an existing file),
-    the prompt, the index dtype, the executor, the profile, the run store's folder and the
-    instruction file. The variants are checked against the collection (`evalkit.data.collection.select_variants`)."""
+    """`request` with every setting checked by its one rule (every front end's; `bind` applies the
+    stage, dtype and execution rules again to every run), the defaults too, before anything is
+    loaded. The variants are checked against the collection (`evalkit.data.collection.select_variants`)."""
     if not isinstance(request, RunRequest):
         raise RequestError("run", f"a {type(request).__name__} is not a run request; give an evalkit RunRequest")
-    depth = check_stage(request.protocol, request.first_stage, request.depth)
-    if request.corpus is not None:
-        if request.protocol != "full":
-            raise RequestError("corpus", "applies to {protocol:full}; add it or drop {corpus}")
-        if not isinstance(request.corpus, str | Path) or not Path(request.corpus).expanduser().is_file():
-            raise RequestError("corpus", "no such file; give the full protocol's corpus file (CSFCube: "
-                               "abstracts-preds.zip, figshare 14796339)", value=str(request.corpus))
-    if request.prompt is not None and (not isinstance(request.prompt, str) or not request.prompt.strip()):
-        raise RequestError("prompt", "is empty; give the prompt text or drop {prompt}")
-    check_index_dtype(request.index_dtype)
-    check_execution(request.executor, request.workers)
-    if request.profile not in registry.profiles():
-        raise RequestError("profile", f"unknown profile {request.profile!r}; choose one of "
-                           f"{', '.join(registry.profiles())}", value=request.profile)
-    return replace(request, depth=depth, runs_dir=check_runs_dir(request.runs_dir),
-                   instructions=check_instructions(request.instructions),
-                   corpus=None if request.corpus is None else str(Path(request.corpus).expanduser()))
+    return request.checked()
 
 
 def instructions_identity(path: str) -> dict:

@@ -8,6 +8,7 @@ from evalkit import cli
 from evalkit.core.errors import CLI, RequestError
 from evalkit.evaluation.request import EvaluationRequest, check_options
 from evalkit.evaluation.stats import check_test
+from evalkit.pipeline.settings import RunRequest
 
 
 @pytest.mark.parametrize("kwargs, text", [
@@ -67,3 +68,28 @@ def test_the_cli_refuses_a_test_option_that_is_not_a_whole_number_in_one_line(op
     assert raised.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("evalkit: error: ") and option in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("schema, fields, text", [
+    (EvaluationRequest, {"aggregate": "median", "k": 0}, "aggregate='median': choose one of folds, mean"),
+    (EvaluationRequest, {"measures": ["AP"], "k": 0}, "k=0: give a positive whole number"),
+    (EvaluationRequest, {"measures": ["AP", "AP"], "test": "z"}, "measures= lists AP twice; list each measure once"),
+    (EvaluationRequest, {"seeds": [" "], "queries": ["q"]}, "seeds= give seeds= or queries=, not both"),
+    (EvaluationRequest, {"k": 10**30}, "k='10000000000000000000': absurdly large; give at most 1,000,000"),
+    (EvaluationRequest, {"mesures": ["AP"]}, "mesures= is no field of EvaluationRequest; give one of dataset,"),
+    (RunRequest, {"profile": "nope", "depth": 0}, "depth=0: give a positive whole number"),
+    (RunRequest, {"depth": 5, "first_stage": "bm25"}, "protocol='pool': depth= applies to the pooled and full"),
+    (RunRequest, {"first_stage": 5, "protocol": "pooled"}, "first_stage=5: input should be a valid string"),
+])
+def test_a_request_with_several_bad_fields_is_refused_by_the_first_rule_in_order(schema, fields, text):
+    """The first error is the one the rules' order gives (`RequestSchema.ORDER`: the protocol, the
+    aggregation, the default table's shape, the measures, the test, ..., the selection), not pydantic's
+    field order (the paired test's fields first); a rule over two fields reads the earlier one."""
+    with pytest.raises(RequestError) as raised:
+        schema(**fields)
+    assert str(raised.value).startswith(text)
+
+
+def test_the_rules_order_names_every_field_once():
+    for schema in (EvaluationRequest, RunRequest):
+        assert sorted(schema.ORDER) == sorted(schema.model_fields) and len(set(schema.ORDER)) == len(schema.ORDER)

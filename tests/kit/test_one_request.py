@@ -14,12 +14,13 @@ from __future__ import annotations
 import pytest
 
 from evalkit import api, cli
-from evalkit.core.errors import API, CLI, EXPLORE, NOTEBOOK, RequestError
+from evalkit.core.errors import API, CLI, EXPLORE, NOTEBOOK, RequestError, spell
 from evalkit.data.protocols import PROTOCOLS
 from evalkit.evaluation import measures
 from evalkit.evaluation.evaluate import AGGREGATIONS
 from evalkit.evaluation.request import EvaluationRequest, check_request
 from evalkit.evaluation.stats import MIN_PERMUTATIONS
+from evalkit.pipeline.settings import RunRequest
 
 
 def _unknown(known, stem: str) -> str:
@@ -161,3 +162,74 @@ def test_the_explore_page_judges_its_runs_as_its_protocol_does(data, collection)
     assert page.tables["m"].loc[qid, "nDCG_csfcube@20"] == expected.loc[qid, "nDCG_csfcube@20"]
     assert page.tables["m"].loc[qid, "nDCG_csfcube@20"] != per_query(collection, run, ["nDCG_csfcube@20"]).loc[
         qid, "nDCG_csfcube@20"]
+
+
+# --- every field of the two request schemas, refused alike by the API, the CLI and the notebooks ------------
+
+# A bad value of each field that has a rule (with the fields it needs beside it); the test below fails for a
+# field added to either schema without one here. ``runs_dir``'s bad value (a file) is made by the test.
+BAD = {
+    "protocol": ("bogus", {}), "aggregate": ("median", {}), "discount": ("cosine", {}), "k": (0, {}),
+    "measures": (["AP", "AP"], {}), "test": ("z", {}), "alpha": (1.5, {}),
+    "permutations": (MIN_PERMUTATIONS - 1, {"test": "fisher"}), "seed": (-1, {"test": "fisher"}),
+    "family": ("triples", {}), "pmrr_ties": ("random", {}), "seeds": ([" ", " "], {}), "queries": ([" ", " "], {}),
+    "profile": ("nope", {}), "instructions": ("missing.yaml", {}), "prompt": (" ", {}), "first_stage": ("bm25", {}),
+    "depth": (0, {}), "corpus": ("abstracts-preds.zip", {}), "index_dtype": ("int8", {}),
+    "executor": ("spark", {}), "workers": (2, {}), "runs_dir": (None, {}),
+}
+UNRULED = {"dataset", "variants"}  # their rules need the collection (`load_dataset`, `select_variants`)
+# The fields each front end has a parameter for, beyond the API's (every field): the CLI's index dtype and
+# executor are argparse choices and it has no alpha; the notebooks build the evaluation request of these.
+CLI_TAKES = (set(BAD) | UNRULED) - {"alpha", "index_dtype", "executor"}
+NOTEBOOK_TAKES = {"protocol", "discount", "seeds"}
+SCHEMA_FIELDS = sorted({*EvaluationRequest.model_fields, *RunRequest.model_fields} - UNRULED)
+
+
+def _schema_refusal(front_end: str, fields: dict, tmp_path, capsys) -> str:
+    """The one line `front_end` refuses `fields` (of either request) with."""
+    runs = {} if "runs_dir" in fields else {"runs_dir": str(tmp_path / "runs")}
+    try:
+        if front_end == API:
+            api.evaluate("bm25", "csfcube", **runs, **fields)
+        elif front_end == CLI:
+            argv = [arg for field, value in {**runs, **fields}.items()
+                    for arg in (spell(field, CLI), _cli_value(value))]
+            if set(fields) & set(EvaluationRequest.model_fields) - {"seeds", "queries"}:
+                (tmp_path / "run.trec").write_text("q 0 d 1 1 x\n")
+                argv = ["evaluate", "--dataset", "csfcube", "--runs", str(tmp_path / "run.trec"),
+                        *[a for a in argv if a not in ("--runs-dir", runs.get("runs_dir"))]]
+            else:
+                argv = ["run", "--dataset", "csfcube", "--model", "bm25", *argv]
+            assert cli.main(argv) == 2
+            err = capsys.readouterr().err
+            assert err.startswith("evalkit: error: ") and err.count("\n") == 1
+            return err.strip().removeprefix("evalkit: error: ")
+        else:
+            from evalkit.study import params
+
+            params.check("relevance", PROFILE="offline", PROTOCOL=fields.get("protocol", "pool"),
+                         SEEDS=",".join(fields.get("seeds", [])), DISCOUNT=fields.get("discount"),
+                         RUNS_DIR=str(tmp_path / "runs"))
+    except RequestError as exc:
+        return str(exc)
+    raise AssertionError(f"{front_end} accepted {fields}")
+
+
+@pytest.mark.parametrize("field", SCHEMA_FIELDS)
+def test_every_schema_field_is_refused_alike_by_the_api_the_cli_and_the_notebooks(field, tmp_path, capsys):
+    """For every field of `EvaluationRequest` and `RunRequest` (iterated, not listed), a bad value is
+    refused by the schema and by each front end that takes the field with the schema's one line,
+    the field spelled as that front end spells it."""
+    assert field in BAD, f"give {field} a bad value in BAD"
+    value, needs = BAD[field]
+    if field == "runs_dir":
+        value = str(tmp_path / "a-file")
+        (tmp_path / "a-file").write_text("")
+    fields = {**needs, field: value}
+    schema = EvaluationRequest if field in EvaluationRequest.model_fields else RunRequest
+    with pytest.raises(RequestError) as expected:
+        schema(**fields)
+    assert expected.value.field in (field, "protocol")  # the pool protocols' first stage: the protocol's line
+    front_ends = [API] + [CLI] * (field in CLI_TAKES) + [NOTEBOOK] * (field in NOTEBOOK_TAKES)
+    for front_end in front_ends:
+        assert _schema_refusal(front_end, fields, tmp_path, capsys) == str(expected.value.for_front_end(front_end))

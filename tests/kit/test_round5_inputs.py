@@ -18,14 +18,14 @@ from evalkit.core.errors import DataError, KitError, RequestError
 from evalkit.data.collection import Collection, Document, Query, check_id
 from evalkit.datasets import load_dataset
 from evalkit.evaluation.measures import registry as measures
-from evalkit.evaluation.request import check_measure_names
+from evalkit.evaluation.request import EvaluationRequest
 from evalkit.study import params
 
 
 @pytest.mark.parametrize("name", ["nDCG@٢٠", "P@²", "nDCG@２０", "R@1٠"])
 def test_a_measure_name_with_a_digit_other_than_0_9_is_refused(name):
     with pytest.raises(RequestError) as raised:
-        check_measure_names(["nDCG@20", name])
+        EvaluationRequest(measures=["nDCG@20", name])
     assert "ASCII digits" in str(raised.value) and "\n" not in str(raised.value)
     with pytest.raises(RequestError):  # the parser itself reads no such cut-off either
         measures.parse(name)
