@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from fixtures_retrieval import planted
-from tiny_models import WORDS, build_sentence_transformer
+from tiny_models import WORDS
 
 import evalkit
 from evalkit.core.errors import API, CLI, KitError, MissingPrerequisite, RequestError
@@ -59,6 +59,8 @@ psutil = pytest.importorskip("psutil")  # Ray's own dependency
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers get this module's classes by value
 
+pytestmark = pytest.mark.usefixtures("small_batches")  # tests/retrieval/conftest.py: `tiny`, `small_batches`
+
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
@@ -73,20 +75,6 @@ def cluster(tmp_path_factory):
                 raise
     yield
     ray.shutdown()
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory) -> Path:
-    return build_sentence_transformer(tmp_path_factory.mktemp("tiny"))
-
-
-@pytest.fixture(autouse=True)
-def small_batches(monkeypatch, tmp_path):
-    monkeypatch.setattr(vector_index, "BATCH", 8)
-    monkeypatch.setattr(ray_executor, "SEARCH_ROWS", 16)  # the search too in shards, on the workers
-    monkeypatch.setenv("EVALKIT_PROGRESS", "off")
-    monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "cache"))
-    vector_index._VERIFIED.clear()
 
 
 def documents(n: int = 60) -> list[Document]:
