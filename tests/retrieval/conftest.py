@@ -6,12 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from ray_drivers import BATCH, SEARCH_ROWS
 from tiny_models import build_sentence_transformer
 
 from evalkit.retrieval import vector_index
-
-BATCH = 8  # documents per index batch in these tests
-SEARCH_ROWS = 16  # index rows a Ray worker searches at once in these tests (the search too in shards)
 
 
 @pytest.fixture(scope="session")
