@@ -289,6 +289,22 @@ def test_a_driver_killed_by_sigkill_leaves_nothing_in_the_way_and_the_rerun_enco
     assert index_bytes(tmp_path / "cache") == index_bytes(tmp_path / "local")
 
 
+def test_more_workers_than_documents_give_the_in_process_bytes(cluster, tiny, tmp_path, monkeypatch):
+    """(issue 48 item 11) 2 workers (the idle ones of the run before, when there are) and 1
+    document, one batch of it: the ranking and the index of the in-process run. (More workers
+    than this cluster holds, 5 of at most 4, is one line: the test below.)"""
+    docs, queries = distinct_documents(1), list(collection().queries.values())
+    found = {}
+    for name, executor in (("local", executors.IN_PROCESS), ("ray", RayExecutor(2))):
+        monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / name))
+        with executor:
+            ranked = rank_corpus(BiEncoder(Encoder(str(tiny))), queries, Corpus.of_documents(docs), 7,
+                                 executor=executor)
+        found[name] = ({q: list(s.items()) for q, s in ranked.items()}, index_bytes(tmp_path / name))
+    assert executor.describe()["workers"] == 2 and executor.describe()["vectors"] == "shared path"
+    assert found["ray"] == found["local"] and all(len(s) == 1 for s in found["ray"][0].values())
+
+
 def test_a_worker_that_cannot_load_the_model_ends_the_run_in_one_line(cluster, tmp_path):
     broken = tmp_path / "broken-model"
     broken.mkdir()
@@ -458,3 +474,62 @@ def test_a_model_that_cannot_be_sent_to_the_workers_is_one_line(cluster):
     assert str(caught.value) == ("executor= cannot send the model to Ray workers (TypeError: cannot pickle "
                                  "'_thread.lock' object); run it with executor='local'")
     assert executor.actors == []
+
+
+# --- issue 48 item 11: runs of one index at once ----------------------------------------------------------------------
+
+WAITING = "waiting for another process building the vector index"  # the lock's note (`evalkit.core.locks`)
+
+
+def test_two_ray_drivers_and_an_in_process_run_at_once_give_the_in_process_bytes_and_one_store(
+        cluster, tiny, tmp_path, capfd, monkeypatch):
+    """Three runs of the same settings, one cache folder and one run store, at once: a Ray driver
+    process (`drive`, 2 workers on this module's cluster) holding its third batch, a second Ray
+    driver process on the same cluster, and an in-process run in this process. Both later ones
+    wait on the index's lock (each says so), then use the finished index: the three runs are the
+    run of a clean in-process build, byte for byte, in one run folder, beside one index and no
+    batch file; the first driver's workers end with it."""
+    ray_executor.release_workers()  # the first driver's workers take the cluster's 2 CPUs
+    dataset, log, release = beir_folder(tmp_path / "beir"), tmp_path / "held.log", tmp_path / "release"
+    args, address = [str(tiny), str(dataset), str(tmp_path / "runs"), str(log), str(release)], \
+        ray.get_runtime_context().gcs_address
+    first = start_driver(args, tmp_path, address, "first")
+    deadline = time.monotonic() + 180
+    while not (tmp_path / "held").exists():  # the first driver holds the index's lock, mid-build
+        assert first.poll() is None, (tmp_path / "first.out").read_text()[-3000:]
+        assert time.monotonic() < deadline, "the first driver never reached its third batch"
+        time.sleep(0.05)
+    second = start_driver(args, tmp_path, address, "second")
+
+    def release_once_the_second_waits():
+        while WAITING not in (tmp_path / "second.out").read_text() and second.poll() is None \
+                and time.monotonic() < deadline:
+            time.sleep(0.05)
+        release.touch()
+
+    releaser = threading.Thread(target=release_once_the_second_waits, daemon=True)
+    releaser.start()
+    capfd.readouterr()
+    here = drive(*args, executor="local")  # waits on the lock too, then reads the finished index
+    assert WAITING in capfd.readouterr().err
+    releaser.join(5)
+    folders = [here]
+    for name, driver in (("first", first), ("second", second)):
+        assert driver.wait(120) == 0, (tmp_path / f"{name}.out").read_text()[-3000:]
+        said = (tmp_path / f"{name}.out").read_text()
+        folders.append(Path(said.splitlines()[-1]))
+        assert (name == "second") == (WAITING in said), said[-2000:]
+    assert folders[0] == folders[1] == folders[2] and [folders[0]] == [p.parent for p in
+                                                                       (tmp_path / "runs").rglob("run.trec")]
+    workers = {int(p) for p in log.with_suffix(".pids").read_text().split()} - {os.getpid(), first.pid, second.pid}
+    assert len(workers) == 2  # (the drivers encode their queries themselves)
+    while left := [pid for pid in workers if alive(pid)]:  # the first driver's workers, once it has ended
+        assert time.monotonic() < deadline, f"workers of the first driver left: {named(left)}"
+        time.sleep(0.1)
+    assert not list((tmp_path / "cache" / "indexes").glob("*.shards"))
+    index = index_bytes(tmp_path / "cache")  # one index folder
+    monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "local"))
+    clean = drive(str(tiny), str(dataset), str(tmp_path / "runs-local"), str(tmp_path / "local.log"), str(release),
+                  executor="local")
+    assert (here / "run.trec").read_bytes() == (clean / "run.trec").read_bytes()
+    assert index == index_bytes(tmp_path / "local")
