@@ -195,7 +195,9 @@ def reap(parent: int, pids: list[int]) -> int:
                 process.kill()  # psutil checks the pid still names the process it tracked
             except psutil.Error:
                 pass
-        psutil.wait_procs(list(tracked), timeout=GRACE_S)
+        deadline = time.monotonic() + GRACE_S  # until each is dead (a zombie is: its parent reaps it, not us)
+        while any(_running(p) for p in tracked) and time.monotonic() < deadline:
+            time.sleep(0.05)
         return 0
 
 

@@ -322,7 +322,7 @@ class RayExecutor:
                                                   "(`ray start --head`) and set RAY_ADDRESS") from None
             # Ray's agents outlive a killed driver (about 60 s): a reaper ends them with this process
             self.reaper = subprocess.Popen(reaping(children() - before), stdin=subprocess.DEVNULL,
-                                           start_new_session=True)
+                                           stdout=subprocess.DEVNULL, start_new_session=True)
             self.cluster, self.owned = "local", True
         self.head = ray.get_runtime_context().gcs_address
 

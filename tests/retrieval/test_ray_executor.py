@@ -70,7 +70,7 @@ def cluster(tmp_path_factory):
     os.environ.setdefault(ray_executor.START_WAIT_ENV, ray_executor.START_WAIT_S)  # a loaded machine starts slowly
     for attempt in range(3):  # Ray gives its node 30 s to register: a loaded machine may need another try
         try:
-            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+            ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
             break
         except Exception:
             ray.shutdown()
