@@ -269,6 +269,7 @@ class RayExecutor:
     def __init__(self, workers: int | None = None):
         self.wanted = workers
         self.owned = False
+        self.reaper: subprocess.Popen | None = None  # ends a local cluster's processes with this process
         self.cluster: str | None = None
         self.actors: list = []
         self.shape: tuple | None = None
@@ -281,7 +282,6 @@ class RayExecutor:
         self.payload_id: int | None = None
         self.count: int | None = None
         self.head: str | None = None  # the cluster's head (host:port), asked whether it answers after a failure
-        self.reaper: subprocess.Popen | None = None  # ends a local cluster's processes with this process
 
     # -- the cluster and the workers ----------------------------------------------------------
     def _connect(self) -> None:
