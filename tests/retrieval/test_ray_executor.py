@@ -16,7 +16,10 @@ CPU workers, with the numbers of the in-process executor.
 - the shard-by-shard search merged per query equals the whole search, ties at the cut-off too;
 - (issue 48 item 10) the vectors do not depend on the executor's thread count or on which batch
   a model input is in; `--workers` beyond the cluster, odd or unreachable ``RAY_ADDRESS`` values
-  and a model pickle cannot send: one line each, within seconds, before any worker starts.
+  and a model pickle cannot send: one line each, within seconds, before any worker starts;
+- (issue 48 item 11) more workers than documents; two Ray driver processes and an in-process run
+  of one index and one run store at once: the in-process bytes, one run folder, one index.
+  The kit's own local cluster started in a process of its own: test_ray_local.py.
 
 One cluster for the module (started once: Ray's start is seconds), a tiny local model, batches
 of 8 documents so that a 60-document corpus makes 8 batches.
