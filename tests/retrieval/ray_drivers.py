@@ -91,12 +91,13 @@ def beir_folder(folder: Path) -> Path:
     return folder
 
 
-def drive(tiny: str, dataset: str, runs: str, log: str, release: str, executor: str = "ray") -> Path:
+def drive(tiny: str, dataset: str, runs: str, log: str, release: str, executor: str = "ray",
+          workers: int | str = 2) -> Path:
     """The run of `beir_folder` by `HeldEncoder` through the API (a driver process runs this, as
     the tests' own runs do); its run-store folder."""
     scorer = BiEncoder(HeldEncoder(tiny, Path(log), Path(release)), doc_template="{abstract}")
     found = evalkit.evaluate(scorer, f"beir:{dataset}", name="held", revision="1", runs_dir=runs, executor=executor,
-                             workers=2 if executor == "ray" else None)
+                             workers=int(workers) if executor == "ray" else None)
     return found.runs["base"]
 
 
