@@ -21,6 +21,17 @@ Ending the group: SIGTERM to every member, `GRACE_S` seconds for the command to 
 SIGKILL to the whole group. The members are found as the processes of the guard's process
 group (psutil lists the processes; `os.getpgid` gives each one's group).
 
+The same file is the reaper of processes the kit did not start under a guard (a local Ray
+cluster: `ray.init` starts its GCS and raylet as the kit's children, and the raylet starts Ray's
+dashboard and runtime-env agents, which outlive a SIGKILLed driver by about 60 s, waiting on the
+dead GCS). ``python -I process_guard.py --reap PARENT_PID PID [PID ...]`` (`reaping` builds that
+argument list; the kit starts it in a session of its own, so a terminal's Ctrl-C leaves it to do
+its job) tracks those processes and every process they start (the process table read every
+`REAP_POLL_S` seconds: a process reparented when its parent dies stays tracked), and SIGKILLs
+every tracked process still running when the kit's process ends, however it ends, or when the
+reaper receives SIGTERM (the kit's `close`, after Ray's own shutdown); it exits by itself once
+none of them runs.
+
 Run by path with the standard library and psutil only (``-I``: no environment, no user site, not
 the kit's package), so the guard starts in milliseconds and does not depend on the kit importing.
 """
@@ -38,6 +49,7 @@ from pathlib import Path
 import psutil
 
 POLL_S = 0.2
+REAP_POLL_S = 0.5  # the reaper's look at the process table (a late process it misses dies with its parent)
 GRACE_S = 20.0
 CANNOT_START = 127  # the shell's status for a command that cannot run
 
@@ -131,5 +143,64 @@ def main(argv: list[str]) -> int:
         return 128 + stop.args[0]
 
 
+def reaping(pids) -> list[str]:
+    """The argument list of a reaper of `pids` and their descendants, watching this process."""
+    return [sys.executable, "-I", str(Path(__file__).resolve()), "--reap", str(os.getpid()), *map(str, pids)]
+
+
+def _running(process: psutil.Process) -> bool:
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _descendants(roots: set[psutil.Process]) -> set[psutil.Process]:
+    """Every process started by one of `roots` or by one of those, from one read of the process table."""
+    below: dict[int, list[psutil.Process]] = {}
+    for proc in psutil.process_iter(["ppid"]):
+        below.setdefault(proc.info["ppid"], []).append(proc)
+    found: set[psutil.Process] = set()
+    todo = [root.pid for root in roots]
+    while todo:
+        for child in below.get(todo.pop(), []):
+            if child not in found and child.pid != os.getpid():
+                found.add(child)
+                todo.append(child.pid)
+    return found
+
+
+def reap(parent: int, pids: list[int]) -> int:
+    """The reaper (module docstring): track `pids` and their descendants while `parent` lives;
+    SIGKILL what still runs of them when it is gone or on SIGTERM; 0 once none runs."""
+    tracked: set[psutil.Process] = set()
+    for pid in pids:
+        try:
+            tracked.add(psutil.Process(pid))
+        except psutil.Error:  # ended already
+            pass
+    try:
+        signal.signal(signal.SIGTERM, _stop)
+        while True:
+            tracked = {p for p in tracked if _running(p)}
+            if os.getppid() != parent:  # the kit's process is gone, however it ended
+                _stop(signal.SIGTERM, None)
+            if not tracked:
+                return 0
+            tracked |= _descendants(tracked)
+            time.sleep(REAP_POLL_S)
+    except _Stop:
+        for process in tracked:
+            try:
+                process.kill()  # psutil checks the pid still names the process it tracked
+            except psutil.Error:
+                pass
+        deadline = time.monotonic() + GRACE_S  # until each is dead (a zombie is: its parent reaps it, not us)
+        while any(_running(p) for p in tracked) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return 0
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(reap(int(sys.argv[2]), [int(p) for p in sys.argv[3:]]) if sys.argv[1:2] == ["--reap"]
+             else main(sys.argv[1:]))

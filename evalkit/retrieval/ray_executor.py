@@ -3,8 +3,9 @@ with the numbers of the in-process executor (`evalkit.retrieval.executors`).
 
 - The cluster: with ``RAY_ADDRESS`` set the kit joins it (and leaves it running), the address
   checked first (`check_address`) and Ray's saved token used (`use_token_if_saved`); without,
-  it starts a local cluster on this machine and stops it after the run; a Ray already started in
-  this process (``ray.init`` by the caller) is used as it is.
+  it starts a local cluster on this machine and stops it after the run (a reaper,
+  `evalkit.core.process_guard`, ends its processes with this process, however it ends); a Ray
+  already started in this process (``ray.init`` by the caller) is used as it is.
 - The workers: one actor each, holding the model (loaded once, on its first batch). A worker
   takes one GPU where the cluster has GPUs, else a share of the CPUs (at most `PER_CPU` workers
   a CPU: `check_count`), and runs torch with the driver's thread count (`torch_threads`: CPU
@@ -42,6 +43,7 @@ import logging
 import os
 import platform
 import socket
+import subprocess
 import time
 import uuid
 from collections import deque
@@ -64,6 +66,7 @@ except ImportError:
 
 from evalkit.core.devices import device_kind, gpu_count, resolve_device
 from evalkit.core.errors import DataError, KitError, MissingPrerequisite, RequestError
+from evalkit.core.process_guard import reaping
 from evalkit.core.version import __version__
 from evalkit.core.workspace import cache_root
 from evalkit.retrieval.exact_search import merge_top, spans
@@ -306,6 +309,7 @@ class RayExecutor:
     def __init__(self, workers: int | None = None):
         self.wanted = workers
         self.owned = False
+        self.reaper: subprocess.Popen | None = None  # ends a local cluster's processes with this process
         self.cluster: str | None = None
         self.actors: list = []
         self.shape: tuple | None = None
@@ -346,7 +350,9 @@ class RayExecutor:
             for attempt in range(START_ATTEMPTS):  # Ray gives a node 30 s to register: a loaded machine may miss it
                 before = children()
                 try:
-                    ray.init(num_cpus=cores, include_dashboard=False, **quiet)
+                    # "local": a new cluster, never the one a `ray start` on this machine recorded (Ray joins
+                    # the address in its /tmp/ray/ray_current_cluster otherwise, and refuses num_cpus there)
+                    ray.init(address="local", num_cpus=cores, include_dashboard=False, **quiet)
                     break
                 except Exception as exc:  # a start that timed out: Ray raises a bare Exception
                     ray.shutdown()
@@ -356,6 +362,9 @@ class RayExecutor:
                                                   f"({one_line(exc)})", "run in this process (executor local), or "
                                                   "again when the machine is less loaded, or start Ray yourself "
                                                   "(`ray start --head`) and set RAY_ADDRESS") from None
+            # Ray's agents outlive a killed driver (about 60 s): a reaper ends them with this process
+            self.reaper = subprocess.Popen(reaping(children() - before), stdin=subprocess.DEVNULL,
+                                           stdout=subprocess.DEVNULL, start_new_session=True)
             self.cluster, self.owned = "local", True
         self.head = ray.get_runtime_context().gcs_address
 
@@ -477,6 +486,7 @@ class RayExecutor:
         for shape in [k for k in _IDLE if k[0] == head]:
             _IDLE.pop(shape)
         ray.shutdown()
+        self._end_reaper()
         self.cluster = None
         return MissingPrerequisite(f"the Ray cluster ({cluster}) stopped in the middle of the run: its head at "
                                    f"{head} does not answer", "start it again and run again (the batches already "
@@ -563,9 +573,17 @@ class RayExecutor:
             return
         if self.owned:
             ray.shutdown()
+            self._end_reaper()
         elif self.actors and ray.is_initialized():
             _IDLE.setdefault(self.shape, []).extend(self.actors)
         self.actors, self.payload, self.owned = [], None, False
+
+    def _end_reaper(self) -> None:
+        """The local cluster's reaper ends what Ray's shutdown left of it, and exits."""
+        if self.reaper is not None:
+            self.reaper.terminate()
+            self.reaper.wait()
+            self.reaper = None
 
     def discard(self) -> None:
         """Stop this executor's workers (after a failure: none is kept idle)."""

@@ -7,14 +7,19 @@ CPU workers, with the numbers of the in-process executor.
 - a worker killed in the middle of a batch: Ray restarts it, the run is the same;
 - a driver interrupted after some batches: the next run resumes, and no document of a committed
   batch is encoded again;
-- a driver process killed (SIGKILL) between its commits: its workers end, its lock and its batch
-  files do not stop the next run, which resumes, encodes no document of a committed batch again
-  and makes the run of a clean in-process build;
+- a driver process killed (SIGKILL) between its commits, joined to the cluster or running a local
+  cluster it started itself: its workers end (its own cluster: every process of it, Ray's agents
+  included, within seconds: the kit's reaper), its lock and its batch files do not stop the next
+  run, which resumes, encodes no document of a committed batch again and makes the run of a
+  clean in-process build;
 - a worker that cannot load the model: one line naming the worker and the cause;
 - the shard-by-shard search merged per query equals the whole search, ties at the cut-off too;
 - (issue 48 item 10) the vectors do not depend on the executor's thread count or on which batch
   a model input is in; `--workers` beyond the cluster, odd or unreachable ``RAY_ADDRESS`` values
-  and a model pickle cannot send: one line each, within seconds, before any worker starts.
+  and a model pickle cannot send: one line each, within seconds, before any worker starts;
+- (issue 48 item 11) more workers than documents; two Ray driver processes and an in-process run
+  of one index and one run store at once: the in-process bytes, one run folder, one index.
+  The kit's own local cluster started in a process of its own: test_ray_local.py.
 
 One cluster for the module (started once: Ray's start is seconds), a tiny local model, batches
 of 8 documents so that a 60-document corpus makes 8 batches.
@@ -27,7 +32,6 @@ import json
 import os
 import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -36,10 +40,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import ray_drivers
 from fixtures_retrieval import planted
-from tiny_models import WORDS, build_sentence_transformer
+from ray_drivers import HELD, alive, beir_folder, distinct_documents, drive, index_bytes, named, start_driver
+from tiny_models import WORDS
 
-import evalkit
 from evalkit.core.errors import API, CLI, KitError, MissingPrerequisite, RequestError
 from evalkit.data.collection import Collection, Document, Query
 from evalkit.data.runstore import SIDECAR
@@ -58,6 +63,9 @@ from evalkit.retrieval.ray_executor import RayExecutor  # noqa: E402
 psutil = pytest.importorskip("psutil")  # Ray's own dependency
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers get this module's classes by value
+ray.cloudpickle.register_pickle_by_value(ray_drivers)
+
+pytestmark = pytest.mark.usefixtures("small_batches")  # tests/retrieval/conftest.py: `tiny`, `small_batches`
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +73,7 @@ def cluster(tmp_path_factory):
     os.environ.setdefault(ray_executor.START_WAIT_ENV, ray_executor.START_WAIT_S)  # a loaded machine starts slowly
     for attempt in range(3):  # Ray gives its node 30 s to register: a loaded machine may need another try
         try:
-            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+            ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
             break
         except Exception:
             ray.shutdown()
@@ -73,20 +81,6 @@ def cluster(tmp_path_factory):
                 raise
     yield
     ray.shutdown()
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory) -> Path:
-    return build_sentence_transformer(tmp_path_factory.mktemp("tiny"))
-
-
-@pytest.fixture(autouse=True)
-def small_batches(monkeypatch, tmp_path):
-    monkeypatch.setattr(vector_index, "BATCH", 8)
-    monkeypatch.setattr(ray_executor, "SEARCH_ROWS", 16)  # the search too in shards, on the workers
-    monkeypatch.setenv("EVALKIT_PROGRESS", "off")
-    monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "cache"))
-    vector_index._VERIFIED.clear()
 
 
 def documents(n: int = 60) -> list[Document]:
@@ -102,12 +96,6 @@ def collection() -> Collection:
     queries = {f"q{j}": Query(f"q{j}", " ".join(WORDS[j::7][:3])) for j in range(5)}
     return Collection(name="ray-corpus", documents=docs, queries=queries, qrels={q: {"d000": 1} for q in queries},
                       checksum="ray-corpus-1")
-
-
-def index_bytes(cache: Path) -> dict[str, bytes]:
-    folders = [p for p in (cache / "indexes").glob("dense-*") if p.is_dir() and "." not in p.name]  # not .lock
-    assert len(folders) == 1
-    return {p.name: p.read_bytes() for p in sorted(folders[0].iterdir())}
 
 
 def test_the_run_is_byte_identical_in_process_and_with_1_2_3_workers(cluster, tiny, tmp_path, monkeypatch):
@@ -235,109 +223,32 @@ def test_a_driver_interrupted_after_some_batches_resumes_without_encoding_them_a
     assert index_bytes(tmp_path / "cache") == index_bytes(tmp_path / "local")
 
 
-def distinct_documents(n: int = 48) -> list[Document]:
-    """`n` documents of distinct texts, none inside another (a text is a batch's by itself)."""
-    rng = np.random.default_rng(11)
-    texts: list[str] = []
-    while len(texts) < n:
-        text = " ".join(rng.choice(WORDS, size=int(rng.integers(5, 12))))
-        if not any(text in t or t in text for t in texts):
-            texts.append(text)
-    return [Document(f"d{i:03d}", "", t) for i, t in zip(rng.permutation(n), texts)]
+REAPED_S = 15  # seconds within which every process of a killed driver's own local cluster has ended
 
 
-HELD = slice(16, 24)  # the third batch of 8: a worker that gets it waits until RELEASE exists
-
-
-class Held:
-    """A sentence-transformers model that logs the process and each text it encodes, and waits on a
-    batch holding a text of `held` until the file `release` exists (in the first run: until the
-    process is killed), before it encodes (or logs) any of it."""
-
-    def __init__(self, model, log: Path, held: frozenset, release: Path):
-        self.model, self.log, self.held, self.release = model, log, held, release
-
-    def encode(self, texts, **kwargs):
-        with open(self.log.with_suffix(".pids"), "a") as fh:
-            fh.write(f"{os.getpid()}\n")
-        if self.held & set(texts):
-            (self.log.parent / "held").write_text(str(os.getpid()))
-            while not self.release.exists():
-                time.sleep(0.05)
-        with open(self.log, "a") as fh:
-            fh.write("".join(f"{t}\n" for t in texts))
-        return self.model.encode(texts, **kwargs)
-
-
-class HeldEncoder(Encoder):
-    """`Encoder` whose model is wrapped in `Held`."""
-
-    def __init__(self, location: str, log: Path, release: Path):
-        super().__init__(location)
-        self.log, self.release = log, release
-        self.held = frozenset(d.text for d in distinct_documents()[HELD])
-
-    @property
-    def model(self):
-        return Held(super().model, self.log, self.held, self.release)
-
-
-def beir_folder(folder: Path) -> Path:
-    """`distinct_documents` as a BEIR folder, with 5 queries."""
-    (folder / "qrels").mkdir(parents=True, exist_ok=True)
-    (folder / "corpus.jsonl").write_text("".join(json.dumps({"_id": d.doc_id, "title": d.title, "text": d.text}) + "\n"
-                                                 for d in distinct_documents()))
-    queries = {f"q{j}": " ".join(WORDS[j::7][:3]) for j in range(5)}
-    (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in queries.items()))
-    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" +
-                                               "".join(f"{q}\td000\t1\n" for q in queries))
-    return folder
-
-
-def drive(tiny: str, dataset: str, runs: str, log: str, release: str, executor: str = "ray") -> Path:
-    """The run of `beir_folder` by `HeldEncoder` through the API (the driver process of the SIGKILL
-    test runs this, as the test's own runs do); its run-store folder."""
-    scorer = BiEncoder(HeldEncoder(tiny, Path(log), Path(release)), doc_template="{abstract}")
-    found = evalkit.evaluate(scorer, f"beir:{dataset}", name="held", revision="1", runs_dir=runs, executor=executor,
-                             workers=2 if executor == "ray" else None)
-    return found.runs["base"]
-
-
-KILLED_DRIVER = (f"import sys; import {__name__} as t; t.vector_index.BATCH = 8; t.ray_executor.SEARCH_ROWS = 16; "
-                 "t.drive(*sys.argv[1:])")
-
-
-def alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
+@pytest.mark.parametrize("its_own", [False, True], ids=["joined", "its-own-local-cluster"])
 def test_a_driver_killed_by_sigkill_leaves_nothing_in_the_way_and_the_rerun_encodes_no_committed_document(
-        cluster, tiny, tmp_path, monkeypatch, capfd):
-    """A driver process (`drive`, 2 workers, joined to this module's cluster by RAY_ADDRESS) is
-    killed once 2 of the 6 batches are committed, while worker 1 waits on the third and worker 2
-    has encoded the fourth and the sixth (their vectors in batch files beside the index, not
-    committed). Its workers end, nothing waits for its lock, and the next run, same settings, in
-    this process, makes the run and the index of a clean in-process build: no document of a
-    committed batch is encoded again, those of the batches encoded but not committed once more (a
-    build keeps vectors only in the index: no embedding cache, `vector_index.batch_plan`)."""
+        its_own, cluster, tiny, tmp_path, monkeypatch, capfd):
+    """A driver process (`drive`, 2 workers, joined to this module's cluster by RAY_ADDRESS, or
+    running a local cluster it started itself) is killed once 2 of the 6 batches are committed,
+    while worker 1 waits on the third and worker 2 has encoded the fourth and the sixth (their
+    vectors in batch files beside the index, not committed). Its workers end (joined: Ray ends
+    them; its own cluster: every process of the cluster, Ray's agents included, within `REAPED_S`
+    seconds, counted), nothing waits for its lock, and the next run, same settings, in this
+    process, makes the run and the index of a clean in-process build: no document of a committed
+    batch is encoded again, those of the batches encoded but not committed once more (a build
+    keeps vectors only in the index: no embedding cache, `vector_index.batch_plan`)."""
     dataset, log, release = beir_folder(tmp_path / "beir"), tmp_path / "held.log", tmp_path / "release"
-    kept = sum(map(len, ray_executor._IDLE.values()))
-    assert ray_executor.release_workers() == kept  # this process's idle workers would hold the cluster's 2 CPUs
-    assert not ray_executor._IDLE and ray_executor.release_workers() == 0
-    here = Path(__file__).parent
-    env = {**os.environ, "RAY_ADDRESS": ray.get_runtime_context().gcs_address,
-           "PYTHONPATH": os.pathsep.join(map(str, (here.parent.parent, here.parent, here)))}
-    with open(tmp_path / "driver.err", "w") as err:
-        driver = subprocess.Popen([sys.executable, "-c", KILLED_DRIVER, str(tiny), str(dataset),
-                                   str(tmp_path / "runs"), str(log), str(release)],
-                                  cwd=tmp_path, env=env, stdout=err, stderr=err)
+    if not its_own:
+        kept = sum(map(len, ray_executor._IDLE.values()))
+        assert ray_executor.release_workers() == kept  # this process's idle workers would hold the cluster's 2 CPUs
+        assert not ray_executor._IDLE and ray_executor.release_workers() == 0
+    driver = start_driver([str(tiny), str(dataset), str(tmp_path / "runs"), str(log), str(release)], tmp_path,
+                          None if its_own else ray.get_runtime_context().gcs_address)
     indexes, deadline = tmp_path / "cache" / "indexes", time.monotonic() + 180
     try:
         while True:  # the commits, read from the index folder
-            assert driver.poll() is None, (tmp_path / "driver.err").read_text()[-3000:]
+            assert driver.poll() is None, (tmp_path / "driver.out").read_text()[-3000:]
             assert time.monotonic() < deadline, "the driver never reached its third batch"
             folders = [p for p in indexes.glob("dense-*") if p.is_dir() and "." not in p.name]
             meta = vector_index.read_meta(folders[0]) if folders else None
@@ -346,14 +257,16 @@ def test_a_driver_killed_by_sigkill_leaves_nothing_in_the_way_and_the_rerun_enco
                 break
             time.sleep(0.05)
         workers = {int(p) for p in log.with_suffix(".pids").read_text().split()}
+        started = {p.pid for p in psutil.Process(driver.pid).children(recursive=True)}  # its cluster: GCS, raylet...
         driver.send_signal(signal.SIGKILL)
     finally:
         driver.kill()
         driver.wait()
     assert not vector_index.read_meta(folders[0])["complete"] and len(workers) == 2
-    killed = time.monotonic()
-    while any(alive(pid) for pid in workers):  # Ray ends the workers of a driver that died
-        assert time.monotonic() - killed < 60, "a worker of the killed driver still runs after 60 s"
+    assert workers <= started if its_own else not workers & started
+    killed, bound = time.monotonic(), REAPED_S if its_own else 60
+    while left := [pid for pid in workers | started if alive(pid)]:  # Ray ends the workers; the reaper the rest
+        assert time.monotonic() - killed < bound, f"processes of the killed driver left after {bound} s: {named(left)}"
         time.sleep(0.1)
     with open(f"{folders[0]}.lock") as lock:  # the killed driver's lock on the index is free (never a wait)
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -377,6 +290,22 @@ def test_a_driver_killed_by_sigkill_leaves_nothing_in_the_way_and_the_rerun_enco
                   executor="local")
     assert (folder / "run.trec").read_bytes() == (clean / "run.trec").read_bytes()
     assert index_bytes(tmp_path / "cache") == index_bytes(tmp_path / "local")
+
+
+def test_more_workers_than_documents_give_the_in_process_bytes(cluster, tiny, tmp_path, monkeypatch):
+    """(issue 48 item 11) 2 workers (the idle ones of the run before, when there are) and 1
+    document, one batch of it: the ranking and the index of the in-process run. (More workers
+    than this cluster holds, 5 of at most 4, is one line: the test below.)"""
+    docs, queries = distinct_documents(1), list(collection().queries.values())
+    found = {}
+    for name, executor in (("local", executors.IN_PROCESS), ("ray", RayExecutor(2))):
+        monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / name))
+        with executor:
+            ranked = rank_corpus(BiEncoder(Encoder(str(tiny))), queries, Corpus.of_documents(docs), 7,
+                                 executor=executor)
+        found[name] = ({q: list(s.items()) for q, s in ranked.items()}, index_bytes(tmp_path / name))
+    assert executor.describe()["workers"] == 2 and executor.describe()["vectors"] == "shared path"
+    assert found["ray"] == found["local"] and all(len(s) == 1 for s in found["ray"][0].values())
 
 
 def test_a_worker_that_cannot_load_the_model_ends_the_run_in_one_line(cluster, tmp_path):
@@ -548,3 +477,63 @@ def test_a_model_that_cannot_be_sent_to_the_workers_is_one_line(cluster):
     assert str(caught.value) == ("executor= cannot send the model to Ray workers (TypeError: cannot pickle "
                                  "'_thread.lock' object); run it with executor='local'")
     assert executor.actors == []
+
+
+# --- issue 48 item 11: runs of one index at once ----------------------------------------------------------------------
+
+WAITING = "waiting for another process building the vector index"  # the lock's note (`evalkit.core.locks`)
+
+
+def test_two_ray_drivers_and_an_in_process_run_at_once_give_the_in_process_bytes_and_one_store(
+        cluster, tiny, tmp_path, capfd, monkeypatch):
+    """Three runs of the same settings, one cache folder and one run store, at once: a Ray driver
+    process (`drive`, 1 worker on this module's cluster: a second costs seconds, not a case)
+    holding its third batch, a second Ray driver process on the same cluster, and an in-process
+    run in this process. Both later ones
+    wait on the index's lock (each says so), then use the finished index: the three runs are the
+    run of a clean in-process build, byte for byte, in one run folder, beside one index and no
+    batch file; the first driver's worker ends with it."""
+    ray_executor.release_workers()  # this process's idle workers would hold the cluster's 2 CPUs
+    dataset, log, release = beir_folder(tmp_path / "beir"), tmp_path / "held.log", tmp_path / "release"
+    args, address = [str(tiny), str(dataset), str(tmp_path / "runs"), str(log), str(release)], \
+        ray.get_runtime_context().gcs_address
+    first = start_driver([*args, "ray", "1"], tmp_path, address, "first")
+    deadline = time.monotonic() + 180
+    while not (tmp_path / "held").exists():  # the first driver holds the index's lock, mid-build
+        assert first.poll() is None, (tmp_path / "first.out").read_text()[-3000:]
+        assert time.monotonic() < deadline, "the first driver never reached its third batch"
+        time.sleep(0.05)
+    second = start_driver([*args, "ray", "1"], tmp_path, address, "second")
+
+    def release_once_the_second_waits():
+        while WAITING not in (tmp_path / "second.out").read_text() and second.poll() is None \
+                and time.monotonic() < deadline:
+            time.sleep(0.05)
+        release.touch()
+
+    releaser = threading.Thread(target=release_once_the_second_waits, daemon=True)
+    releaser.start()
+    capfd.readouterr()
+    here = drive(*args, executor="local")  # waits on the lock too, then reads the finished index
+    assert WAITING in capfd.readouterr().err
+    releaser.join(5)
+    folders = [here]
+    for name, driver in (("first", first), ("second", second)):
+        assert driver.wait(120) == 0, (tmp_path / f"{name}.out").read_text()[-3000:]
+        said = (tmp_path / f"{name}.out").read_text()
+        folders.append(Path(said.splitlines()[-1]))
+        assert (name == "second") == (WAITING in said), said[-2000:]
+    assert folders[0] == folders[1] == folders[2] and [folders[0]] == [p.parent for p in
+                                                                       (tmp_path / "runs").rglob("run.trec")]
+    workers = {int(p) for p in log.with_suffix(".pids").read_text().split()} - {os.getpid(), first.pid, second.pid}
+    assert len(workers) == 1  # (the drivers encode their queries themselves)
+    while left := [pid for pid in workers if alive(pid)]:  # the first driver's workers, once it has ended
+        assert time.monotonic() < deadline, f"workers of the first driver left: {named(left)}"
+        time.sleep(0.1)
+    assert not list((tmp_path / "cache" / "indexes").glob("*.shards"))
+    index = index_bytes(tmp_path / "cache")  # one index folder
+    monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "local"))
+    clean = drive(str(tiny), str(dataset), str(tmp_path / "runs-local"), str(tmp_path / "local.log"), str(release),
+                  executor="local")
+    assert (here / "run.trec").read_bytes() == (clean / "run.trec").read_bytes()
+    assert index == index_bytes(tmp_path / "local")

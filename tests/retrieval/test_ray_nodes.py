@@ -32,12 +32,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tiny_models import WORDS, build_sentence_transformer
+from tiny_models import WORDS
 
 from evalkit.core.errors import KitError
 from evalkit.data.collection import Document, Query
 from evalkit.models.dense import BiEncoder
-from evalkit.retrieval import executors, vector_index
+from evalkit.retrieval import executors
 from evalkit.retrieval.corpus import Corpus, rank_corpus
 from evalkit.retrieval.embeddings import Encoder
 
@@ -116,17 +116,10 @@ def nodes(tmp_path_factory):
         time.sleep(0.2)
 
 
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory) -> Path:
-    return build_sentence_transformer(tmp_path_factory.mktemp("tiny"))
-
-
 @pytest.fixture(autouse=True)
-def small_batches(monkeypatch, tmp_path):
-    monkeypatch.setattr(vector_index, "BATCH", 8)
-    monkeypatch.setenv("EVALKIT_PROGRESS", "off")
+def object_store(small_batches, monkeypatch):
+    """`small_batches` (tests/retrieval/conftest.py), the vectors through Ray's object store."""
     monkeypatch.setenv(ray_executor.VECTORS_ENV, "object-store")
-    vector_index._VERIFIED.clear()
 
 
 def documents(n: int = 48) -> list[Document]:
@@ -176,9 +169,8 @@ def ranked(encoder, cache: Path, executor, monkeypatch) -> tuple[dict, bytes]:
 
 
 @pytest.fixture(scope="module")
-def in_process(tiny, tmp_path_factory) -> tuple[dict, bytes]:
+def in_process(tiny, module_batches, tmp_path_factory) -> tuple[dict, bytes]:
     with pytest.MonkeyPatch.context() as monkeypatch:
-        monkeypatch.setattr(vector_index, "BATCH", 8)
         return ranked(Encoder(str(tiny)), tmp_path_factory.mktemp("local"), executors.IN_PROCESS, monkeypatch)
 
 
