@@ -66,12 +66,18 @@ class GritLMEncoder:
                  max_length: int | None = None, batch_size: int = 8, dtype: str | None = None):
         self.location = location
         self.revision = revision
-        self.device = device
         self.max_length = max_length or MAX_LENGTH
         self.batch_size = batch_size
-        self.dtype = dtype or ("float32" if str(device).startswith("cpu") else "auto")
+        self.named_dtype = dtype
+        self.place(device)
         self._model = None
         self._tokenizer = None
+
+    def place(self, device: str) -> None:
+        """Run on `device` (before the model loads); a dtype the entry did not name follows it: float32
+        on the CPU, else the checkpoint's own (a Ray worker's copy: `evalkit.models.paper`)."""
+        self.device = device
+        self.dtype = self.named_dtype or ("float32" if str(device).startswith("cpu") else "auto")
 
     # -- strings -------------------------------------------------------------------------
     @staticmethod

@@ -86,15 +86,21 @@ class PromptrieverEncoder:
                  passage_max_length: int | None = None, dtype: str | None = None):
         self.location = location
         self.revision = revision
-        self.device = device
         self.base = base
         self.base_revision = base_revision
         self.query_max_length = query_max_length or max_length or MAX_LENGTH
         self.passage_max_length = passage_max_length or max_length or MAX_LENGTH
         self.batch_size = batch_size
-        self.dtype = dtype or ("float32" if str(device).startswith("cpu") else "bfloat16")
+        self.named_dtype = dtype
+        self.place(device)
         self._model = None
         self._tokenizer = None
+
+    def place(self, device: str) -> None:
+        """Run on `device` (before the model loads); a dtype the entry did not name follows it: float32
+        on the CPU, else bfloat16 (a Ray worker's copy: `evalkit.models.paper`)."""
+        self.device = device
+        self.dtype = self.named_dtype or ("float32" if str(device).startswith("cpu") else "bfloat16")
 
     # -- loading -------------------------------------------------------------------------
     def _base_location(self) -> str:

@@ -78,10 +78,16 @@ class PaperBiEncoder(BiEncoder):
 
     def __setstate__(self, state: dict) -> None:
         """A copy (on a Ray worker) of a model whose entry names no device runs its encoder on
-        the device of the process it lands in (its GPU), not the sender's (a CPU-only driver)."""
+        the device of the process it lands in (its GPU), not the sender's (a CPU-only driver), in
+        the dtype that device takes when the entry names none (the encoder's `place`: GritLM's
+        checkpoint dtype, Promptriever's bfloat16, as on a GPU driver), not the CPU's float32."""
         self.__dict__.update(state)
         if not self.named_device and hasattr(self.reference, "device"):
-            self.reference.device = resolve_device()
+            place = getattr(self.reference, "place", None)
+            if place is not None:
+                place(resolve_device())
+            else:
+                self.reference.device = resolve_device()
 
     def document_string(self, document: Document) -> str:
         return self.doc_template.format(text=document.full_text, title=document.title, abstract=document.text)

@@ -43,6 +43,8 @@ import evalkit
 from evalkit.core.errors import MissingPrerequisite
 from evalkit.data.collection import Collection, Document, Query
 from evalkit.data.runstore import SIDECAR
+from evalkit.encoders.gritlm import GritLMEncoder
+from evalkit.encoders.promptriever import PromptrieverEncoder
 from evalkit.models import paper
 from evalkit.models.dense import BiEncoder
 from evalkit.pipeline.runner import Reuse, RunSettings, bind, obtain
@@ -179,6 +181,21 @@ def test_a_copy_of_a_model_with_no_device_named_takes_the_device_of_the_process_
         scorer = paper.on_workers_device(paper.PaperBiEncoder(Reference(), {"device_kind": "cpu"}, "{text}"),
                                          named_device)
         assert pickle.loads(pickle.dumps(scorer)).reference.device == want
+
+
+def test_a_7b_encoders_copy_takes_the_dtype_of_the_device_it_lands_in(monkeypatch):
+    """GritLM-7B and Promptriever built on a CPU driver (float32) and unpickled on a GPU worker: the
+    dtype a GPU takes when the entry names none (GritLM: the checkpoint's own, ``auto``; Promptriever:
+    bfloat16), not the CPU's float32 in 28 GB; a dtype the entry names stays (issue 47)."""
+    monkeypatch.setattr(paper, "resolve_device", lambda device=None: device or "cuda")
+    for encoder_class, gpu in ((GritLMEncoder, "auto"), (PromptrieverEncoder, "bfloat16")):
+        for named, want in ((None, gpu), ("float16", "float16")):
+            encoder = encoder_class("some/model", device="cpu", dtype=named)
+            assert encoder.dtype == (named or "float32")
+            scorer = paper.on_workers_device(paper.PaperBiEncoder(encoder, {"device_kind": "cpu"}, "{text}"), None)
+            copy = pickle.loads(pickle.dumps(scorer)).reference
+            assert (copy.device, copy.dtype) == ("cuda", want)
+            assert (encoder.device, encoder.dtype) == ("cpu", named or "float32")  # the sender's own is untouched
 
 
 def test_a_cpu_driver_with_gpu_workers_encodes_on_the_gpus_and_never_reuses_the_cpu_run(gpu_node, tiny, tmp_path,
