@@ -42,6 +42,7 @@ from __future__ import annotations
 import logging
 import os
 import platform
+import re
 import socket
 import subprocess
 import time
@@ -90,6 +91,23 @@ VECTORS_ENV = "EVALKIT_RAY_VECTORS"  # "object-store": vectors through Ray's obj
 def children() -> set[int]:
     """The process ids of this process's descendants."""
     return {p.pid for p in psutil.Process().children(recursive=True)}
+
+
+RAY_COMMAND = re.compile(r"(^|[/\s])ray(::|/)")  # Ray's binaries and scripts (.../ray/...) and its workers (ray::...)
+
+
+def of_ray(pids: set[int]) -> set[int]:
+    """The processes among `pids` that are Ray's (its GCS, raylet, agents and workers: their command
+    lines name Ray's package or ``ray::``), so that what another thread of this process started in
+    the meantime (a notebook kernel's joblib pool) is never ended with the cluster."""
+    found = set()
+    for pid in pids:
+        try:
+            if RAY_COMMAND.search(" ".join(psutil.Process(pid).cmdline())):
+                found.add(pid)
+        except psutil.Error:  # ended already
+            pass
+    return found
 
 
 def end(pids: set[int]) -> None:
@@ -356,14 +374,14 @@ class RayExecutor:
                     break
                 except Exception as exc:  # a start that timed out: Ray raises a bare Exception
                     ray.shutdown()
-                    end(children() - before)  # what the failed start left (Ray lost hold of it)
+                    end(of_ray(children() - before))  # what the failed start left (Ray lost hold of it)
                     if attempt + 1 == START_ATTEMPTS:
                         raise MissingPrerequisite(f"the local Ray cluster did not start in {START_ATTEMPTS} tries "
                                                   f"({one_line(exc)})", "run in this process (executor local), or "
                                                   "again when the machine is less loaded, or start Ray yourself "
                                                   "(`ray start --head`) and set RAY_ADDRESS") from None
             # Ray's agents outlive a killed driver (about 60 s): a reaper ends them with this process
-            self.reaper = subprocess.Popen(reaping(children() - before), stdin=subprocess.DEVNULL,
+            self.reaper = subprocess.Popen(reaping(of_ray(children() - before)), stdin=subprocess.DEVNULL,
                                            stdout=subprocess.DEVNULL, start_new_session=True)
             self.cluster, self.owned = "local", True
         self.head = ray.get_runtime_context().gcs_address

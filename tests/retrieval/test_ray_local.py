@@ -17,8 +17,10 @@ The driver SIGKILLed while it runs its own local cluster: test_ray_executor.py.
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 
+import psutil
 import pytest
 from ray_drivers import beir_folder, named
 
@@ -31,7 +33,7 @@ ray = pytest.importorskip("ray")
 
 from ray._private import services  # noqa: E402  (after the skip: ray is an optional extra)
 
-from evalkit.retrieval.ray_executor import children  # noqa: E402
+from evalkit.retrieval.ray_executor import children, of_ray  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("small_batches")  # tests/retrieval/conftest.py
 
@@ -60,3 +62,21 @@ def test_the_cluster_example_twice_in_one_process_gives_the_in_process_bytes_and
                 assert time.monotonic() < deadline, f"processes of the {each} run's cluster left: {named(left)}"
                 time.sleep(0.1)
     assert made["first"] == made["local"] and made["second"] == made["local"]
+
+
+def test_only_rays_own_processes_are_the_reapers():
+    """What a local start hands its reaper (and what a failed start ends) are the new processes that
+    are Ray's: a process another thread of the caller started in the meantime (a kernel's joblib
+    pool; the suite's loky resource tracker was killed so) is left alone; a name that merely holds
+    "ray" (array) is not Ray's."""
+    started = [subprocess.Popen(["sh", "-c", "sleep 30", name]) for name in ("ray::IDLE", "array", "joblib")]
+    try:
+        deadline = time.monotonic() + 5
+        while any(not psutil.Process(p.pid).cmdline() for p in started):
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        assert of_ray({p.pid for p in started}) == {started[0].pid}
+    finally:
+        for process in started:
+            process.kill()
+            process.wait()
