@@ -127,6 +127,20 @@ def alive(pid: int) -> bool:
         return False
 
 
+def children() -> set[int]:
+    """The process ids of this process's descendants (counted by the tests, apart from the kit's own count)."""
+    return {p.pid for p in psutil.Process().children(recursive=True)}
+
+
+def all_ended(before: set[int], within: float = 60) -> None:
+    """Wait until no descendant of this process is left beyond `before` (a cluster shut down), at most
+    `within` seconds, else fail naming what is left."""
+    deadline = time.monotonic() + within
+    while left := children() - before:
+        assert time.monotonic() < deadline, f"processes of the cluster left: {named(left)}"
+        time.sleep(0.2)
+
+
 def named(pids) -> list[str]:
     """The command lines of `pids` (those still there), for a failing assertion's message."""
     found = []

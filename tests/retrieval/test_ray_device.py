@@ -37,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from ray_drivers import all_ended, children
 from tiny_models import WORDS, build_sentence_transformer
 
 import evalkit
@@ -53,7 +54,6 @@ from evalkit.retrieval.corpus import Corpus, rank_corpus
 from evalkit.retrieval.embeddings import Encoder
 
 ray = pytest.importorskip("ray")
-psutil = pytest.importorskip("psutil")  # Ray's own dependency
 
 from ray.cluster_utils import Cluster  # noqa: E402  (after the skip: ray is an optional extra)
 
@@ -108,10 +108,6 @@ def fake_node() -> None:
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers get this module's functions by value
 
 
-def children() -> set[int]:
-    return {p.pid for p in psutil.Process().children(recursive=True)}
-
-
 @pytest.fixture(scope="module")
 def gpu_node(tmp_path_factory):
     """(the cluster, its one worker node: 1 CPU, 1 GPU for Ray, the files that say whether torch
@@ -132,10 +128,7 @@ def gpu_node(tmp_path_factory):
     ray_executor.release_workers()
     ray.shutdown()
     cluster.shutdown()
-    deadline = time.monotonic() + 60
-    while children() - before:
-        assert time.monotonic() < deadline, f"processes of the cluster left: {children() - before}"
-        time.sleep(0.2)
+    all_ended(before)
 
 
 @pytest.fixture(scope="module")

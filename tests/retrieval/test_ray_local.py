@@ -22,7 +22,7 @@ import time
 
 import psutil
 import pytest
-from ray_drivers import beir_folder, named
+from ray_drivers import all_ended, beir_folder, children
 
 import evalkit
 from evalkit.data.runstore import SIDECAR
@@ -33,7 +33,7 @@ ray = pytest.importorskip("ray")
 
 from ray._private import services  # noqa: E402  (after the skip: ray is an optional extra)
 
-from evalkit.retrieval.ray_executor import children, of_ray  # noqa: E402
+from evalkit.retrieval.ray_executor import of_ray  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("small_batches")  # tests/retrieval/conftest.py
 
@@ -57,10 +57,7 @@ def test_the_cluster_example_twice_in_one_process_gives_the_in_process_bytes_and
         if executor == "ray":
             assert (execution["cluster"], execution["workers"], execution["vectors"]) == ("local", 1, "shared path")
             assert not ray.is_initialized()
-            deadline = time.monotonic() + 10
-            while left := children() - before:  # the kit stopped its cluster: none of its processes is left
-                assert time.monotonic() < deadline, f"processes of the {each} run's cluster left: {named(left)}"
-                time.sleep(0.1)
+            all_ended(before, within=10)  # the kit stopped its cluster: none of its processes is left
     assert made["first"] == made["local"] and made["second"] == made["local"]
 
 

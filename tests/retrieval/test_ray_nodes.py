@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from ray_drivers import all_ended, children
 from tiny_models import WORDS
 
 from evalkit.core.errors import KitError
@@ -42,7 +43,6 @@ from evalkit.retrieval.corpus import Corpus, rank_corpus
 from evalkit.retrieval.embeddings import Encoder
 
 ray = pytest.importorskip("ray")
-psutil = pytest.importorskip("psutil")  # Ray's own dependency
 
 from ray.cluster_utils import Cluster  # noqa: E402  (after the skip: ray is an optional extra)
 
@@ -50,10 +50,6 @@ from evalkit.retrieval import ray_executor  # noqa: E402
 from evalkit.retrieval.ray_executor import RayExecutor  # noqa: E402
 
 FAST_DEATH = {"health_check_period_ms": 1000, "health_check_failure_threshold": 10}  # a lost node dead in ~10 s
-
-
-def children() -> set[int]:
-    return {p.pid for p in psutil.Process().children(recursive=True)}
 
 
 FAILED_START = """
@@ -110,10 +106,7 @@ def nodes(tmp_path_factory):
     ray_executor.release_workers()
     ray.shutdown()
     cluster.shutdown()
-    deadline = time.monotonic() + 60
-    while children() - before:
-        assert time.monotonic() < deadline, f"processes of the cluster left: {children() - before}"
-        time.sleep(0.2)
+    all_ended(before)
 
 
 @pytest.fixture(autouse=True)
