@@ -22,3 +22,12 @@ class Scorer(Protocol):
 
     def describe(self) -> dict:
         """Settings that identify the model's output (for sidecars and cache keys)."""
+
+
+def index_documents(scorer, corpus, executor=None) -> None:
+    """Let `scorer` (and the scorers it wraps or reranks) take the vectors of `corpus`'s documents
+    from the corpus's index (`evalkit.models.dense.BiEncoder.index_documents`); a scorer with no
+    ``index_documents`` (BM25, an LLM's own judgments, a user's object) is left as it is."""
+    method = getattr(scorer, "index_documents", None)
+    if method is not None:
+        method(corpus, executor)

@@ -9,6 +9,7 @@ import numpy as np
 from evalkit.core.errors import DataError, RequestError
 from evalkit.data.collection import Document, Query
 from evalkit.data.runs import ranked
+from evalkit.models.base import index_documents
 from evalkit.retrieval.embeddings import Encoder
 from evalkit.retrieval.exact_search import search_device
 from evalkit.retrieval.executors import IN_PROCESS, device_part
@@ -81,6 +82,8 @@ class BiEncoder:
         self.reads_instruction = "{instruction}" in query_template
         self.first_stage = first_stage
         self.depth = None if depth is None else int(depth)
+        self._documents_of = None  # (corpus, executor) whose index gives document vectors: `index_documents`
+        self._index = None
         if first_stage is not None and (self.depth is None or self.depth < 1):
             raise RequestError("depth", "must be a positive integer when a first_stage is set; fix the model config",
                                value=depth)
@@ -102,6 +105,9 @@ class BiEncoder:
                                    "documents")
 
     def doc_vectors(self, candidates: Sequence[Document]) -> np.ndarray:
+        indexed = self.indexed_vectors(candidates)
+        if indexed is not None:
+            return indexed
         return self.encoder.encode([self.document_string(d) for d in candidates], "documents")
 
     def similarity(self, query_vector: np.ndarray, doc_vectors: np.ndarray) -> np.ndarray:
@@ -129,6 +135,35 @@ class BiEncoder:
         return compute(texts) if compute is not None else self.encoder.encode(texts, "documents")
 
     # -- shared ---------------------------------------------------------------------------
+    def __getstate__(self) -> dict:
+        """Pickled (a Ray worker encoding the index's batches) without the corpus and its open index."""
+        return {**self.__dict__, "_documents_of": None, "_index": None}
+
+    def index_documents(self, corpus, executor=None) -> None:
+        """Take the vectors of `corpus`'s documents from its index (`corpus_index`, float32, built on
+        first use by `executor`), here and in the first stage: a document's vector is then the same
+        bits in a pool run, a pooled run and a run of any subset of the queries, whatever a cache
+        held before, and the collection's documents are encoded once for all of them. A model with no
+        fingerprint to key an index by (a user's encoder) encodes through the cache as before."""
+        index_documents(self.first_stage, corpus, executor)
+        if self.document_side().get("fingerprint") is not None:
+            self._documents_of, self._index = (corpus, executor), None
+
+    def indexed_vectors(self, documents: Sequence[Document]) -> np.ndarray | None:
+        """The index rows of `documents` (`index_documents`); None when no index was given or a
+        document is not in it (then they are encoded as any text is)."""
+        if self._documents_of is None:
+            return None
+        if self._index is None:
+            corpus, executor = self._documents_of
+            index = self.corpus_index(corpus, "float32", executor)
+            self._index = (index, {doc: row for row, doc in enumerate(index.ids)})
+        index, row_of = self._index
+        rows = [row_of.get(d.doc_id) for d in documents]
+        if None in rows:
+            return None
+        return np.asarray(index.matrix[rows], dtype=np.float32)
+
     def can_search(self, excluding: bool) -> bool:
         """A corpus is searched in an index unless this model reranks a first stage, or its encoder
         has no fingerprint to key an index by (a user's object the kit cannot identify: every

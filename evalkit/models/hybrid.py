@@ -34,6 +34,9 @@ class FacetHybrid:
     def prepare(self, documents: Sequence[Document]) -> None:
         self.model.prepare(documents)
 
+    def index_documents(self, corpus, executor=None) -> None:
+        self.model.index_documents(corpus, executor)
+
     def components(self, query: Query, candidates: Sequence[Document]) -> tuple[dict, dict]:
         """(whole-seed similarities, facet-sentence similarities) per candidate."""
         whole = self.model.score(query, candidates)

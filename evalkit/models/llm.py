@@ -10,7 +10,7 @@ from evalkit.data.collection import Document, Query
 from evalkit.data.runs import ranked
 from evalkit.llm.oracle import oracle
 from evalkit.llm.reranker import VARIANTS, LLMReranker, order_scores
-from evalkit.models.base import Scorer
+from evalkit.models.base import Scorer, index_documents
 
 
 class LLMScorer:
@@ -28,6 +28,9 @@ class LLMScorer:
 
     def prepare(self, documents: Sequence[Document]) -> None:
         self.first_stage.prepare(documents)
+
+    def index_documents(self, corpus, executor=None) -> None:
+        index_documents(self.first_stage, corpus, executor)
 
     def score(self, query: Query, candidates: Sequence[Document]) -> dict[str, float]:
         first = self.first_stage.score(query, candidates)
@@ -69,6 +72,9 @@ class OraclePRP:
 
     def prepare(self, documents: Sequence[Document]) -> None:
         self.first_stage.prepare(documents)
+
+    def index_documents(self, corpus, executor=None) -> None:
+        index_documents(self.first_stage, corpus, executor)
 
     def score(self, query: Query, candidates: Sequence[Document]) -> dict[str, float]:
         grades = self.qrels.get(query.qid)

@@ -96,6 +96,9 @@ class PaperBiEncoder(BiEncoder):
         return self._documents([self.doc_template.format(text=t, title="", abstract=t) for t in texts])
 
     def doc_vectors(self, candidates: Sequence[Document]) -> np.ndarray:
+        indexed = self.indexed_vectors(candidates)
+        if indexed is not None:
+            return indexed
         return self._documents([self.document_string(d) for d in candidates])
 
     def _documents(self, strings: list[str]) -> np.ndarray:

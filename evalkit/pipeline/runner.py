@@ -54,7 +54,7 @@ from evalkit.data.runstore import check_owner, is_verified, load_verified, run_f
 from evalkit.llm.templates import TEMPLATES_FILE
 from evalkit.models import registry
 from evalkit.models import registry as models_registry  # `bind` has a parameter named registry
-from evalkit.models.base import Scorer
+from evalkit.models.base import Scorer, index_documents
 from evalkit.models.family import NEEDS
 from evalkit.models.registry import ModelSpec, Registry
 from evalkit.pipeline import prerequisites
@@ -193,7 +193,14 @@ Candidates = dict[str, list[Document]]
 def prepare(bound: BoundRun, executor=None) -> tuple[Scorer, Candidates | None, dict]:
     """The model, each query's candidates under the protocol (None when the model ranks the whole
     corpus itself) and the protocol's description; every candidate prepared (e.g. encoded) once;
-    whole corpora encoded and searched by `executor` (default in-process)."""
+    whole corpora encoded and searched by `executor` (default in-process).
+
+    A run over every query of its collection (no ``queries`` chosen) scores the collection's
+    documents by their vectors in the collection's index (`evalkit.models.base.index_documents`):
+    the pool, pooled and hybrid runs of a study then share one encoding of the documents, made in
+    batches that are a function of the corpus alone. A run over some queries (a seed's explore
+    page, a smoke run) encodes only its candidates, through the embedding cache, as it did before
+    (a few hundred texts instead of the whole collection's)."""
     candidates, protocol = candidates_for(bound.settings, bound.collection, bound.queries, bound.first_stage,
                                           bound.depth, executor)
     scorer = registry.build(bound.model, bound.collection)
@@ -201,6 +208,8 @@ def prepare(bound: BoundRun, executor=None) -> tuple[Scorer, Candidates | None, 
     if use_workers is not None and bound.settings.executor == "ray":
         use_workers(bound.settings.workers or 1, "ray")  # (on the cluster the executor joined; left when it is)
     if candidates is not None:
+        if bound.settings.protocol != "full" and bound.settings.queries is None:
+            index_documents(scorer, whole_corpus(bound.collection), executor)
         scorer.prepare(list({d.doc_id: d for cands in candidates.values() for d in cands}.values()))
     return scorer, candidates, protocol
 

@@ -304,3 +304,35 @@ def test_the_scoring_code_digest_changes_with_any_declared_file(tmp_path):
         (tmp_path / rel).write_text((tmp_path / rel).read_text() + "# changed\n")
         assert code_digest(declared, tmp_path) != before, rel
         before = code_digest(declared, tmp_path)
+
+
+def test_a_study_encodes_each_document_once_for_its_pool_and_pooled_runs(collection, qids, tmp_path, monkeypatch):
+    """A run over every query scores the collection's documents by their rows in the collection's
+    index (`runner.prepare`), so the pool run and the pooled run (whose first stage builds that
+    index) share one encoding, made in the index's batches; the old code encoded every document
+    twice (the pool run through the embedding cache, the index in its own batches). A run over
+    some queries (a seed's explore page) still encodes only its candidates."""
+    from evalkit.models.dense import BiEncoder
+    from evalkit.retrieval.embeddings import Encoder
+
+    texts: list[str] = []  # document texts given to the model: an index's batches, or through the cache
+    index_vectors, encode = BiEncoder.index_vectors, Encoder.encode
+    monkeypatch.setattr(BiEncoder, "index_vectors", lambda self, documents: (
+        texts.extend(self.document_string(d) for d in documents), index_vectors(self, documents))[1])
+    monkeypatch.setattr(Encoder, "encode", lambda self, batch, desc="texts": (
+        texts.extend(batch if desc == "documents" else []), encode(self, batch, desc))[1])
+    inputs = {d.full_text for d in collection.documents.values()}  # "{text}": the default document template
+
+    def documents_encoded() -> list[str]:
+        return [t for t in texts if t in inputs]
+
+    some = run(collection, qids, tmp_path / "some")
+    assert 0 < len(documents_encoded()) < len(inputs) / 4  # the four queries' candidates only
+    texts.clear()
+    pool = run(collection, None, tmp_path / "every")
+    assert sorted(documents_encoded()) == sorted(inputs)  # each document once: the index's batches
+    run(collection, None, tmp_path / "every", protocol="pooled")
+    assert sorted(documents_encoded()) == sorted(inputs)  # the pooled run's first stage: the same index
+    scores = read_trec(pool / RANKING)
+    kept = read_trec(some / RANKING)
+    assert all(ranked(scores[q]) == ranked(kept[q]) for q in qids)  # the same rankings either way
