@@ -70,7 +70,7 @@ from evalkit.pipeline.settings import (
     corpus_identity,
     instructions_identity,
 )
-from evalkit.retrieval.corpus import Corpus, documents_of, rank_corpus
+from evalkit.retrieval.corpus import CHUNK, Corpus, documents_of, rank_corpus
 from evalkit.retrieval.executors import device_part, executor_for
 
 KEEP = 1000  # documents kept per query when a whole corpus is ranked (as BEIR runs)
@@ -144,8 +144,16 @@ def selected_queries(settings: RunSettings, collection: Collection) -> list[Quer
 
 
 def whole_corpus(collection: Collection) -> Corpus:
-    """The collection's documents as one corpus (in memory, keyed by their checksum)."""
-    return Corpus.of_documents(list(collection.documents.values()), collection.name)
+    """The collection's documents as one corpus (in memory, keyed by their checksum). Where the
+    collection gives candidate lists, its pooled documents come first, in the order a run over every
+    query meets them (queries in collection order, each one's candidates), in batches of the
+    embedding cache's `CHUNK` ending with them, then the others: the index's batches are those in
+    which a pool run encoded the documents through the cache, so its vectors are the same bits."""
+    if collection.candidates is None:
+        return Corpus.of_documents(list(collection.documents.values()), collection.name)
+    pooled = {d.doc_id: d for qid in collection.queries for d in collection.candidates_of(qid)}
+    rest = [d for doc, d in collection.documents.items() if doc not in pooled]
+    return Corpus.of_documents([*pooled.values(), *rest], collection.name, CHUNK, (len(pooled),))
 
 
 def candidates_for(settings: RunSettings, collection: Collection, queries: Sequence[Query],

@@ -26,26 +26,37 @@ from evalkit.data.collection import Document, Query
 from evalkit.data.runs import ranked
 
 DTYPES = ("float32", "float16")  # what an index may store its vectors as (`rank_corpus`'s dtype)
+CHUNK = 512  # texts a model encodes in one call where the embedding cache fills (`CachedVectors.get`)
 
 
 @dataclass(frozen=True)
 class Corpus:
-    """Documents in a fixed order, read as a stream (`read()`), identified by `key` (a checksum)."""
+    """Documents in a fixed order, read as a stream (`read()`), identified by `key` (a checksum).
+
+    `batch` and `ends` say how an index encodes it (`evalkit.retrieval.vector_index.batch_plan`):
+    `batch` distinct model inputs per batch (None: the index's own size) and a batch always ending
+    after the documents counted in `ends` (both part of the key, since they make the vectors)."""
 
     key: str
     read: Callable[[], Iterable[Document]]
     size: int | None = None  # when known (progress bars)
     name: str = "corpus"
+    batch: int | None = None
+    ends: tuple[int, ...] = ()
 
     @classmethod
-    def of_documents(cls, documents: Sequence[Document], name: str = "corpus") -> Corpus:
-        """An in-memory corpus, keyed by sha256 over every document's id, title and body."""
+    def of_documents(cls, documents: Sequence[Document], name: str = "corpus", batch: int | None = None,
+                     ends: tuple[int, ...] = ()) -> Corpus:
+        """An in-memory corpus, keyed by sha256 over every document's id, title and body (and its
+        `batch` and `ends`, where set)."""
         digest = hashlib.sha256()
         for d in documents:
             digest.update(json.dumps([d.doc_id, d.title, d.text]).encode())
             digest.update(b"\n")
+        if batch is not None or ends:
+            digest.update(json.dumps({"batch": batch, "ends": list(ends)}).encode())
         docs = list(documents)
-        return cls(digest.hexdigest(), lambda: docs, len(docs), name)
+        return cls(digest.hexdigest(), lambda: docs, len(docs), name, batch, tuple(ends))
 
     @classmethod
     def of_file(cls, path: Path, reader: Callable[[Path], Iterator[Document]]) -> Corpus:

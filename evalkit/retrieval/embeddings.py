@@ -33,10 +33,10 @@ from evalkit.core.errors import DataError, MissingPrerequisite
 from evalkit.core.hashing import fingerprint, folder_revision
 from evalkit.core.workspace import cache_root
 from evalkit.encoders.onnx import EXPORT_VERSION, OPSET, OnnxSentenceEncoder
+from evalkit.retrieval.corpus import CHUNK
 from evalkit.retrieval.vector_cache import EmbeddingCache
 
 CACHE_VERSION = 1
-CHUNK = 512
 BACKENDS = ("torch", "onnx")
 
 

@@ -309,11 +309,13 @@ class Segment:
         self.first, self.documents, self.fresh, self.sources = first, [], [], []
 
 
-def batch_plan(documents, size: int, key: Callable[[Document], str] | None, done: int = 0, name: str = "corpus"):
+def batch_plan(documents, size: int, key: Callable[[Document], str] | None, done: int = 0, name: str = "corpus",
+               ends: tuple[int, ...] = ()):
     """The segments of a corpus (`Segment`), each ending at the document that makes its `size`-th
-    fresh input (the last one may have fewer, or none): the model's batches are the corpus's
-    distinct inputs in the order they first occur, `size` at a time, so a batch's contents (and
-    every vector's bits) are a function of the corpus alone, never of a cache or of who encodes it.
+    fresh input (the last one may have fewer, or none) or after the documents counted in `ends`
+    (`Corpus.ends`): the model's batches are the corpus's distinct inputs in the order they first
+    occur, `size` at a time, so a batch's contents (and every vector's bits) are a function of the
+    corpus alone, never of a cache or of who encodes it.
     The first `done` documents (committed by an earlier build, which ended a segment there) are
     read for their inputs, not planned; yields (position, document) for those, then the segments."""
     first_row: dict[bytes, int] = {}
@@ -330,9 +332,9 @@ def batch_plan(documents, size: int, key: Callable[[Document], str] | None, done
         segment.sources.append(row)
         if row == position:
             segment.fresh.append(document)
-            if len(segment.fresh) == size:
-                yield segment
-                segment = Segment(position + 1)
+        if len(segment.fresh) == size and row == position or position + 1 in ends:
+            yield segment
+            segment = Segment(position + 1)
     if segment.documents:
         yield segment
 
@@ -402,14 +404,14 @@ def _build(folder: Path, corpus: Corpus, encode, dtype: str, meta: dict | None, 
         return rows
 
     rows = 0
-    size = BATCH  # read once: every batch of this build has one size, whoever encodes it
+    size = corpus.batch or BATCH  # read once: every batch of this build has one size, whoever encodes it
     planned: deque[Segment] = deque()  # segments whose batch is with the executor, in corpus order
 
     def batches(bar):
         """The fresh documents of each segment (`batch_plan`) to encode; a segment with none (only
         repeated inputs: the corpus's last) is kept in `planned` for the loop below."""
         nonlocal rows
-        for item in batch_plan(corpus.read(), size, key, done, corpus.name):
+        for item in batch_plan(corpus.read(), size, key, done, corpus.name, corpus.ends):
             if isinstance(item, tuple):  # committed by an earlier run: not encoded again
                 position, document = item
                 if kept[position] != document.doc_id:
@@ -425,6 +427,9 @@ def _build(folder: Path, corpus: Corpus, encode, dtype: str, meta: dict | None, 
         encoded = (((batch, encode(batch)) for batch in batches(bar)) if executor is None  # in this process
                    else executor.encode_batches(encode, batches(bar), folder))
         for _batch, vectors in encoded:
+            while not planned[0].fresh:  # a segment of repeated inputs only (ended by `Corpus.ends`)
+                rows = commit(planned[0], None, rows)
+                bar.update(len(planned.popleft().documents))
             segment = planned.popleft()
             rows = commit(segment, vectors, rows)
             bar.update(len(segment.documents))

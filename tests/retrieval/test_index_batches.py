@@ -86,3 +86,33 @@ def test_a_vector_depends_on_the_corpus_alone_not_on_what_the_cache_held(tmp_pat
     warm.doc_vectors(DOCS[3:5])  # a pool run before: beta and gamma in the cache, from a batch of 2
     assert built(warm) == want  # the index neither reads nor writes the cache
     assert warm.encoder.calls[1:] == clean.encoder.calls
+
+
+def test_a_batch_ends_where_the_corpus_says_and_a_segment_of_repeats_there_is_committed(tmp_path):
+    docs = [Document(f"x{i}", "", t) for i, t in enumerate("abcab" "de")]
+    plan = list(batch_plan(docs, 2, lambda d: d.text, ends=(3, 5)))
+    # by hand: [a b] (size), [c] (ends at 3), [a b] (repeats only: ends at 5), [d e] (size)
+    assert [[d.text for d in s.documents] for s in plan] == [["a", "b"], ["c"], ["a", "b"], ["d", "e"]]
+    assert [len(s.fresh) for s in plan] == [2, 1, 0, 2]
+    corpus = Corpus.of_documents(docs, batch=2, ends=(3, 5))
+    assert corpus.key != Corpus.of_documents(docs).key  # the batches make the vectors: part of the key
+    scorer = BiEncoder(BatchSensitive(), doc_template="{abstract}")
+    index = scorer.corpus_index(corpus)
+    assert scorer.encoder.calls == [["a", "b"], ["c"], ["d", "e"]]
+    rows = np.asarray(index.rows)
+    assert (rows[3] == rows[0]).all() and (rows[4] == rows[1]).all() and index.ids == [d.doc_id for d in docs]
+
+
+def test_a_pool_collections_index_holds_the_bits_a_pool_run_encoded_through_the_cache(collection):
+    """A collection with candidate lists is indexed in the order and the batches in which a pool run
+    over every query encodes its documents through the embedding cache (`runner.whole_corpus`), so a
+    run that reads the index scores by the very vectors it did before (the study's tables unchanged);
+    an index in the collection's own order, 4,096 at a time, gives other bits."""
+    from evalkit.pipeline.runner import whole_corpus
+
+    pooled = list({d.doc_id: d for q in collection.queries for d in collection.candidates_of(q)}.values())
+    through_cache = BiEncoder(BatchSensitive()).doc_vectors(pooled)  # the pool run's old path, a cold cache
+    index = BiEncoder(BatchSensitive()).corpus_index(whole_corpus(collection))
+    row_of = {doc: row for row, doc in enumerate(index.ids)}
+    assert np.array_equal(np.asarray(index.rows)[[row_of[d.doc_id] for d in pooled]], through_cache)
+    assert len(index.ids) == len(collection.documents)
