@@ -5,10 +5,14 @@ Document vectors are streamed, a batch at a time, into a file of rows under the 
 (``indexes/<key>/``, float32 or, when asked, float16; the dtype is recorded in ``meta.json`` and
 the run's sidecar), keyed by the corpus checksum and what makes a document vector (model
 fingerprint, document template, dtype). The model's batches are the corpus's distinct model
-inputs in the order they first occur, `BATCH` at a time (`batch_plan`), encoded by the model alone
-(no embedding cache in between, which a build neither reads nor writes): a batch's contents, and
-so every vector's bits, are a function of the corpus, never of what a cache held or of which
-process or node encoded it; a document whose input an earlier one has gets that document's row.
+inputs in the order they first occur, `BATCH` at a time (or the corpus's own `Corpus.batch`, a
+batch also ending after the documents its `Corpus.ends` counts; `batch_plan`), encoded by the
+model alone (no embedding cache in between, which a build neither reads nor writes): a batch's
+contents, and so every vector's bits, are a function of the corpus, never of what a cache held or
+of which process or node encoded it; a document whose input an earlier one has gets that
+document's row. A collection's index is also where its pool runs over every query read their
+document vectors (`evalkit.pipeline.runner.whole_corpus`, `evalkit.models.base.index_documents`),
+so a study encodes each document once.
 Every batch is committed with its documents (rows, ids, then the row count in ``meta.json``), so
 a killed build resumes after its last committed batch (the batches encoded but not committed are
 encoded again); a finished index serves every prompt and variant run (only queries are encoded). The file
