@@ -16,16 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from operator import attrgetter
 from types import MappingProxyType
 from typing import Generic, TypeVar
 
 from evalkit.core.errors import DeclarationError
 
 T = TypeVar("T")
-
-
-def _name(item) -> str:
-    return item.name
 
 
 class Declarations(Generic[T]):
@@ -36,8 +33,8 @@ class Declarations(Generic[T]):
     names it; `call` and `example` spell the registering call in the error for a value of another
     class."""
 
-    def __init__(self, kind: type, what: str, kit: Iterable[T], *, key: Callable[[T], Hashable] = _name,
-                 label: Callable[[T], str] = _name, call: str = "register", example: str = "...") -> None:
+    def __init__(self, kind: type, what: str, kit: Iterable[T], *, key: Callable[[T], Hashable] = attrgetter("name"),
+                 label: Callable[[T], str] = attrgetter("name"), call: str = "register", example: str = "...") -> None:
         self.kind, self.what, self.key, self.label, self.call, self.example = kind, what, key, label, call, example
         self.kit: tuple[T, ...] = ()
         self.items: Mapping[Hashable, T] = MappingProxyType({})

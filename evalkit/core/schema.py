@@ -8,6 +8,8 @@ A field's rule is its annotation (``Literal[...]``, ``StrictInt`` with ``ge``/``
 is a validator of the later field reading the earlier one (``info.data``), so the first error
 of a request is the one its fields' order states. `RequestSchema` maps pydantic's errors
 back: the first in `RequestSchema.ORDER` (default the fields' order) is the request's one line.
+The model registry file's schema states its fields' problems the same way (`stated`:
+`evalkit.models.registry_file`).
 """
 
 from __future__ import annotations
@@ -35,14 +37,18 @@ class Problem:
 WHOLE = Problem("give a whole number", ("int_type",))  # a whole-number field given a bool, a float or text
 
 
+def stated(metadata: Sequence, error: dict) -> Problem | None:
+    """The `Problem` among a field's annotation `metadata` for pydantic's `error` (by its type), if any."""
+    return next((p for p in metadata if isinstance(p, Problem) and (not p.types or error["type"] in p.types)), None)
+
+
 def refused(field: str, metadata: Sequence, error: dict) -> RequestError:
     """The kit's line for pydantic's `error` of `field`: the `RequestError` a rule raised, else
     the field's `Problem` (from its annotation's `metadata`) for the error's type."""
     raised = (error.get("ctx") or {}).get("error")
     if isinstance(raised, RequestError):
         return raised
-    problem = next((p for p in metadata if isinstance(p, Problem) and (not p.types or error["type"] in p.types)),
-                   None)
+    problem = stated(metadata, error)
     value = error["input"]
     if problem is None:  # a plain type (``str | None``): pydantic's words ("Input should be a valid string")
         return RequestError(field, error["msg"][:1].lower() + error["msg"][1:], value=value)

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import Field, SkipValidation, StrictInt, ValidationInfo, field_validator
+from pydantic import BeforeValidator, Field, SkipValidation, StrictInt, ValidationInfo, field_validator
 
 from evalkit.core.errors import RequestError
 from evalkit.core.schema import WHOLE, Problem
@@ -44,6 +44,9 @@ from evalkit.evaluation.stats import PairedTestRequest, PairedTestSettings
 Cutoff = Annotated[StrictInt | None, Field(ge=1, le=MAX_K), WHOLE,
                    Problem("give a positive whole number", ("greater_than_equal",)),
                    Problem(f"absurdly large; give at most {MAX_K:,}", ("less_than_equal",), lambda v: str(v)[:20])]
+
+# A protocol's name under its one rule (`evalkit.data.protocols.check_protocol`): both requests' ``protocol``.
+ProtocolName = Annotated[str, BeforeValidator(check_protocol)]
 
 
 class EvaluationRequest(PairedTestRequest):
@@ -62,7 +65,7 @@ class EvaluationRequest(PairedTestRequest):
                                         "alpha", "permutations", "seed", "family", "pmrr_ties", "seeds", "queries")
 
     dataset: SkipValidation[str] = "csfcube"  # its rule is the dataset's loader's (`evalkit.datasets.load_dataset`)
-    protocol: str | None = None
+    protocol: ProtocolName | None = None
     aggregate: Aggregation = "folds"
     discount: Annotated[Literal[tuple(DISCOUNTS)] | None, Problem(f"choose {' or '.join(DISCOUNTS)}")] = None
     k: Cutoff = None
@@ -70,11 +73,6 @@ class EvaluationRequest(PairedTestRequest):
     pmrr_ties: Annotated[Literal[PMRR_TIES], Problem(f"choose one of {', '.join(PMRR_TIES)}")] = "kit"
     seeds: SkipValidation[Sequence[str] | None] = None  # each id the collection's: `select_queries`
     queries: Annotated[SkipValidation[Sequence[str] | None], Field(validate_default=True)] = None
-
-    @field_validator("protocol", mode="before")
-    @classmethod
-    def _protocol(cls, value: object) -> object:
-        return value if value is None else check_protocol(value)
 
     @field_validator("measures", mode="before")
     @classmethod

