@@ -142,8 +142,9 @@ def load(models, profile: str = "offline", protocol: str = "pool", runs_dir: Pat
     `make explore`): a model's stored run over every query (`make relevance` makes them) is reused;
     a model without one is run on `seed`'s queries only (the folder a ``SEEDS=seed`` smoke run
     uses), minutes less on a cold cache, and is listed in `Explorer.seed_only`: its per-query
-    values are the full run's (each query is ranked on its own), its collection values are not
-    computed and the page says so."""
+    values are the full run's (each query is ranked on its own; only the last bits of a score may
+    differ, its candidates being encoded in the seed's batches, not the collection index's), its
+    collection values are not computed and the page says so."""
     # lazy (start-up cost): the runner and registry load only when a page is built
     from evalkit.models import registry
     from evalkit.pipeline.runner import Reuse, RunSettings, bind, obtain
