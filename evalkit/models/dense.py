@@ -101,14 +101,19 @@ class BiEncoder:
 
     def text_vectors(self, texts: Sequence[str]) -> np.ndarray:
         """Vectors of candidate-side texts (already through `doc_template`'s ``{text}``)."""
-        return self.encoder.encode([self.doc_template.format(text=t, title="", abstract=t) for t in texts],
-                                   "documents")
+        return self._documents([self.doc_template.format(text=t, title="", abstract=t) for t in texts])
 
     def doc_vectors(self, candidates: Sequence[Document]) -> np.ndarray:
+        """The candidates' rows of the collection's index where a run gave one (`index_documents`),
+        else their vectors through the embedding cache."""
         indexed = self.indexed_vectors(candidates)
         if indexed is not None:
             return indexed
-        return self.encoder.encode([self.document_string(d) for d in candidates], "documents")
+        return self._documents([self.document_string(d) for d in candidates])
+
+    def _documents(self, strings: list[str]) -> np.ndarray:
+        """Vectors of document-side model inputs, through the embedding cache (a subclass's own)."""
+        return self.encoder.encode(strings, "documents")
 
     def similarity(self, query_vector: np.ndarray, doc_vectors: np.ndarray) -> np.ndarray:
         """One score per row, each a function of that row alone: a document scores the same whatever

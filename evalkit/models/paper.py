@@ -89,18 +89,6 @@ class PaperBiEncoder(BiEncoder):
             else:
                 self.reference.device = resolve_device()
 
-    def document_string(self, document: Document) -> str:
-        return self.doc_template.format(text=document.full_text, title=document.title, abstract=document.text)
-
-    def text_vectors(self, texts: Sequence[str]) -> np.ndarray:
-        return self._documents([self.doc_template.format(text=t, title="", abstract=t) for t in texts])
-
-    def doc_vectors(self, candidates: Sequence[Document]) -> np.ndarray:
-        indexed = self.indexed_vectors(candidates)
-        if indexed is not None:
-            return indexed
-        return self._documents([self.document_string(d) for d in candidates])
-
     def _documents(self, strings: list[str]) -> np.ndarray:
         return self.vectors.stack(strings, lambda s: ("document", s), self.encode_documents, "documents")
 

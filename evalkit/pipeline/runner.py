@@ -33,7 +33,7 @@ policy whether a run that cannot be made raises or says why (`NotRun`).
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from enum import Enum
 from functools import cache
@@ -151,9 +151,16 @@ def whole_corpus(collection: Collection) -> Corpus:
     which a pool run encoded the documents through the cache, so its vectors are the same bits."""
     if collection.candidates is None:
         return Corpus.of_documents(list(collection.documents.values()), collection.name)
-    pooled = {d.doc_id: d for qid in collection.queries for d in collection.candidates_of(qid)}
-    rest = [d for doc, d in collection.documents.items() if doc not in pooled]
-    return Corpus.of_documents([*pooled.values(), *rest], collection.name, CHUNK, (len(pooled),))
+    pooled = pooled_documents({qid: collection.candidates_of(qid) for qid in collection.queries})
+    ids = {d.doc_id for d in pooled}
+    rest = [d for doc, d in collection.documents.items() if doc not in ids]
+    return Corpus.of_documents([*pooled, *rest], collection.name, CHUNK, (len(pooled),))
+
+
+def pooled_documents(candidates: Mapping[str, Sequence[Document]]) -> list[Document]:
+    """The documents of candidate lists, each once, in the order the lists meet them: what a run
+    prepares (`prepare`), and the order in which a pool collection's index holds them (`whole_corpus`)."""
+    return list({d.doc_id: d for documents in candidates.values() for d in documents}.values())
 
 
 def candidates_for(settings: RunSettings, collection: Collection, queries: Sequence[Query],
@@ -218,7 +225,7 @@ def prepare(bound: BoundRun, executor=None) -> tuple[Scorer, Candidates | None, 
     if candidates is not None:
         if bound.settings.protocol != "full" and bound.settings.queries is None:
             index_documents(scorer, whole_corpus(bound.collection), executor)
-        scorer.prepare(list({d.doc_id: d for cands in candidates.values() for d in cands}.values()))
+        scorer.prepare(pooled_documents(candidates))
     return scorer, candidates, protocol
 
 

@@ -336,7 +336,7 @@ def batch_plan(documents, size: int, key: Callable[[Document], str] | None, done
         segment.sources.append(row)
         if row == position:
             segment.fresh.append(document)
-        if len(segment.fresh) == size and row == position or position + 1 in ends:
+        if (row == position and len(segment.fresh) == size) or position + 1 in ends:
             yield segment
             segment = Segment(position + 1)
     if segment.documents:
@@ -413,7 +413,8 @@ def _build(folder: Path, corpus: Corpus, encode, dtype: str, meta: dict | None, 
 
     def batches(bar):
         """The fresh documents of each segment (`batch_plan`) to encode; a segment with none (only
-        repeated inputs: the corpus's last) is kept in `planned` for the loop below."""
+        repeated inputs: the corpus's last, or one ended by `Corpus.ends`) is kept in `planned` for
+        the loop below."""
         nonlocal rows
         for item in batch_plan(corpus.read(), size, key, done, corpus.name, corpus.ends):
             if isinstance(item, tuple):  # committed by an earlier run: not encoded again
@@ -430,17 +431,19 @@ def _build(folder: Path, corpus: Corpus, encode, dtype: str, meta: dict | None, 
     with progress.bar(total=corpus.size, desc=f"index {corpus.name}", unit="doc", min_total=BATCH) as bar:
         encoded = (((batch, encode(batch)) for batch in batches(bar)) if executor is None  # in this process
                    else executor.encode_batches(encode, batches(bar), folder))
-        for _batch, vectors in encoded:
-            while not planned[0].fresh:  # a segment of repeated inputs only (ended by `Corpus.ends`)
-                rows = commit(planned[0], None, rows)
-                bar.update(len(planned.popleft().documents))
+        def take(vectors: np.ndarray | None = None) -> None:
+            """Commit the first planned segment (its batch's `vectors`; None: repeated inputs only)."""
+            nonlocal rows
             segment = planned.popleft()
             rows = commit(segment, vectors, rows)
             bar.update(len(segment.documents))
+
+        for _batch, vectors in encoded:
+            while not planned[0].fresh:  # segments of repeated inputs only, before this batch's
+                take()
+            take(vectors)
         while planned:  # a last segment of repeated inputs only
-            segment = planned.popleft()
-            rows = commit(segment, None, rows)
-            bar.update(len(segment.documents))
+            take()
     if rows < done:
         raise DataError(folder, f"the corpus changed under a partial index (it has {rows} documents, the index "
                         f"{done}); delete the folder")
