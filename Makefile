@@ -220,10 +220,12 @@ all: budget-start $(BUILD)/tables/specter-sample.json $(BUILD)/tables/human.json
 budget-start: $(STAMP)
 	@$(RUN_PY) -m evalkit.make.budget start $(call shell_word,$(TAG)) $(STAGE_STEMS)
 
+# The suite runs on two pytest-xdist workers (the development machine's 2 cores; 11 to 13 minutes
+# where one process took 18), each test file on one worker, so a file's fixtures are built once.
 test: $(STAMP) ## lint (ruff, the import layers) and run the test suite
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports --no-cache
-	$(RUN_PY) -m pytest -q
+	$(RUN_PY) -m pytest -q -n 2 --dist loadfile
 
 docs: $(STAMP) ## build the documentation site (docs/, mkdocs.yml) into build/site; warnings fail it (--strict)
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir build/site
