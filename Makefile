@@ -220,7 +220,7 @@ all: budget-start $(BUILD)/tables/specter-sample.json $(BUILD)/tables/human.json
 budget-start: $(STAMP)
 	@$(RUN_PY) -m evalkit.make.budget start $(call shell_word,$(TAG)) $(STAGE_STEMS)
 
-# The suite runs on two pytest-xdist workers (the development machine's 2 cores; 11 to 13 minutes
+# The suite runs on two pytest-xdist workers (the development machine's 2 cores; 11 to 14 minutes
 # where one process took 18), each test file on one worker, so a file's fixtures are built once.
 test: $(STAMP) ## lint (ruff, the import layers) and run the test suite
 	$(VENV)/bin/ruff check .
